@@ -1,0 +1,287 @@
+"""Tiny random-weight vision-language models, one per family, saved for `from_pretrained`.
+
+`build_tiny(family, directory)` writes a model folder (config, weights, processor,
+tokenizer, chat template, generation config) and returns its path; load it with
+`AutoProcessor` + `AutoModelForImageTextToText` or as `hf:<path>`.  Families that
+have real tokenizers and processor configs in ../shared/assets use them as they
+are (Qwen2.5-VL, SmolVLM); the others are assembled from those vocabularies with
+the special tokens and chat template their processors require.
+
+Sizes default to hidden 64, 2 layers, vision towers that turn a 64 px image into
+a handful of image tokens; `TinySize` scales them up for benchmarks.  `edit` runs
+on the model before it is saved (to plant a known preference in the output layer).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+import torch
+from transformers import (
+    AutoModelForImageTextToText,
+    AutoProcessor,
+    AutoTokenizer,
+    CLIPImageProcessor,
+    CLIPVisionConfig,
+    GenerationConfig,
+    GotOcr2ImageProcessor,
+    Idefics3Config,
+    InternVLConfig,
+    InternVLProcessor,
+    InternVLVideoProcessor,
+    LlamaConfig,
+    LlavaConfig,
+    LlavaProcessor,
+    PreTrainedModel,
+    Qwen2_5_VLConfig,
+    Qwen2Config,
+    Qwen2VLImageProcessor,
+    Qwen3VLConfig,
+    Qwen3VLProcessor,
+    Qwen3VLVideoProcessor,
+)
+
+TOKENIZERS = Path(__file__).resolve().parents[1].parent / "shared" / "assets" / "tokenizers"
+QWEN25_ASSETS = TOKENIZERS / "qwen2_5_vl"
+SMOLVLM_ASSETS = TOKENIZERS / "smolvlm_256m"
+
+FAMILIES = ("qwen2_5_vl", "smolvlm", "qwen3_vl", "llava", "internvl")
+
+# A LLaVA-1.5 style template: role words and spaces rather than special tokens
+# between turns, so a prefix and its continuation do not split at a token boundary.
+LLAVA_CHAT_TEMPLATE = (
+    "{% for message in messages %}{{ message['role'].upper() + ': ' }}"
+    "{% for content in message['content'] if content['type'] == 'image' %}{{ '<image>\n' }}{% endfor %}"
+    "{% for content in message['content'] if content['type'] == 'text' %}{{ content['text'] + ' ' }}{% endfor %}"
+    "{% endfor %}{% if add_generation_prompt %}{{ 'ASSISTANT:' }}{% endif %}"
+)
+
+# The InternVL3 template without its default system prompt.
+INTERNVL_CHAT_TEMPLATE = (
+    "{% for message in messages %}{{ '<|im_start|>' + message['role'] + '\n' }}"
+    "{% for content in message['content'] %}{% if content['type'] == 'image' %}{{ '<IMG_CONTEXT>\n' }}"
+    "{% elif content['type'] == 'text' %}{{ content['text'] }}{% endif %}{% endfor %}"
+    "{{ '<|im_end|>\n' }}{% endfor %}{% if add_generation_prompt %}{{ '<|im_start|>assistant\n' }}{% endif %}"
+)
+
+# Qwen-vocabulary models stop at <|im_end|> or <|endoftext|>.
+QWEN_GENERATION = GenerationConfig(eos_token_id=[151645, 151643], pad_token_id=151643)
+
+INTERNVL_IMAGE_TOKENS = {
+    "start_image_token": "<img>",
+    "end_image_token": "</img>",
+    "context_image_token": "<IMG_CONTEXT>",
+    "video_token": "<video>",
+}
+
+
+@dataclass(frozen=True)
+class TinySize:
+    """Text width and depth, and the vision tower's input side and patch (image tokens follow from them)."""
+
+    hidden: int = 64
+    layers: int = 2
+    heads: int = 4
+    image_px: int = 64
+    vision_hidden: int = 32
+    vision_layers: int = 1
+
+
+TINY = TinySize()
+
+
+def _text(size: TinySize, vocab_size: int, **extra) -> dict:
+    return dict(
+        vocab_size=vocab_size,
+        hidden_size=size.hidden,
+        intermediate_size=2 * size.hidden,
+        num_hidden_layers=size.layers,
+        num_attention_heads=size.heads,
+        num_key_value_heads=size.heads // 2,
+        max_position_embeddings=4096,
+        **extra,
+    )
+
+
+def _vision(size: TinySize, **extra) -> dict:
+    return dict(
+        hidden_size=size.vision_hidden,
+        intermediate_size=2 * size.vision_hidden,
+        num_hidden_layers=size.vision_layers,
+        num_attention_heads=2,
+        **extra,
+    )
+
+
+def _mrope_section(size: TinySize) -> list[int]:
+    # The three rotary sections (time, height, width) share half of one head's width.
+    half = size.hidden // size.heads // 2
+    return [half - 2 * (half // 3), half // 3, half // 3]
+
+
+def _qwen2_5_vl(size: TinySize):
+    processor = AutoProcessor.from_pretrained(QWEN25_ASSETS)
+    # The real processor resizes to multiples of 28 px; keep the image at the requested side.
+    side = size.image_px - size.image_px % 28
+    processor.image_processor.size = {"shortest_edge": side * side, "longest_edge": side * side}
+    config = Qwen2_5_VLConfig(
+        text_config=_text(
+            size, len(processor.tokenizer), rope_scaling={"type": "mrope", "mrope_section": _mrope_section(size)}
+        ),
+        vision_config=dict(
+            depth=size.vision_layers,
+            hidden_size=size.vision_hidden,
+            intermediate_size=2 * size.vision_hidden,
+            num_heads=2,
+            out_hidden_size=size.hidden,
+            window_size=56,
+            fullatt_block_indexes=[0],
+        ),
+    )
+    return config, processor, QWEN_GENERATION
+
+
+def _qwen3_vl(size: TinySize):
+    tokenizer = AutoTokenizer.from_pretrained(QWEN25_ASSETS)
+    pixels = size.image_px * size.image_px
+    processor = Qwen3VLProcessor(
+        image_processor=Qwen2VLImageProcessor(
+            patch_size=16,
+            merge_size=2,
+            size={"shortest_edge": pixels, "longest_edge": pixels},
+            image_mean=[0.5, 0.5, 0.5],
+            image_std=[0.5, 0.5, 0.5],
+        ),
+        tokenizer=tokenizer,
+        video_processor=Qwen3VLVideoProcessor(),
+        chat_template=tokenizer.chat_template,
+    )
+    patches_per_side = size.image_px // 16
+    config = Qwen3VLConfig(
+        text_config=_text(
+            size,
+            len(tokenizer),
+            head_dim=size.hidden // size.heads,
+            rope_parameters={
+                "rope_type": "default",
+                "rope_theta": 5000000.0,
+                "mrope_section": _mrope_section(size),
+                "mrope_interleaved": True,
+            },
+        ),
+        vision_config=dict(
+            depth=size.vision_layers,
+            hidden_size=size.vision_hidden,
+            intermediate_size=2 * size.vision_hidden,
+            num_heads=2,
+            out_hidden_size=size.hidden,
+            num_position_embeddings=patches_per_side * patches_per_side,
+            deepstack_visual_indexes=[0],
+        ),
+    )
+    return config, processor, QWEN_GENERATION
+
+
+def _smolvlm(size: TinySize):
+    processor = AutoProcessor.from_pretrained(SMOLVLM_ASSETS)
+    image_processor = processor.image_processor
+    image_processor.do_image_splitting = False
+    image_processor.size = {"longest_edge": size.image_px}
+    image_processor.max_image_size = {"longest_edge": size.image_px}
+    patch, scale = 16, 2
+    processor.image_seq_len = (size.image_px // patch) ** 2 // scale**2
+    config = Idefics3Config(
+        text_config=_text(size, len(processor.tokenizer), model_type="llama", head_dim=size.hidden // size.heads),
+        vision_config=_vision(size, image_size=size.image_px, patch_size=patch),
+        scale_factor=scale,
+        image_token_id=processor.image_token_id,
+    )
+    return config, processor, GenerationConfig.from_pretrained(SMOLVLM_ASSETS)
+
+
+def _llava(size: TinySize):
+    # SmolVLM's vocabulary has an `<image>` token; LLaVA needs nothing else from a tokenizer.
+    tokenizer = AutoTokenizer.from_pretrained(SMOLVLM_ASSETS)
+    patch = 16
+    processor = LlavaProcessor(
+        image_processor=CLIPImageProcessor(
+            size={"shortest_edge": size.image_px}, crop_size={"height": size.image_px, "width": size.image_px}
+        ),
+        tokenizer=tokenizer,
+        patch_size=patch,
+        vision_feature_select_strategy="default",
+        num_additional_image_tokens=1,
+        chat_template=LLAVA_CHAT_TEMPLATE,
+    )
+    image_tokens = (size.image_px // patch) ** 2
+    config = LlavaConfig(
+        text_config=LlamaConfig(**_text(size, len(tokenizer))),
+        vision_config=CLIPVisionConfig(
+            **_vision(size, image_size=size.image_px, patch_size=patch, projection_dim=size.vision_hidden)
+        ),
+        image_token_index=processor.image_token_id,
+        image_seq_length=image_tokens,
+    )
+    return config, processor, GenerationConfig(eos_token_id=tokenizer.eos_token_id, pad_token_id=tokenizer.pad_token_id)
+
+
+def _internvl(size: TinySize):
+    tokenizer = AutoTokenizer.from_pretrained(QWEN25_ASSETS, extra_special_tokens=INTERNVL_IMAGE_TOKENS)
+    patch, downsample = 16, 0.5
+    image_tokens = int((size.image_px // patch) ** 2 * downsample**2)
+    processor = InternVLProcessor(
+        image_processor=GotOcr2ImageProcessor(
+            size={"height": size.image_px, "width": size.image_px}, crop_to_patches=False
+        ),
+        tokenizer=tokenizer,
+        video_processor=InternVLVideoProcessor(),
+        image_seq_length=image_tokens,
+        chat_template=INTERNVL_CHAT_TEMPLATE,
+    )
+    config = InternVLConfig(
+        text_config=Qwen2Config(**_text(size, len(tokenizer))),
+        vision_config=_vision(size, image_size=size.image_px, patch_size=patch),
+        image_token_id=tokenizer.context_image_token_id,
+        image_seq_length=image_tokens,
+        downsample_ratio=downsample,
+    )
+    return config, processor, QWEN_GENERATION
+
+
+_BUILDERS = {
+    "qwen2_5_vl": _qwen2_5_vl,
+    "smolvlm": _smolvlm,
+    "qwen3_vl": _qwen3_vl,
+    "llava": _llava,
+    "internvl": _internvl,
+}
+
+
+def build_tiny(
+    family: str,
+    directory: Path,
+    *,
+    size: TinySize = TINY,
+    seed: int = 0,
+    edit: Callable[[PreTrainedModel], None] | None = None,
+    name: str | None = None,
+) -> Path:
+    """Write a random-weight model of `family` (one of FAMILIES) to `directory`/`name` and return that path.
+
+    `name` defaults to the family; give another to keep several variants of one family side by side.
+    """
+    if family not in _BUILDERS:
+        raise ValueError(f"unknown family {family!r}; one of {', '.join(FAMILIES)}")
+    config, processor, generation = _BUILDERS[family](size)
+    torch.manual_seed(seed)
+    model = AutoModelForImageTextToText.from_config(config, dtype=torch.float32).eval()
+    model.generation_config = generation
+    if edit is not None:
+        with torch.no_grad():
+            edit(model)
+    path = Path(directory) / (name or family)
+    model.save_pretrained(path)
+    processor.save_pretrained(path)
+    return path
