@@ -1,0 +1,301 @@
+"""Core types shared by every area of convswap.
+
+The data flow is: stimuli make a `Trial` -> a convention renders it into a
+`Prompt` -> a backend reads the model and returns a `FirstTokenReadout` and/or a
+`Generation` -> the parser maps the text to a slot -> the runner writes a
+`Record`.  Everything after rendering speaks in *slots* of one prompt (1..K):
+a parser never returns an index into any other list.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections.abc import Mapping
+from dataclasses import asdict, dataclass, field
+from typing import Any, Literal
+
+Task = Literal["locate", "identify", "color"]
+Condition = Literal["visible", "cached"]
+Side = Literal["answer", "question"]
+Gloss = Literal["none", "glossed", "mispaired"]
+OutputFormat = Literal["integer", "word"]
+ParseStatus = Literal["ok", "unparseable", "empty", "truncated", "refused", "api_error"]
+
+TASKS: tuple[str, ...] = ("locate", "identify", "color")
+CONDITIONS: tuple[str, ...] = ("visible", "cached")
+PARSE_STATUSES: tuple[str, ...] = ("ok", "unparseable", "empty", "truncated", "refused", "api_error")
+
+
+class ConvswapError(Exception):
+    """An error a user can act on; the CLI prints its message on one line and exits 2."""
+
+
+def sha256_hex(data: bytes | str) -> str:
+    if isinstance(data, str):
+        data = data.encode("utf-8")
+    return hashlib.sha256(data).hexdigest()
+
+
+def _freeze(params: Mapping[str, Any]) -> tuple[tuple[str, Any], ...]:
+    return tuple(sorted((str(k), _freeze_value(v)) for k, v in params.items()))
+
+
+def _freeze_value(value: Any) -> Any:
+    if isinstance(value, list):
+        return tuple(_freeze_value(v) for v in value)
+    if isinstance(value, dict):
+        return _freeze(value)
+    return value
+
+
+@dataclass(frozen=True)
+class ImageSpec:
+    """How to obtain a trial's image: a file on disk, or a deterministic render.
+
+    `kind` is "file" (params: path) or the name of a renderer in
+    `convswap.stimuli.render` (params: whatever that renderer takes, seed included).
+    """
+
+    kind: str
+    params: tuple[tuple[str, Any], ...] = ()
+
+    @classmethod
+    def of(cls, kind: str, **params: Any) -> ImageSpec:
+        return cls(kind=kind, params=_freeze(params))
+
+    def param(self, name: str) -> Any:
+        for key, value in self.params:
+            if key == name:
+                return value
+        raise KeyError(f"image spec {self.kind!r} has no parameter {name!r}")
+
+    def to_json(self) -> dict[str, Any]:
+        return {"kind": self.kind, "params": {k: _thaw(v) for k, v in self.params}}
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any]) -> ImageSpec:
+        return cls.of(data["kind"], **data.get("params", {}))
+
+
+def _thaw(value: Any) -> Any:
+    if isinstance(value, tuple):
+        if value and all(isinstance(v, tuple) and len(v) == 2 and isinstance(v[0], str) for v in value):
+            return {k: _thaw(v) for k, v in value}
+        return [_thaw(v) for v in value]
+    return value
+
+
+@dataclass(frozen=True)
+class ColorAnchor:
+    """One word of a model's calibrated vocabulary and the angle it is anchored at."""
+
+    word: str
+    angle: int
+
+
+@dataclass(frozen=True)
+class Trial:
+    """One item: K canonical referents, the right one, the image and what the question needs.
+
+    referents: canonical, convention-free names in canonical order.  For spatial
+    trials these are cell names (row-major), for identify trials object categories,
+    for color trials calibrated color words.
+    target: the referent that is right.
+    subject: what the question is about -- locate: the object phrase ("microwave",
+    "green square"); identify: unused (the position comes from `cell`); color: the
+    cued cell's name ({where} in the templates).
+    cell: the target's cell name for spatial trials (identify: the position asked about).
+    anchors: color trials: the vocabulary with each word's calibrated angle.
+    held_out: color trials: the stimulus angle is a held-out angle.
+    """
+
+    trial_id: str
+    task: Task
+    referents: tuple[str, ...]
+    target: str
+    image: ImageSpec
+    width: int
+    height: int
+    grid: int | None = None
+    subject: str = ""
+    cell: str | None = None
+    anchors: tuple[ColorAnchor, ...] = ()
+    held_out: bool = False
+    meta: tuple[tuple[str, Any], ...] = ()
+
+    def __post_init__(self) -> None:
+        if self.target not in self.referents:
+            raise ConvswapError(f"trial {self.trial_id}: target {self.target!r} is not among its referents")
+        if len(set(self.referents)) != len(self.referents):
+            raise ConvswapError(f"trial {self.trial_id}: referents repeat: {self.referents}")
+
+    @property
+    def k(self) -> int:
+        return len(self.referents)
+
+    def meta_value(self, name: str, default: Any = None) -> Any:
+        return dict(self.meta).get(name, default)
+
+    def to_json(self) -> dict[str, Any]:
+        data = asdict(self)
+        data["referents"] = list(self.referents)
+        data["image"] = self.image.to_json()
+        data["anchors"] = [{"word": a.word, "angle": a.angle} for a in self.anchors]
+        data["meta"] = {k: _thaw(v) for k, v in self.meta}
+        return data
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any]) -> Trial:
+        return cls(
+            trial_id=data["trial_id"],
+            task=data["task"],
+            referents=tuple(data["referents"]),
+            target=data["target"],
+            image=ImageSpec.from_json(data["image"]),
+            width=int(data["width"]),
+            height=int(data["height"]),
+            grid=data.get("grid"),
+            subject=data.get("subject", ""),
+            cell=data.get("cell"),
+            anchors=tuple(ColorAnchor(a["word"], int(a["angle"])) for a in data.get("anchors", ())),
+            held_out=bool(data.get("held_out", False)),
+            meta=_freeze(data.get("meta", {})),
+        )
+
+
+@dataclass(frozen=True)
+class Prompt:
+    """One trial rendered under one convention.
+
+    slots[i] is the referent shown at slot i+1.  alphabet[i] is the answer string
+    for slot i+1 ("1".."K", or the words for a word-answer convention).  keys maps
+    a key name ("target"; or "coord" and "name" for a mispaired gloss) to a slot
+    (1-based).  glosses[i] is the referent named beside slot i+1's description
+    (glossed and mispaired conventions), else empty.
+    """
+
+    trial_id: str
+    convention: str
+    task: Task
+    text: str
+    slots: tuple[str, ...]
+    alphabet: tuple[str, ...]
+    keys: tuple[tuple[str, int], ...]
+    output: OutputFormat
+    glosses: tuple[str, ...] = ()
+
+    @property
+    def k(self) -> int:
+        return len(self.slots)
+
+    def key(self, name: str) -> int | None:
+        return dict(self.keys).get(name)
+
+    @property
+    def sha256(self) -> str:
+        return sha256_hex(self.text)
+
+
+@dataclass(frozen=True)
+class TokenScore:
+    token_id: int
+    text: str
+    prob: float
+
+
+@dataclass(frozen=True)
+class FirstTokenReadout:
+    """Restricted first-token readout over one alphabet under its resolved surface.
+
+    candidate_logits[i] is the logit of slot i+1's first token; candidate_mass is
+    the full-vocabulary softmax summed over the candidate tokens; slot is the
+    restricted argmax (1-based).
+    """
+
+    surface: str
+    candidate_token_ids: tuple[int, ...]
+    candidate_logits: tuple[float, ...]
+    candidate_mass: float
+    top: tuple[TokenScore, ...]
+    slot: int
+
+
+@dataclass(frozen=True)
+class Generation:
+    """Greedy generated text with why it stopped.  text is None when the backend gave none."""
+
+    text: str | None
+    finish_reason: str  # "stop" (end of sequence), "length", or the API's own word
+    prompt_tokens: int | None = None
+    completion_tokens: int | None = None
+    reasoning_tokens: int | None = None
+    error: str | None = None  # set only for a request that failed for good (status api_error)
+
+
+@dataclass(frozen=True)
+class Parsed:
+    slot: int | None
+    status: ParseStatus
+
+
+def canonical_json(data: Any) -> str:
+    return json.dumps(data, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+
+
+@dataclass(frozen=True)
+class Record:
+    """One JSONL line: one (model, condition, convention, trial).
+
+    Holds enough to recompute every label and audit every prompt without the code
+    that made it.  `correct` maps each key name to whether the parsed (or, when
+    readout == "first_token", the first-token) slot equals that key.
+    """
+
+    experiment: str
+    plan_hash: str
+    package_version: str
+    model: str
+    model_revision: str
+    quant: str | None
+    backend: str
+    condition: Condition
+    convention: str
+    task: Task
+    trial_id: str
+    referents: tuple[str, ...]
+    slots: tuple[str, ...]
+    glosses: tuple[str, ...]
+    keys: dict[str, int]
+    prompt: str
+    prompt_sha256: str
+    acknowledgement: str | None
+    image_sha256: str
+    alphabet: tuple[str, ...]
+    readout: Literal["first_token", "generate"]
+    first_token: dict[str, Any] | None
+    first_token_refused: str | None
+    generation: dict[str, Any] | None
+    parsed_slot: int | None
+    parse_status: ParseStatus
+    answer_slot: int | None
+    correct: dict[str, bool]
+    trial: dict[str, Any]
+    timestamp: str
+    shard: tuple[int, int] = (0, 1)
+    extra: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def unit(self) -> tuple[str, str, str, str]:
+        """The identity a run must write once and only once."""
+        return (self.model, self.condition, self.convention, self.trial_id)
+
+    def to_json(self) -> str:
+        return canonical_json(asdict(self))
+
+    @classmethod
+    def from_json(cls, line: str) -> Record:
+        data = json.loads(line)
+        for name in ("referents", "slots", "glosses", "alphabet", "shard"):
+            data[name] = tuple(data[name])
+        return cls(**data)

@@ -1,0 +1,45 @@
+"""Writing files so that nothing is ever half-written on disk."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import tempfile
+from collections.abc import Iterator
+from pathlib import Path
+from typing import TextIO
+
+from convswap.core import ConvswapError
+
+
+@contextlib.contextmanager
+def atomic_open(path: str | os.PathLike[str], mode: str = "w") -> Iterator[TextIO]:
+    """Open a temporary file beside `path`; it replaces `path` only if the block succeeds."""
+    target = Path(path)
+    folder = target.parent if str(target.parent) else Path(".")
+    if not folder.is_dir():
+        raise ConvswapError(f"output folder {folder} does not exist")
+    try:
+        fd, tmp_name = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=folder)
+    except OSError as error:
+        raise ConvswapError(f"cannot write to {folder}: {error.strerror}") from error
+    try:
+        with os.fdopen(fd, mode) as handle:
+            yield handle
+            handle.flush()
+            os.fsync(handle.fileno())
+        os.replace(tmp_name, target)
+    except BaseException:
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(tmp_name)
+        raise
+
+
+def atomic_write_text(path: str | os.PathLike[str], text: str) -> None:
+    with atomic_open(path, "w") as handle:
+        handle.write(text)
+
+
+def atomic_write_bytes(path: str | os.PathLike[str], data: bytes) -> None:
+    with atomic_open(path, "wb") as handle:
+        handle.write(data)

@@ -1,0 +1,87 @@
+"""The small protocol every backend implements.
+
+A backend reads one image and several question texts in one condition.  It
+receives all the texts of one image at once so that it can encode the image
+prefix once and share it (the transformers backend does; API backends send
+each request whole).  Logit backends also expose their tokenizer so that token
+surfaces can be resolved by measurement (`convswap.calibration.surfaces`).
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from dataclasses import dataclass, field
+
+import numpy as np
+from PIL import Image
+
+from convswap.core import Condition, ConvswapError, Generation, Prompt, Trial
+
+# The cached condition: the image and this instruction form one user turn, the
+# acknowledgement is the assistant's reply, and every question continues as a
+# new text-only user turn.  Both strings are logged with each cached record.
+MEMORIZE_INSTRUCTION = "Memorize this image. You will be asked questions about it afterwards."
+ACKNOWLEDGEMENT = "OK."
+
+DEFAULT_MAX_NEW_TOKENS = 16
+
+
+@dataclass(frozen=True)
+class ModelInfo:
+    """What the logs record about the model actually read."""
+
+    spec: str
+    backend: str
+    revision: str  # resolved hub revision, or a sha256 of config and weights
+    quant: str | None = None
+    dtype: str | None = None
+
+
+@dataclass(frozen=True)
+class Query:
+    """Every question asked about one image in one condition.
+
+    Backends read `prompts[i].text`; the image prefix (and, in the cached
+    condition, the acknowledgement turn) is shared by all of them.  `trial` is
+    the stimulus the prompts were rendered from: real models never see it; the
+    simulated observer uses it where it cannot perceive the image itself (the
+    object's cell in a photograph).
+    """
+
+    image: Image.Image = field(compare=False)
+    prompts: tuple[Prompt, ...]
+    condition: Condition
+    trial: Trial | None = None
+
+    @property
+    def texts(self) -> list[str]:
+        return [prompt.text for prompt in self.prompts]
+
+
+class LogitsUnavailable(ConvswapError):
+    """Raised by backends with no first-token distribution (API models)."""
+
+
+class Backend(ABC):
+    """One model behind one small interface."""
+
+    spec: str
+    has_logits: bool = False
+
+    @abstractmethod
+    def info(self) -> ModelInfo: ...
+
+    @abstractmethod
+    def generate(self, query: Query, max_new_tokens: int = DEFAULT_MAX_NEW_TOKENS) -> list[Generation]:
+        """Greedy generation for each prompt of the query, in order."""
+
+    def next_token_logits(self, query: Query) -> np.ndarray:
+        """Full-vocabulary logits of the first answer token, shape [len(query.prompts), vocab], float32."""
+        raise LogitsUnavailable(f"{self.spec} exposes no first-token distribution")
+
+    def encode(self, text: str) -> list[int]:
+        """Token ids of `text` as it would appear as the start of the answer (no special tokens)."""
+        raise LogitsUnavailable(f"{self.spec} exposes no tokenizer")
+
+    def decode_token(self, token_id: int) -> str:
+        raise LogitsUnavailable(f"{self.spec} exposes no tokenizer")

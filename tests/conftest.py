@@ -1,0 +1,41 @@
+"""Shared test fixtures: the read-only assets in ../shared beside the checkout."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+REPO_ROOT = Path(__file__).resolve().parents[1]
+SHARED = REPO_ROOT.parent / "shared"
+ASSETS = SHARED / "assets"
+COCO_MINI = ASSETS / "coco" / "coco-mini"
+COCO_ANNOTATIONS = COCO_MINI / "annotations" / "instances_val2017.json"
+COCO_IMAGES = COCO_MINI / "val2017"
+TOKENIZERS = ASSETS / "tokenizers"
+
+
+def _require(path: Path) -> Path:
+    if not path.exists():
+        pytest.fail(f"test asset missing: {path} (the tests expect ../shared beside the repository root)")
+    return path
+
+
+@pytest.fixture(scope="session")
+def coco_annotations() -> Path:
+    return _require(COCO_ANNOTATIONS)
+
+
+@pytest.fixture(scope="session")
+def coco_images() -> Path:
+    return _require(COCO_IMAGES)
+
+
+@pytest.fixture(scope="session")
+def qwen25_assets() -> Path:
+    return _require(TOKENIZERS / "qwen2_5_vl")
+
+
+@pytest.fixture(scope="session")
+def smolvlm_assets() -> Path:
+    return _require(TOKENIZERS / "smolvlm_256m")
