@@ -17,6 +17,7 @@ from convswap.core import ConvswapError
 
 COMMAND_MODULES = (
     "convswap.conventions.commands",
+    "convswap.stimuli.commands",
 )
 
 

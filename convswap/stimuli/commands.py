@@ -1,0 +1,61 @@
+"""Stimulus subcommands: `convswap coco-select`."""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+from convswap.core import ConvswapError
+from convswap.stimuli.coco import (
+    CocoSelection,
+    admitted_objects,
+    default_images_dir,
+    image_path,
+    select_objects,
+    write_selection,
+)
+
+
+def register(subparsers: argparse._SubParsersAction) -> None:
+    parser = subparsers.add_parser(
+        "coco-select",
+        help="admit COCO objects for grid trials and write a seeded selection, one JSON line per object",
+        description="Screen every object of a COCO-format annotation file by the spec's admission criteria "
+        "(a unique instance of its category, segmentation area under 25% of the image, box center at least "
+        "8% of the image inside its cell's borders), pick one object from each of N images by the seed, "
+        "and write them as JSON lines from which the locate and identify trials are rebuilt.",
+    )
+    parser.add_argument(
+        "--annotations", required=True, type=Path, metavar="FILE", help="COCO-format instances JSON file"
+    )
+    parser.add_argument(
+        "--images",
+        type=Path,
+        metavar="DIR",
+        help="folder holding the images; default: val2017 beside the annotation file's folder "
+        "(annotations/instances_val2017.json -> val2017/)",
+    )
+    parser.add_argument("--grid", required=True, type=int, metavar="{3,4}", help="grid size: 3 (3x3) or 4 (4x4)")
+    parser.add_argument("--n", required=True, type=int, metavar="N", help="number of objects (one per image) to select")
+    parser.add_argument(
+        "--seed", type=int, default=0, metavar="S", help="seed of the selection and distractors (default 0)"
+    )
+    parser.add_argument("--out", required=True, type=Path, metavar="FILE.jsonl", help="JSON-lines file to write")
+    parser.set_defaults(handler=coco_select)
+
+
+def coco_select(args: argparse.Namespace) -> int:
+    admitted = admitted_objects(args.annotations, args.grid)
+    selected = select_objects(admitted, args.n, args.seed)
+    images_dir = args.images if args.images is not None else default_images_dir(args.annotations)
+    if not images_dir.is_dir():
+        raise ConvswapError(f"image folder {images_dir} does not exist")
+    for placed in selected:  # the file must never name an image its trials cannot open
+        image_path(images_dir, placed)
+    write_selection(args.out, CocoSelection(tuple(selected), images_dir.resolve(), args.seed))
+    admitted_images = len({placed.image_id for placed in admitted})
+    print(
+        f"admitted {len(admitted)} objects in {admitted_images} images on a {args.grid}x{args.grid} grid; "
+        f"wrote {len(selected)} to {args.out}"
+    )
+    return 0
