@@ -299,3 +299,9 @@ class Record:
         for name in ("referents", "slots", "glosses", "alphabet", "shard"):
             data[name] = tuple(data[name])
         return cls(**data)
+
+
+def score_answer(answer_slot: int | None, keys: Mapping[str, int]) -> dict[str, bool]:
+    """Correctness of one answer against each key.  An unscored answer (None) is correct on no key;
+    the record's parse status says why it was not scored, so it is never read as a wrong answer."""
+    return {name: answer_slot is not None and answer_slot == slot for name, slot in keys.items()}

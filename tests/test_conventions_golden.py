@@ -6,13 +6,14 @@ copied into this file, so a one-character drift in either fails here.
 
 from __future__ import annotations
 
-import json
+import dataclasses
 
 import pytest
 from conftest import COCO_ANNOTATIONS, SHARED
 
-from convswap.conventions import cell_names, render
+from convswap.conventions import render
 from convswap.core import ColorAnchor, ImageSpec, Trial
+from convswap.stimuli import coco
 
 SPEC = SHARED / "papers" / "readout-limit.txt"
 
@@ -37,30 +38,32 @@ def spec_prompt(label: str) -> str:
 
 
 @pytest.fixture(scope="module")
-def image_139_size() -> tuple[int, int]:
-    images = json.loads(COCO_ANNOTATIONS.read_text())["images"]
-    record = next(image for image in images if image["id"] == 139)
-    return record["width"], record["height"]
+def trials_139() -> dict[str, Trial]:
+    """Image 139's microwave trials as admission on coco-mini builds them."""
+    trials = coco.trials_for_image(COCO_ANNOTATIONS, None, 139, category="microwave", grid=3)
+    return {trial.task: trial for trial in trials}
 
 
 @pytest.fixture(scope="module")
-def locate_139(image_139_size) -> Trial:
-    width, height = image_139_size
-    return Trial("coco-139-microwave-3x3-locate", "locate", cell_names(3), "middle-right",
-                 ImageSpec.of("file", path="000000000139.jpg"), width, height, grid=3, subject="microwave",
-                 cell="middle-right")  # fmt: skip
+def locate_139(trials_139) -> Trial:
+    trial = trials_139["locate"]
+    assert (trial.width, trial.height, trial.cell, trial.subject) == (640, 426, "middle-right", "microwave")
+    return trial
 
 
 @pytest.fixture(scope="module")
-def identify_139(image_139_size) -> Trial:
-    width, height = image_139_size
-    return Trial("coco-139-microwave-3x3-identify", "identify", tuple(sorted(IDENTIFY_OPTIONS_139)), "microwave",
-                 ImageSpec.of("file", path="000000000139.jpg"), width, height, grid=3, cell="middle-right")  # fmt: skip
+def identify_139(trials_139) -> Trial:
+    # The appendix's identify options are given as input, in place of the seeded distractors.
+    return dataclasses.replace(trials_139["identify"], referents=tuple(sorted(IDENTIFY_OPTIONS_139)))
 
 
 @pytest.mark.parametrize(
     ("convention", "label"),
-    [("cell_name", "cell name, locate."), ("pixels", "absolute pixels, locate."), ("normalized", "normalized, locate.")],
+    [
+        ("cell_name", "cell name, locate."),
+        ("pixels", "absolute pixels, locate."),
+        ("normalized", "normalized, locate."),
+    ],
 )
 def test_locate_prompts_equal_the_spec(locate_139, convention, label):
     assert render(locate_139, convention, order=ORDER_139).text == spec_prompt(label)

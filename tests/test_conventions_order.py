@@ -64,7 +64,9 @@ def test_4x4_names_are_distinct_from_3x3_and_row_major():
 def test_4x4_grid_reference_and_pixels():
     trial = locate_trial(grid=4, width=640, height=480)
     prompt = render(trial, "grid_ref", order=cell_names(4))
-    assert "columns are lettered A to D from left to right and rows are numbered 1 to 4 from top to bottom" in prompt.text
+    assert (
+        "columns are lettered A to D from left to right and rows are numbered 1 to 4 from top to bottom" in prompt.text
+    )
     assert "1=A1, 2=B1, 3=C1, 4=D1, 5=A2," in prompt.text and "16=D4." in prompt.text
     pixels = render(trial, "pixels", order=cell_names(4))
     assert "1=(80, 60), 2=(240, 60)" in pixels.text and "16=(560, 420)" in pixels.text

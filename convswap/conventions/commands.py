@@ -84,7 +84,9 @@ def run_prompts(args: argparse.Namespace) -> int:
     elif args.annotations:
         trials = coco_trials_from_args(args)
     else:
-        raise ConvswapError("give a COCO trial (--annotations, --image-id) or a color trial (--anchors, --where, --target)")
+        raise ConvswapError(
+            "give a COCO trial (--annotations, --image-id) or a color trial (--anchors, --where, --target)"
+        )
     for trial in trials:
         for name in conventions_for(trial.task):
             print(format_prompt(render(trial, name)))

@@ -175,7 +175,9 @@ def _render_color(trial: Trial, convention: Convention, slots: tuple[str, ...], 
         return Prompt(trial.trial_id, convention.name, "color", text, slots, slots, target_key, "word")
     if convention.coordinate == "label":
         text = color.label_text(where, _numbered(slots), which_text, k)
-        return Prompt(trial.trial_id, convention.name, "color", text, slots, _integer_alphabet(k), target_key, "integer")
+        return Prompt(
+            trial.trial_id, convention.name, "color", text, slots, _integer_alphabet(k), target_key, "integer"
+        )
     # Hue rungs.  named[i] is the word paired with slot i+1's angle, by gloss or legend.
     named = tuple(slots[j] for j in mapping) if convention.gloss == "mispaired" else slots
     legend_text = ""
