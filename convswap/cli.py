@@ -18,6 +18,7 @@ from convswap.core import ConvswapError
 COMMAND_MODULES = (
     "convswap.conventions.commands",
     "convswap.stimuli.commands",
+    "convswap.experiments.plan_commands",
 )
 
 

@@ -1,0 +1,230 @@
+"""The plan ledger: an append-only, hash-chained record of registrations and amendments.
+
+`<plan_dir>/ledger.jsonl` holds one JSON object per line::
+
+    {"action": "register" | "amend", "file": "<path relative to the plan dir>",
+     "sha256": "<the file's sha256>", "reason": null | "<why it was amended>",
+     "timestamp": "<UTC ISO 8601>", "prev": "<entry_hash of the line before>",
+     "entry_hash": "<sha256 of the canonical JSON of this entry without entry_hash>"}
+
+The first entry's `prev` is 64 zeros.  A file may be run only while its bytes
+equal those of its latest entry; that entry's hash is the `plan_hash` every
+record of the run carries, so a record names the exact plan text it ran under.
+
+An entry is appended under an exclusive lock with one `write` of the whole line
+to a descriptor opened with O_APPEND, then synced: concurrent writers cannot
+interleave or fork the chain, and a crash leaves whole lines.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import json
+import os
+from collections.abc import Callable
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from pathlib import Path
+
+from convswap.core import ConvswapError, canonical_json, sha256_hex
+from convswap.experiments.plan import load_plan, plan_files
+
+LEDGER_NAME = "ledger.jsonl"
+GENESIS = "0" * 64
+ACTIONS = ("register", "amend")
+_FIELDS = ("action", "file", "sha256", "reason", "timestamp", "prev", "entry_hash")
+
+
+@dataclass(frozen=True)
+class Entry:
+    action: str
+    file: str
+    sha256: str
+    reason: str | None
+    timestamp: str
+    prev: str
+    entry_hash: str
+    line: int  # 1-based line of the ledger file; not part of the hashed content
+
+    def body(self) -> dict[str, str | None]:
+        return {"action": self.action, "file": self.file, "sha256": self.sha256, "reason": self.reason,
+                "timestamp": self.timestamp, "prev": self.prev}  # fmt: skip
+
+
+def entry_hash(body: dict[str, str | None]) -> str:
+    return sha256_hex(canonical_json(body))
+
+
+def utc_now() -> str:
+    return datetime.now(UTC).isoformat(timespec="microseconds")
+
+
+class Ledger:
+    """The ledger of one plan folder."""
+
+    def __init__(self, plan_dir: str | os.PathLike[str], clock: Callable[[], str] = utc_now) -> None:
+        self.plan_dir = Path(plan_dir)
+        if not self.plan_dir.is_dir():
+            raise ConvswapError(f"plan folder {self.plan_dir} does not exist")
+        self.path = self.plan_dir / LEDGER_NAME
+        self.clock = clock
+
+    # -- writing ---------------------------------------------------------------------
+
+    def register(self, file: str | os.PathLike[str]) -> Entry:
+        """Register a plan file that was never registered; it must load as a valid plan."""
+        name = self.relative(file)
+        return self._append("register", name, None)
+
+    def amend(self, file: str | os.PathLike[str], reason: str) -> Entry:
+        """Record a change to a registered plan file, with the reason for it."""
+        name = self.relative(file)
+        if not reason or not reason.strip():
+            raise ConvswapError(f"amending {name} needs a reason")
+        return self._append("amend", name, reason.strip())
+
+    def _append(self, action: str, name: str, reason: str | None) -> Entry:
+        digest = load_plan(self.plan_dir / name).sha256
+        fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX)  # held until close: read the chain's tip and extend it as one step
+            entries, problems = self._read()
+            if problems:
+                raise ConvswapError(f"{self.path} is damaged, nothing appended: {problems[0]}")
+            latest = _latest(entries).get(name)
+            if action == "register" and latest is not None:
+                raise ConvswapError(f"{name} is already registered (line {latest.line}); changes need an amendment")
+            if action == "amend" and latest is None:
+                raise ConvswapError(f"{name} is not registered; register it before amending it")
+            if action == "amend" and latest.sha256 == digest:
+                raise ConvswapError(f"{name} is unchanged since its last entry (line {latest.line}); nothing to amend")
+            timestamp = self.clock()
+            if entries and timestamp < entries[-1].timestamp:
+                raise ConvswapError(
+                    f"the clock reads {timestamp}, before the last entry's {entries[-1].timestamp} "
+                    f"(line {entries[-1].line}); nothing appended"
+                )
+            body = {"action": action, "file": name, "sha256": digest, "reason": reason, "timestamp": timestamp,
+                    "prev": entries[-1].entry_hash if entries else GENESIS}  # fmt: skip
+            digest_of_entry = entry_hash(body)
+            os.write(fd, (canonical_json({**body, "entry_hash": digest_of_entry}) + "\n").encode("utf-8"))
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+        return Entry(**body, entry_hash=digest_of_entry, line=len(entries) + 1)
+
+    # -- reading ---------------------------------------------------------------------
+
+    def entries(self) -> list[Entry]:
+        """Every entry in order; refuses a damaged ledger, naming the first problem."""
+        entries, problems = self._read()
+        if problems:
+            raise ConvswapError(f"{self.path} is damaged: {problems[0]}")
+        return entries
+
+    def verify(self) -> list[str]:
+        """Every problem found, each naming the ledger line or the plan file; empty when all is well."""
+        entries, problems = self._read()
+        latest = _latest(entries)
+        for name, entry in sorted(latest.items()):
+            path = self.plan_dir / name
+            if not path.is_file():
+                problems.append(f"{name}: registered (line {entry.line}) but missing")
+            elif sha256_hex(path.read_bytes()) != entry.sha256:
+                problems.append(f"{name}: edited since its last ledger entry (line {entry.line}) without an amendment")
+        for path in plan_files(self.plan_dir):
+            if path.name not in latest:
+                problems.append(f"{path.name}: not registered")
+            try:
+                load_plan(path)
+            except ConvswapError as error:
+                problems.append(str(error))
+        return problems
+
+    def status(self, file: str | os.PathLike[str]) -> tuple[str, Entry | None]:
+        """("unregistered" | "registered" | "amended" | "modified" | "missing", latest entry)."""
+        name = self.relative(file)
+        entry = _latest(self.entries()).get(name)
+        if entry is None:
+            return "unregistered", None
+        path = self.plan_dir / name
+        if not path.is_file():
+            return "missing", entry
+        if sha256_hex(path.read_bytes()) != entry.sha256:
+            return "modified", entry
+        return ("amended" if entry.action == "amend" else "registered"), entry
+
+    def current_entry_hash(self, file: str | os.PathLike[str]) -> str:
+        """The plan hash a run of this file records; refuses a file not registered as it now reads."""
+        state, entry = self.status(file)
+        name = self.relative(file)
+        if state == "unregistered":
+            raise ConvswapError(f"{name} is not registered in {self.path}; run `convswap plan register {name}`")
+        if state == "missing":
+            raise ConvswapError(f"{name} is registered (line {entry.line}) but missing from {self.plan_dir}")
+        if state == "modified":
+            raise ConvswapError(
+                f"{name} changed since its last ledger entry (line {entry.line}); "
+                f"record the change with `convswap plan amend {name} --reason ...` or restore the file"
+            )
+        return entry.entry_hash
+
+    def relative(self, file: str | os.PathLike[str]) -> str:
+        """A plan file as the ledger names it: its path relative to the plan folder, with '/'."""
+        path = Path(file)
+        if not path.is_absolute() and not path.exists() and (self.plan_dir / path).exists():
+            path = self.plan_dir / path
+        try:
+            relative = path.resolve().relative_to(self.plan_dir.resolve())
+        except ValueError as error:
+            raise ConvswapError(f"{file} is not inside the plan folder {self.plan_dir}") from error
+        if relative.suffix != ".toml" or len(relative.parts) != 1:
+            raise ConvswapError(f"{file} is not a plan file (a .toml directly inside {self.plan_dir})")
+        return relative.as_posix()
+
+    def _read(self) -> tuple[list[Entry], list[str]]:
+        """The entries that chain correctly up to the first break, and every problem found."""
+        if not self.path.exists():
+            return [], []
+        entries: list[Entry] = []
+        problems: list[str] = []
+        seen: set[str] = set()
+        prev = GENESIS
+        for number, text in enumerate(self.path.read_text(encoding="utf-8").splitlines(), start=1):
+            where = f"{LEDGER_NAME} line {number}"
+            try:
+                data = json.loads(text)
+            except json.JSONDecodeError:
+                problems.append(f"{where}: not a JSON object")
+                break
+            if not isinstance(data, dict) or sorted(data) != sorted(_FIELDS):
+                problems.append(f"{where}: fields must be exactly {', '.join(_FIELDS)}")
+                break
+            entry = Entry(**data, line=number)
+            if entry_hash(entry.body()) != entry.entry_hash:
+                problems.append(f"{where}: entry_hash does not match the entry's content")
+                break
+            if entry.prev != prev:
+                problems.append(f"{where}: prev does not match the hash of the entry before it (chain broken)")
+                break
+            if entry.action not in ACTIONS:
+                problems.append(f"{where}: unknown action {entry.action!r}")
+            elif entry.action == "register" and entry.file in seen:
+                problems.append(f"{where}: {entry.file} registered a second time")
+            elif entry.action == "amend" and entry.file not in seen:
+                problems.append(f"{where}: amends {entry.file}, which was never registered")
+            elif entry.action == "amend" and not entry.reason:
+                problems.append(f"{where}: an amendment without a reason")
+            if entries and entry.timestamp < entries[-1].timestamp:
+                problems.append(f"{where}: timestamp earlier than the entry before it")
+            seen.add(entry.file)
+            entries.append(entry)
+            prev = entry.entry_hash
+        return entries, problems
+
+
+def _latest(entries: list[Entry]) -> dict[str, Entry]:
+    latest: dict[str, Entry] = {}
+    for entry in entries:
+        latest[entry.file] = entry
+    return latest

@@ -1,0 +1,92 @@
+"""`convswap plan`: register, amend, verify and list the pre-registered experiments."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+from convswap.core import ConvswapError
+from convswap.experiments.ledger import Ledger
+from convswap.experiments.plan import default_plan_dir, load_plan, plan_files
+
+PLAN_DIR_HELP = (
+    "folder of plan files and their ledger.jsonl (default: ./analysis_plan, else the analysis_plan/ "
+    "of the source checkout this package runs from)"
+)
+
+
+def register(subparsers: argparse._SubParsersAction) -> None:
+    parser = subparsers.add_parser(
+        "plan",
+        help="register, amend, verify and list the pre-registered experiments",
+        description="The analysis plan is one TOML file per experiment; the ledger records, with timestamps and a "
+        "hash chain, when each file was registered and every amendment since. A run refuses a plan file that is "
+        "unregistered or that changed without an amendment.",
+    )
+    actions = parser.add_subparsers(dest="plan_command", metavar="ACTION", required=True)
+
+    def action(name: str, help_text: str, handler) -> argparse.ArgumentParser:
+        sub = actions.add_parser(name, help=help_text, description=help_text)
+        sub.add_argument("--plan-dir", type=Path, help=PLAN_DIR_HELP)
+        sub.set_defaults(handler=handler)
+        return sub
+
+    register_parser = action("register", "validate plan files and register them in the ledger", run_register)
+    register_parser.add_argument("files", nargs="+", type=Path, metavar="FILE", help="plan file(s) to register")
+    amend_parser = action("amend", "record a change to a registered plan file, with its reason", run_amend)
+    amend_parser.add_argument("file", type=Path, metavar="FILE", help="the changed plan file")
+    amend_parser.add_argument("--reason", required=True, help="why the file changed (stored in the ledger)")
+    action("verify", "check the ledger's chain and that no plan file changed without an amendment", run_verify)
+    action("show", "list the experiments with their version, hypotheses and ledger status", run_show)
+
+
+def _ledger(args: argparse.Namespace) -> Ledger:
+    return Ledger(args.plan_dir if args.plan_dir is not None else default_plan_dir())
+
+
+def run_register(args: argparse.Namespace) -> int:
+    ledger = _ledger(args)
+    for file in args.files:
+        entry = ledger.register(file)
+        print(f"registered {entry.file} (ledger line {entry.line}, entry {entry.entry_hash[:12]})")
+    return 0
+
+
+def run_amend(args: argparse.Namespace) -> int:
+    entry = _ledger(args).amend(args.file, args.reason)
+    print(f"amended {entry.file} (ledger line {entry.line}, entry {entry.entry_hash[:12]})")
+    return 0
+
+
+def run_verify(args: argparse.Namespace) -> int:
+    ledger = _ledger(args)
+    problems = ledger.verify()
+    for problem in problems:
+        print(problem, file=sys.stderr)
+    if problems:
+        print(f"{len(problems)} problem(s) in {ledger.plan_dir}", file=sys.stderr)
+        return 1
+    print(f"{ledger.path}: chain intact, every plan file registered and unchanged")
+    return 0
+
+
+def run_show(args: argparse.Namespace) -> int:
+    ledger = _ledger(args)
+    rows = [("experiment", "version", "hypotheses", "status", "entry", "title")]
+    for path in plan_files(ledger.plan_dir):
+        state, entry = ledger.status(path)
+        try:
+            plan = load_plan(path)
+        except ConvswapError as error:
+            rows.append((path.stem, "-", "-", f"{state}, invalid", _entry(entry), str(error)))
+            continue
+        rows.append((plan.id, str(plan.version), str(len(plan.hypotheses)), state, _entry(entry), plan.title))
+    widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]) - 1)]
+    for row in rows:
+        print("  ".join(cell.ljust(width) for cell, width in zip(row[:-1], widths, strict=True)) + "  " + row[-1])
+    return 0
+
+
+def _entry(entry) -> str:
+    return "-" if entry is None else f"line {entry.line} {entry.entry_hash[:12]}"

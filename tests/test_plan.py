@@ -1,0 +1,184 @@
+"""The analysis plan: the shipped files say what the spec registers; bad files are refused by name."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+from plan_support import MINIMAL
+
+from convswap.core import ConvswapError
+from convswap.experiments.plan import (
+    default_plan_dir,
+    find_experiment,
+    is_registered,
+    load_plan,
+    plan_files,
+)
+
+REPO_ROOT = Path(__file__).resolve().parents[1]
+PLAN_DIR = REPO_ROOT / "analysis_plan"
+
+
+def write(tmp_path: Path, text: str, name: str = "demo") -> Path:
+    path = tmp_path / f"{name}.toml"
+    path.write_text(text)
+    return path
+
+
+def test_every_shipped_plan_file_loads():
+    ids = {load_plan(path).id for path in plan_files(PLAN_DIR)}
+    assert {"calibration", "color_ladder", "color_readership", "synthetic_spatial", "coco_locate_identify",
+            "coco_4x4", "cross_model"} <= ids  # fmt: skip
+
+
+def test_coco_plan_holds_the_spec_design():
+    plan = load_plan(PLAN_DIR / "coco_locate_identify.toml")
+    design = plan.design
+    assert (design.stimuli, design.n, design.grid, design.conditions) == ("coco", 200, 3, ("visible",))
+    assert design.tasks == ("locate", "identify")
+    assert design.k_for("locate") == 9 and design.k_for("identify") == 6
+    assert design.conventions[:5] == ("cell_name", "normalized", "pixels", "pixels_glossed", "pixels_mispaired")
+    assert (plan.gate.control, plan.gate.threshold_points, plan.gate.readout) == ("cell_name", 20.0, "same_as_contrast")
+    central = plan.hypothesis("answer_side_pixels")
+    assert (central.contrast, central.test, central.direction, central.task) == (
+        ("cell_name", "pixels"), "mcnemar_exact", "greater", "locate")  # fmt: skip
+    assert plan.hypothesis("answer_side_mispaired").key == "coord"
+
+
+def test_color_ladder_has_five_rungs_both_conditions_and_the_crossover():
+    plan = load_plan(PLAN_DIR / "color_ladder.toml")
+    assert plan.design.conventions == ("word", "label", "hue_glossed", "hue_legend", "hue_bare")
+    assert plan.design.conditions == ("visible", "cached")
+    assert plan.design.crossover and plan.design.angles == "held_out"
+    assert plan.design.k_for("color") == "calibrated"
+    assert plan.gate.control == "word"
+
+
+def test_calibration_states_the_free_report_procedure_and_held_out_rule():
+    plan = load_plan(PLAN_DIR / "calibration.toml")
+    calibration = plan.calibration
+    assert (calibration.step_deg, calibration.renders_per_angle) == (5, 3)
+    assert (calibration.min_anchor_separation_deg, calibration.min_candidate_mass) == (40, 0.5)
+    rule = plan.held_out
+    assert (rule.min_from_own_anchor_deg, rule.max_from_own_anchor_deg, rule.min_from_other_anchor_deg) == (10, 20, 20)
+    assert rule.off_calibration_grid
+    assert plan.design.k == () and plan.gate is None and plan.hypotheses == ()
+
+
+def test_4x4_is_read_by_generation_because_its_labels_share_first_tokens():
+    plan = load_plan(PLAN_DIR / "coco_4x4.toml")
+    assert (plan.design.grid, plan.design.k_for("locate"), plan.design.readout) == (4, 16, "generate")
+
+
+def test_cross_model_labels_the_known_post_hoc_analyses():
+    plan = load_plan(PLAN_DIR / "cross_model.toml")
+    assert plan.design.conventions == ("cell_name", "pixels", "normalized")
+    assert plan.hypothesis("rank_inversions").test == "inversion_search"
+    for name in ("misread_units", "grid_transforms", "readership_across_models"):
+        assert name in plan.post_hoc and not is_registered(plan, name)
+    assert is_registered(plan, "rank_inversions") and is_registered(plan, "pair_table")
+    assert not is_registered(plan, "anything_else")
+
+
+def test_minimal_plan_loads_with_defaults(tmp_path):
+    plan = load_plan(write(tmp_path, MINIMAL))
+    assert plan.id == "demo" and plan.version == 1
+    hypothesis = plan.hypotheses[0]
+    assert hypothesis.task == "locate"  # the design's only task
+    assert (hypothesis.condition, hypothesis.key, hypothesis.null) == (None, None, None)
+    assert hypothesis.alpha == 0.05
+    assert plan.design.models == () and not plan.design.crossover
+
+
+def test_plan_sha256_is_the_file_bytes(tmp_path):
+    import hashlib
+
+    path = write(tmp_path, MINIMAL)
+    assert load_plan(path).sha256 == hashlib.sha256(path.read_bytes()).hexdigest()
+
+
+@pytest.mark.parametrize(
+    ("old", "new", "field", "value"),
+    [
+        ('"cell_name", "pixels", "pixels_mispaired"]', '"cell_name", "pixelz"]', "design.conventions", "'pixelz'"),
+        ('conventions = ["cell_name"', 'conventions = ["word", "cell_name"', "design.conventions", "'word'"),
+        ('id = "demo"', 'id = "other"', "id", "'other'"),
+        ("version = 1", "version = 0", "version", "0"),
+        ("n = 200", 'n = "200"', "design.n", "'200'"),
+        ("grid = 3", "grid = 5", "design.grid", "5"),
+        ('stimuli = "coco"', 'stimuli = "photos"', "design.stimuli", "'photos'"),
+        ('tasks = ["locate"]', 'tasks = ["locate", "locate"]', "design.tasks", "['locate']"),
+        ('conditions = ["visible"]', 'conditions = ["seen"]', "design.conditions", "'seen'"),
+        ('readout = "both"', 'readout = "logits"', "design.readout", "'logits'"),
+        ("k = 9", "k = 1", "design.k.locate", "1"),
+        ('control = "cell_name"', 'control = "normalized"', "gate.control", "'normalized'"),
+        ("threshold_points = 20", "threshold_points = -1", "gate.threshold_points", "-1"),
+        (
+            'contrast = ["cell_name", "pixels"]',
+            'contrast = ["cell_name", "normalized"]',
+            "hypotheses[0].contrast",
+            "'normalized'",
+        ),
+        ('test = "mcnemar_exact"', 'test = "t_test"', "hypotheses[0].test", "'t_test'"),
+        ('direction = "greater"', 'direction = "up"', "hypotheses[0].direction", "'up'"),
+        ("alpha = 0.05", "alpha = 5", "hypotheses[0].alpha", "5"),
+        ('post_hoc = ["misread_units"]', 'post_hoc = ["accuracy_table"]', "post_hoc", "['accuracy_table']"),
+        ('spec_section = "5"', 'spec_section = "5"\nauthor = "x"', "author", "'x'"),
+        ('endpoint = "accuracy"', 'endpoint = "accuracy"\ncolour = "red"', "hypotheses[0].colour", "'red'"),
+    ],
+)
+def test_bad_field_names_file_field_and_value(tmp_path, old, new, field, value):
+    assert old in MINIMAL
+    path = write(tmp_path, MINIMAL.replace(old, new, 1))
+    with pytest.raises(ConvswapError) as caught:
+        load_plan(path)
+    message = str(caught.value)
+    assert message.startswith(f"{path}: {field}: ")
+    assert message.endswith(f"got {value}")
+
+
+def test_duplicate_hypothesis_ids_are_refused(tmp_path):
+    hypothesis = MINIMAL[MINIMAL.index("[[hypotheses]]") :]
+    path = write(tmp_path, MINIMAL + "\n" + hypothesis)
+    with pytest.raises(ConvswapError, match=r"hypotheses\.id: repeats, got \['names_over_pixels'\]"):
+        load_plan(path)
+
+
+def test_hypothesis_task_must_be_named_when_the_design_has_several(tmp_path):
+    text = MINIMAL.replace('tasks = ["locate"]', 'tasks = ["locate", "identify"]').replace("k = 9", "k = 6")
+    with pytest.raises(ConvswapError, match=r"hypotheses\[0\]\.task: .*got None"):
+        load_plan(write(tmp_path, text))
+
+
+def test_k_table_must_cover_every_task(tmp_path):
+    text = MINIMAL.replace('tasks = ["locate"]', 'tasks = ["locate", "identify"]').replace("k = 9", "k = {locate = 9}")
+    with pytest.raises(ConvswapError, match=r"design\.k: must give K for exactly the tasks"):
+        load_plan(write(tmp_path, text))
+
+
+def test_invalid_toml_names_the_file_and_position(tmp_path):
+    path = write(tmp_path, MINIMAL.replace("n = 200", "n = "))
+    with pytest.raises(ConvswapError, match=rf"^{path}: not valid TOML: .*\(at line 15, column 5\)"):
+        load_plan(path)
+
+
+def test_missing_file_is_refused(tmp_path):
+    with pytest.raises(ConvswapError, match="cannot read plan file .*absent.toml"):
+        load_plan(tmp_path / "absent.toml")
+
+
+def test_find_experiment(tmp_path):
+    path = write(tmp_path, MINIMAL)
+    assert find_experiment(tmp_path, "demo") == path
+    with pytest.raises(ConvswapError, match=r"no experiment 'nope' in .* \(experiments: demo\)"):
+        find_experiment(tmp_path, "nope")
+
+
+def test_default_plan_dir_prefers_the_working_directory(tmp_path, monkeypatch):
+    (tmp_path / "analysis_plan").mkdir()
+    monkeypatch.chdir(tmp_path)
+    assert default_plan_dir() == Path("analysis_plan")
+    os.rmdir(tmp_path / "analysis_plan")
+    assert default_plan_dir() == PLAN_DIR  # the source checkout's
