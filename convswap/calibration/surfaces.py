@@ -1,0 +1,294 @@
+"""Token surfaces: which spelling of an answer alphabet a model actually emits, resolved by measurement.
+
+An alphabet ("1".."K", or a calibrated color vocabulary) can begin an answer in
+four surface variants: bare ("green"), leading space (" green"), capitalized
+("Green") and both (" Green").  Tokenizers give each its own first token, and a
+scorer that reads the wrong one reads a model that says " Green" as a model
+that never answers.  So the variant is measured per model: probes with known
+answers are shown, and the variant whose candidate first tokens carry the most
+mean softmax mass is kept.  Two refusals guard the readout:
+
+- a variant under which two candidates share their first token cannot tell
+  those candidates apart, so it is never chosen; when every variant shares one
+  (SmolVLM's " 1".." 9" all begin with the space token 216, and "1" and "10"
+  share "1" in any digit-by-digit tokenizer) the alphabet has no first-token
+  readout at all: `NoFirstTokenReadout`, and the answer must be generated and
+  parsed instead;
+- when even the best variant's mass is under MIN_CANDIDATE_MASS the model is
+  not answering in that alphabet at all: `SurfaceRefused`.
+
+Variants that spell every candidate identically to an earlier variant (the
+capitalized forms of digits) are skipped, so each distinct spelling is measured
+once and ties go to the earlier variant in VARIANTS order.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+from PIL import Image
+
+from convswap.core import ConvswapError, OutputFormat, Prompt
+from convswap.fileio import atomic_write_text
+from convswap.readout.base import Backend, Query
+from convswap.readout.first_token import candidate_masses
+
+VARIANTS = ("bare", "space", "capitalized", "space_capitalized")
+MIN_CANDIDATE_MASS = 0.5
+
+# Probe texts end with the output instruction the experiment prompts use, so the
+# surface measured is the one those prompts elicit.
+INTEGER_PROBE = "Reply with the number {answer}. Answer with a single integer 1 to {k} and nothing else."
+WORD_PROBE = "Reply with the color {answer}. Answer with a single color word and nothing else."
+PROBE_CONVENTION = "surface_probe"
+PROBE_IMAGE_SIZE = 224
+PROBE_IMAGE_GRAY = (128, 128, 128)
+
+
+def variant_strings(alphabet: Sequence[str], variant: str) -> tuple[str, ...]:
+    """The alphabet spelled under one surface variant."""
+    if variant not in VARIANTS:
+        raise ConvswapError(f"unknown surface variant {variant!r}; one of {', '.join(VARIANTS)}")
+    spaced = variant in ("space", "space_capitalized")
+    capital = variant in ("capitalized", "space_capitalized")
+    return tuple((" " if spaced else "") + (s[:1].upper() + s[1:] if capital else s) for s in alphabet)
+
+
+def first_token_ids(backend: Backend, strings: Sequence[str]) -> tuple[int, ...]:
+    """The first token id of each string as the start of an answer."""
+    ids = []
+    for text in strings:
+        tokens = backend.encode(text)
+        if not tokens:
+            raise ConvswapError(f"{backend.spec}: {text!r} encodes to no tokens")
+        ids.append(int(tokens[0]))
+    return tuple(ids)
+
+
+def _check_alphabet(alphabet: Sequence[str]) -> tuple[str, ...]:
+    alphabet = tuple(alphabet)
+    if len(alphabet) < 2 or len(set(alphabet)) != len(alphabet) or not all(s and s == s.strip() for s in alphabet):
+        raise ConvswapError(
+            f"an alphabet needs at least two distinct, non-empty, unpadded answers; got {list(alphabet)}"
+        )
+    return alphabet
+
+
+def distinct_variants(alphabet: Sequence[str]) -> tuple[str, ...]:
+    """VARIANTS less those that spell the alphabet exactly as an earlier variant does."""
+    seen: set[tuple[str, ...]] = set()
+    kept = []
+    for variant in VARIANTS:
+        strings = variant_strings(alphabet, variant)
+        if strings not in seen:
+            seen.add(strings)
+            kept.append(variant)
+    return tuple(kept)
+
+
+class NoFirstTokenReadout(ConvswapError):
+    """Under every surface variant some candidates share their first token: generate and parse instead."""
+
+    def __init__(self, alphabet: tuple[str, ...], first_tokens: Mapping[str, tuple[int, ...]]):
+        self.alphabet = alphabet
+        self.first_tokens = dict(first_tokens)
+        listing = "; ".join(f"{variant}: {list(ids)}" for variant, ids in self.first_tokens.items())
+        super().__init__(
+            f"alphabet {list(alphabet)} has no first-token readout: candidates share a first token under every "
+            f"surface variant ({listing}); score it by generating and parsing"
+        )
+
+
+class SurfaceRefused(ConvswapError):
+    """No readable surface variant puts MIN_CANDIDATE_MASS on the candidates."""
+
+    def __init__(self, alphabet: tuple[str, ...], masses: Mapping[str, float], shared: Sequence[str]):
+        self.alphabet = alphabet
+        self.masses = dict(masses)
+        self.shared = tuple(shared)
+        listing = ", ".join(
+            f"{variant} {mass:.3f}" + (" (shared first token)" if variant in self.shared else "")
+            for variant, mass in self.masses.items()
+        )
+        super().__init__(
+            f"alphabet {list(alphabet)} refused: no surface variant puts {MIN_CANDIDATE_MASS} of the probes' "
+            f"first-token mass on the candidates (mean mass per variant: {listing})"
+        )
+
+
+@dataclass(frozen=True)
+class Surface:
+    """The resolved surface of one alphabet for one model.
+
+    token_ids[i] is the first token of alphabet[i] under `variant`; mass is the
+    mean candidate mass over the probes under it; masses holds that mean for
+    every distinct variant measured, including those excluded because their
+    candidates share a first token (listed in `shared`), so the log shows what
+    the model emits even when it cannot be read.
+    """
+
+    alphabet: tuple[str, ...]
+    variant: str
+    token_ids: tuple[int, ...]
+    mass: float
+    masses: tuple[tuple[str, float], ...]
+    reason: str
+    shared: tuple[str, ...] = ()
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "alphabet": list(self.alphabet),
+            "variant": self.variant,
+            "token_ids": list(self.token_ids),
+            "mass": self.mass,
+            "masses": dict(self.masses),
+            "reason": self.reason,
+            "shared": list(self.shared),
+        }
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any], where: str = "surface") -> Surface:
+        try:
+            surface = cls(
+                alphabet=tuple(str(s) for s in data["alphabet"]),
+                variant=str(data["variant"]),
+                token_ids=tuple(int(i) for i in data["token_ids"]),
+                mass=float(data["mass"]),
+                masses=tuple((str(k), float(v)) for k, v in data["masses"].items()),
+                reason=str(data["reason"]),
+                shared=tuple(str(s) for s in data.get("shared", ())),
+            )
+        except KeyError as error:
+            raise ConvswapError(f"{where}: missing field {error.args[0]!r}") from error
+        except (TypeError, ValueError, AttributeError) as error:
+            raise ConvswapError(f"{where}: malformed field: {error}") from error
+        if surface.variant not in VARIANTS:
+            raise ConvswapError(f"{where}: variant {surface.variant!r} is not one of {', '.join(VARIANTS)}")
+        if len(surface.token_ids) != len(surface.alphabet) or len(set(surface.token_ids)) != len(surface.token_ids):
+            raise ConvswapError(f"{where}: token_ids {list(surface.token_ids)} are not one distinct id per answer")
+        if not MIN_CANDIDATE_MASS <= surface.mass <= 1.0:
+            raise ConvswapError(f"{where}: mass {surface.mass} is not a readable candidate mass")
+        return surface
+
+
+def probe_image() -> Image.Image:
+    """A plain mid-gray image: the probes ask for a stated answer, so the image carries nothing."""
+    return Image.new("RGB", (PROBE_IMAGE_SIZE, PROBE_IMAGE_SIZE), PROBE_IMAGE_GRAY)
+
+
+def probe_query(alphabet: Sequence[str], output: OutputFormat, image: Image.Image | None = None) -> Query:
+    """One visible-condition query with one prompt per candidate, each asking for that candidate by name.
+
+    Each prompt's `target` key is the slot of the answer it asks for, so the probes
+    are ordinary prompts with known answers.
+    """
+    alphabet = _check_alphabet(alphabet)
+    if output == "integer":
+        if alphabet != tuple(str(n) for n in range(1, len(alphabet) + 1)):
+            raise ConvswapError(f"an integer alphabet must be '1'..'K' in order; got {list(alphabet)}")
+        template, task = INTEGER_PROBE, "locate"
+    elif output == "word":
+        template, task = WORD_PROBE, "color"
+    else:
+        raise ConvswapError(f"unknown output format {output!r}; one of integer, word")
+    prompts = tuple(
+        Prompt(
+            trial_id=f"{PROBE_CONVENTION}-{slot}",
+            convention=PROBE_CONVENTION,
+            task=task,
+            text=template.format(answer=answer, k=len(alphabet)),
+            slots=alphabet,
+            alphabet=alphabet,
+            keys=(("target", slot),),
+            output=output,
+        )
+        for slot, answer in enumerate(alphabet, start=1)
+    )
+    return Query(image=image if image is not None else probe_image(), prompts=prompts, condition="visible")
+
+
+def readable_variants(backend: Backend, alphabet: Sequence[str]) -> tuple[dict[str, tuple[int, ...]], list[str]]:
+    """First tokens of every distinct variant, and the variants whose candidates share one.
+
+    Raises NoFirstTokenReadout when every variant is shared; needs the tokenizer only.
+    """
+    alphabet = _check_alphabet(alphabet)
+    first_tokens = {v: first_token_ids(backend, variant_strings(alphabet, v)) for v in distinct_variants(alphabet)}
+    shared = [v for v, ids in first_tokens.items() if len(set(ids)) < len(ids)]
+    if len(shared) == len(first_tokens):
+        raise NoFirstTokenReadout(alphabet, first_tokens)
+    return first_tokens, shared
+
+
+def resolve_surface(backend: Backend, alphabet: Sequence[str], probes: Sequence[Query]) -> Surface:
+    """Measure which surface variant of `alphabet` the model emits on `probes` and return it.
+
+    Every prompt of every probe query must answer in `alphabet`.  Raises
+    NoFirstTokenReadout (before any forward pass) or SurfaceRefused.
+    """
+    alphabet = _check_alphabet(alphabet)
+    prompts = [prompt for query in probes for prompt in query.prompts]
+    if not prompts:
+        raise ConvswapError(f"no probe prompts given to resolve the surface of {list(alphabet)}")
+    for prompt in prompts:
+        if prompt.alphabet != alphabet:
+            raise ConvswapError(
+                f"probe {prompt.trial_id!r} answers in {list(prompt.alphabet)}, not in the alphabet {list(alphabet)}"
+            )
+    first_tokens, shared = readable_variants(backend, alphabet)
+    logits = np.concatenate([np.asarray(backend.next_token_logits(query), dtype=np.float64) for query in probes])
+    masses = {v: float(candidate_masses(logits, ids).mean()) for v, ids in first_tokens.items()}
+    readable = [v for v in first_tokens if v not in shared]
+    best = max(readable, key=lambda v: masses[v])  # max keeps the first of equal masses: VARIANTS order
+    if masses[best] < MIN_CANDIDATE_MASS:
+        raise SurfaceRefused(alphabet, masses, shared)
+    others = ", ".join(
+        f"{v} {masses[v]:.3f}" + (" (shared first token)" if v in shared else "") for v in masses if v != best
+    )
+    reason = f"{best} puts mean mass {masses[best]:.3f} on the candidates over {len(prompts)} probes" + (
+        f"; {others}" if others else ""
+    )
+    return Surface(
+        alphabet=alphabet,
+        variant=best,
+        token_ids=first_tokens[best],
+        mass=masses[best],
+        masses=tuple(masses.items()),
+        reason=reason,
+        shared=tuple(shared),
+    )
+
+
+def save_surfaces(path: str | Path, surfaces: Sequence[Surface]) -> None:
+    """Write surfaces as one JSON file, atomically."""
+    alphabets = [s.alphabet for s in surfaces]
+    if len(set(alphabets)) != len(alphabets):
+        raise ConvswapError(f"{path}: two surfaces for the same alphabet")
+    atomic_write_text(path, json.dumps({"surfaces": [s.to_json() for s in surfaces]}, indent=2) + "\n")
+
+
+def load_surfaces(path: str | Path) -> dict[tuple[str, ...], Surface]:
+    """Surfaces saved by `save_surfaces`, keyed by alphabet."""
+    try:
+        data = json.loads(Path(path).read_text(encoding="utf-8"))
+    except FileNotFoundError as error:
+        raise ConvswapError(f"surface file not found: {path}") from error
+    except (json.JSONDecodeError, UnicodeDecodeError) as error:
+        raise ConvswapError(f"{path}: not valid JSON: {error}") from error
+    if not isinstance(data, dict) or not isinstance(data.get("surfaces"), list):
+        raise ConvswapError(f"{path}: expected an object with a 'surfaces' list")
+    surfaces: dict[tuple[str, ...], Surface] = {}
+    for index, entry in enumerate(data["surfaces"]):
+        where = f"{path}: surfaces[{index}]"
+        if not isinstance(entry, dict):
+            raise ConvswapError(f"{where}: expected an object")
+        surface = Surface.from_json(entry, where)
+        if surface.alphabet in surfaces:
+            raise ConvswapError(f"{where}: a second surface for alphabet {list(surface.alphabet)}")
+        surfaces[surface.alphabet] = surface
+    return surfaces
