@@ -43,9 +43,10 @@ from transformers import (
     Qwen3VLVideoProcessor,
 )
 
+# The shared assets beside the repository root (tests pass the conftest fixtures' folder instead).
 TOKENIZERS = Path(__file__).resolve().parents[1].parent / "shared" / "assets" / "tokenizers"
-QWEN25_ASSETS = TOKENIZERS / "qwen2_5_vl"
-SMOLVLM_ASSETS = TOKENIZERS / "smolvlm_256m"
+QWEN25 = "qwen2_5_vl"
+SMOLVLM = "smolvlm_256m"
 
 FAMILIES = ("qwen2_5_vl", "smolvlm", "qwen3_vl", "llava", "internvl")
 
@@ -85,7 +86,7 @@ class TinySize:
     layers: int = 2
     heads: int = 4
     image_px: int = 64
-    vision_hidden: int = 32
+    vision_hidden: int = 64
     vision_layers: int = 1
 
 
@@ -121,8 +122,8 @@ def _mrope_section(size: TinySize) -> list[int]:
     return [half - 2 * (half // 3), half // 3, half // 3]
 
 
-def _qwen2_5_vl(size: TinySize):
-    processor = AutoProcessor.from_pretrained(QWEN25_ASSETS)
+def _qwen2_5_vl(size: TinySize, tokenizers: Path):
+    processor = AutoProcessor.from_pretrained(tokenizers / QWEN25)
     # The real processor resizes to multiples of 28 px; keep the image at the requested side.
     side = size.image_px - size.image_px % 28
     processor.image_processor.size = {"shortest_edge": side * side, "longest_edge": side * side}
@@ -143,8 +144,8 @@ def _qwen2_5_vl(size: TinySize):
     return config, processor, QWEN_GENERATION
 
 
-def _qwen3_vl(size: TinySize):
-    tokenizer = AutoTokenizer.from_pretrained(QWEN25_ASSETS)
+def _qwen3_vl(size: TinySize, tokenizers: Path):
+    tokenizer = AutoTokenizer.from_pretrained(tokenizers / QWEN25)
     pixels = size.image_px * size.image_px
     processor = Qwen3VLProcessor(
         image_processor=Qwen2VLImageProcessor(
@@ -184,8 +185,8 @@ def _qwen3_vl(size: TinySize):
     return config, processor, QWEN_GENERATION
 
 
-def _smolvlm(size: TinySize):
-    processor = AutoProcessor.from_pretrained(SMOLVLM_ASSETS)
+def _smolvlm(size: TinySize, tokenizers: Path):
+    processor = AutoProcessor.from_pretrained(tokenizers / SMOLVLM)
     image_processor = processor.image_processor
     image_processor.do_image_splitting = False
     image_processor.size = {"longest_edge": size.image_px}
@@ -198,12 +199,12 @@ def _smolvlm(size: TinySize):
         scale_factor=scale,
         image_token_id=processor.image_token_id,
     )
-    return config, processor, GenerationConfig.from_pretrained(SMOLVLM_ASSETS)
+    return config, processor, GenerationConfig.from_pretrained(tokenizers / SMOLVLM)
 
 
-def _llava(size: TinySize):
+def _llava(size: TinySize, tokenizers: Path):
     # SmolVLM's vocabulary has an `<image>` token; LLaVA needs nothing else from a tokenizer.
-    tokenizer = AutoTokenizer.from_pretrained(SMOLVLM_ASSETS)
+    tokenizer = AutoTokenizer.from_pretrained(tokenizers / SMOLVLM)
     patch = 16
     processor = LlavaProcessor(
         image_processor=CLIPImageProcessor(
@@ -227,8 +228,8 @@ def _llava(size: TinySize):
     return config, processor, GenerationConfig(eos_token_id=tokenizer.eos_token_id, pad_token_id=tokenizer.pad_token_id)
 
 
-def _internvl(size: TinySize):
-    tokenizer = AutoTokenizer.from_pretrained(QWEN25_ASSETS, extra_special_tokens=INTERNVL_IMAGE_TOKENS)
+def _internvl(size: TinySize, tokenizers: Path):
+    tokenizer = AutoTokenizer.from_pretrained(tokenizers / QWEN25, extra_special_tokens=INTERNVL_IMAGE_TOKENS)
     patch, downsample = 16, 0.5
     image_tokens = int((size.image_px // patch) ** 2 * downsample**2)
     processor = InternVLProcessor(
@@ -267,14 +268,19 @@ def build_tiny(
     seed: int = 0,
     edit: Callable[[PreTrainedModel], None] | None = None,
     name: str | None = None,
+    tokenizers: Path = TOKENIZERS,
 ) -> Path:
     """Write a random-weight model of `family` (one of FAMILIES) to `directory`/`name` and return that path.
 
     `name` defaults to the family; give another to keep several variants of one family side by side.
+    `tokenizers` is the folder holding the shared qwen2_5_vl/ and smolvlm_256m/ assets.
     """
     if family not in _BUILDERS:
         raise ValueError(f"unknown family {family!r}; one of {', '.join(FAMILIES)}")
-    config, processor, generation = _BUILDERS[family](size)
+    for asset in (QWEN25, SMOLVLM):
+        if not (Path(tokenizers) / asset).is_dir():
+            raise FileNotFoundError(f"tokenizer assets missing: {Path(tokenizers) / asset}")
+    config, processor, generation = _BUILDERS[family](size, Path(tokenizers))
     torch.manual_seed(seed)
     model = AutoModelForImageTextToText.from_config(config, dtype=torch.float32).eval()
     model.generation_config = generation
