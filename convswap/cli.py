@@ -19,6 +19,8 @@ COMMAND_MODULES = (
     "convswap.conventions.commands",
     "convswap.stimuli.commands",
     "convswap.experiments.plan_commands",
+    "convswap.calibration.commands",
+    "convswap.analysis.commands",
 )
 
 

@@ -1,0 +1,49 @@
+"""`convswap calibrate`: a model's color vocabulary by free report, written as one JSON file."""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+from convswap.calibration.vocabulary import CALIBRATION_PROMPT, calibrate, save_vocabulary
+from convswap.core import ConvswapError
+from convswap.readout.base import DEFAULT_MAX_NEW_TOKENS
+from convswap.readout.registry import load_backend
+
+QUANTIZATIONS = ("4bit", "8bit")
+
+
+def register(subparsers: argparse._SubParsersAction) -> None:
+    parser = subparsers.add_parser(
+        "calibrate",
+        help="calibrate a model's color vocabulary and held-out angles",
+        description="Show the model every calibration swatch (5-degree grid, three renders each), ask "
+        f'"{CALIBRATION_PROMPT}", and write the words, anchors, runs, held-out angles and every raw answer to '
+        "one JSON file.",
+    )
+    parser.add_argument("--model", required=True, help="model spec: hf:<path or hub id>, openai:<model>, ...")
+    parser.add_argument("--out", required=True, type=Path, help="vocabulary JSON file to write (replaced atomically)")
+    parser.add_argument(
+        "--quant", choices=QUANTIZATIONS, help="load a transformers model quantized by bitsandbytes (default: none)"
+    )
+    parser.add_argument(
+        "--max-new-tokens",
+        type=int,
+        default=DEFAULT_MAX_NEW_TOKENS,
+        help=f"generation budget per swatch answer (default {DEFAULT_MAX_NEW_TOKENS})",
+    )
+    parser.set_defaults(handler=run_calibrate)
+
+
+def run_calibrate(args: argparse.Namespace) -> int:
+    if args.max_new_tokens < 1:
+        raise ConvswapError(f"--max-new-tokens must be at least 1, got {args.max_new_tokens}")
+    if not args.out.parent.is_dir():
+        raise ConvswapError(f"--out: folder {args.out.parent} does not exist")
+    options = {"quant": args.quant} if args.quant else {}
+    backend = load_backend(args.model, **options)
+    vocabulary = calibrate(backend, max_new_tokens=args.max_new_tokens)
+    save_vocabulary(args.out, vocabulary)
+    anchors = ", ".join(f"{a.word} {a.angle}" for a in vocabulary.anchors) or "none"
+    print(f"{args.out}: {len(vocabulary.anchors)} anchors ({anchors}); {len(vocabulary.held_out)} held-out angles")
+    return 0
