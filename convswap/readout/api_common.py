@@ -1,0 +1,418 @@
+"""What the OpenAI and Gemini backends share: conversation shape, cache, retries, concurrency, keys.
+
+An API call costs money and fails transiently, so every request goes through
+one path: look it up in an on-disk response cache keyed by a hash of the whole
+request; on a miss send it with bounded retries (exponential backoff, full
+jitter, Retry-After honoured); store the reply only when it succeeded.  A
+request that keeps failing becomes a `Generation` with `error` set (status
+`api_error`), is not cached, and so is exactly what a rerun sends again.
+
+The API key lives only in the SDK client.  It is never part of a request as
+this module sees it, so it cannot reach the cache, and every failure text is
+scrubbed of it before it is logged, returned or raised.
+"""
+
+from __future__ import annotations
+
+import base64
+import email.utils
+import io
+import logging
+import os
+import random
+import re
+import sqlite3
+import threading
+import time
+from abc import abstractmethod
+from collections.abc import Callable, Mapping
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any, ClassVar, Literal, TypeVar
+
+from PIL import Image
+
+from convswap.core import Condition, ConvswapError, Generation, canonical_json, sha256_hex
+from convswap.readout.base import (
+    ACKNOWLEDGEMENT,
+    DEFAULT_MAX_NEW_TOKENS,
+    MEMORIZE_INSTRUCTION,
+    Backend,
+    ModelInfo,
+    Query,
+)
+
+log = logging.getLogger(__name__)
+
+T = TypeVar("T")
+
+# The output budget is a ceiling, billed only for what is used.  Models that
+# reason first (Gemini's thinking, OpenAI's reasoning models) spend hundreds to
+# thousands of hidden tokens before a one-word answer, and those tokens count
+# against the same budget: with a budget of eight tokens a frontier model
+# returned empty text on ten of ten calls.  A local model's short answer budget
+# is therefore only a floor here.
+DEFAULT_MAX_OUTPUT_TOKENS = 4096
+DEFAULT_CONCURRENCY = 8
+DEFAULT_TIMEOUT_S = 120.0
+DEFAULT_MAX_RETRIES = 5
+
+# Shapes of OpenAI and Google API keys, scrubbed even when a server echoes a masked or different key.
+_KEY_SHAPES = re.compile(r"sk-[A-Za-z0-9_\-*]{6,}|AIza[0-9A-Za-z_\-]{10,}")
+_DETAIL_CHARS = 300
+
+
+def default_cache_path() -> Path:
+    cache_home = os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache"
+    return Path(cache_home) / "convswap" / "api.sqlite"
+
+
+def png_base64(image: Image.Image) -> str:
+    """The image as the model receives it: RGB pixels in a PNG, base64-encoded."""
+    buffer = io.BytesIO()
+    image.convert("RGB").save(buffer, format="PNG")
+    return base64.b64encode(buffer.getvalue()).decode("ascii")
+
+
+@dataclass(frozen=True)
+class Turn:
+    role: Literal["user", "assistant"]
+    text: str
+    image: bool = False  # the image precedes the text in this turn
+
+
+def conversation(condition: Condition, question: str) -> tuple[Turn, ...]:
+    """The turns sent for one question.
+
+    An API has no KV cache to hold the image, but the cached condition is the
+    same conversation a local model sees: image and instruction, the
+    acknowledgement as the assistant's turn, then the question as text alone.
+    """
+    if condition == "visible":
+        return (Turn("user", question, image=True),)
+    if condition == "cached":
+        return (
+            Turn("user", MEMORIZE_INSTRUCTION, image=True),
+            Turn("assistant", ACKNOWLEDGEMENT),
+            Turn("user", question),
+        )
+    raise ConvswapError(f"unknown condition {condition!r}; expected visible or cached")
+
+
+def read_api_key(spec: str, variables: tuple[str, ...]) -> str:
+    """The first non-empty key among `variables`; keys come from the environment only."""
+    for name in variables:
+        value = os.environ.get(name, "").strip()
+        if value:
+            return value
+    names = " or ".join(variables)
+    raise ConvswapError(f"{spec} needs an API key in the environment variable {names}, which is not set")
+
+
+def scrub(text: str, secrets: tuple[str, ...]) -> str:
+    for secret in secrets:
+        text = text.replace(secret, "[redacted]")
+    return _KEY_SHAPES.sub("[redacted]", text)
+
+
+def request_key(api: str, base_url: str | None, request: Mapping[str, Any]) -> str:
+    """sha256 of the whole request (model, turns, image bytes, temperature, budget) and where it goes.
+
+    The endpoint is part of the key because the same model name on another
+    server (a local vLLM, say) is another model.  The API key is never part of
+    a request as built here.
+    """
+    return sha256_hex(canonical_json({"api": api, "base_url": base_url, "request": request}))
+
+
+class ResponseCache:
+    """Successful API replies on disk, keyed by `request_key`, kept forever.
+
+    SQLite, one connection shared by the worker threads behind a lock; every
+    reply is committed at once so that a killed run keeps what it paid for.
+    """
+
+    def __init__(self, path: str | os.PathLike[str]) -> None:
+        self.path = Path(path).expanduser()
+        self._lock = threading.Lock()
+        try:
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+            self._db = sqlite3.connect(self.path, check_same_thread=False, timeout=30.0)
+            self._db.execute("PRAGMA journal_mode=WAL")
+            self._db.execute(
+                "CREATE TABLE IF NOT EXISTS responses ("
+                "key TEXT PRIMARY KEY, api TEXT NOT NULL, model TEXT NOT NULL, "
+                "response TEXT NOT NULL, created TEXT NOT NULL)"
+            )
+            self._db.commit()
+        except (OSError, sqlite3.Error) as error:
+            raise ConvswapError(f"cannot use {self.path} as the API response cache: {error}") from None
+
+    def get(self, key: str) -> str | None:
+        with self._lock:
+            row = self._db.execute("SELECT response FROM responses WHERE key = ?", (key,)).fetchone()
+        return None if row is None else row[0]
+
+    def put(self, key: str, api: str, model: str, response: str) -> None:
+        created = datetime.now(UTC).isoformat(timespec="seconds")
+        with self._lock:
+            self._db.execute(
+                "INSERT OR REPLACE INTO responses (key, api, model, response, created) VALUES (?, ?, ?, ?, ?)",
+                (key, api, model, response, created),
+            )
+            self._db.commit()
+
+    def __len__(self) -> int:
+        with self._lock:
+            return self._db.execute("SELECT COUNT(*) FROM responses").fetchone()[0]
+
+    def close(self) -> None:
+        with self._lock:
+            self._db.close()
+
+
+@dataclass(frozen=True)
+class Failure:
+    """One failed attempt, classified.  `reason` must not contain the key (it is scrubbed anyway)."""
+
+    reason: str
+    retryable: bool
+    fatal: bool = False  # a configuration error (key, permission, model name): every request would fail
+    retry_after: float | None = None
+
+
+class RequestFailed(Exception):
+    def __init__(self, failure: Failure, attempts: int) -> None:
+        super().__init__(failure.reason)
+        self.failure = failure
+        self.attempts = attempts
+
+
+def retry_after_seconds(headers: Mapping[str, str] | None) -> float | None:
+    """The server's Retry-After (seconds or an HTTP date), if it sent one."""
+    value = (headers or {}).get("retry-after")
+    if value is None:
+        return None
+    try:
+        return max(0.0, float(value))
+    except ValueError:
+        pass
+    try:
+        when = email.utils.parsedate_to_datetime(value)
+    except (TypeError, ValueError):
+        return None
+    return max(0.0, (when - datetime.now(UTC)).total_seconds())
+
+
+def http_failure(status: int, detail: str, headers: Mapping[str, str] | None = None) -> Failure:
+    """429, 408 and 5xx are transient; 401, 403 and 404 mean the key, access or model name is wrong."""
+    reason = f"HTTP {status}: {detail[:_DETAIL_CHARS]}" if detail else f"HTTP {status}"
+    retryable = status in (408, 429) or status >= 500
+    return Failure(
+        reason, retryable=retryable, fatal=status in (401, 403, 404), retry_after=retry_after_seconds(headers)
+    )
+
+
+@dataclass(frozen=True)
+class RetryPolicy:
+    """Bounded retries with exponential backoff and full jitter.
+
+    After failed attempt n the wait is uniform in [0, min(max_delay, base_delay * 2**(n-1))],
+    raised to the server's Retry-After (itself capped at max_delay).  The
+    request gives up after max_attempts attempts or when the next wait would
+    take the total past max_total_wait.  `sleep` and `random` are injectable.
+    """
+
+    max_attempts: int = DEFAULT_MAX_RETRIES + 1
+    base_delay: float = 1.0
+    max_delay: float = 60.0
+    max_total_wait: float = 300.0
+    sleep: Callable[[float], None] = field(default=time.sleep, compare=False)
+    random: Callable[[], float] = field(default=random.random, compare=False)
+
+    def __post_init__(self) -> None:
+        if self.max_attempts < 1:
+            raise ConvswapError(f"retry policy: max_attempts must be >= 1, got {self.max_attempts}")
+
+    def backoff(self, attempt: int, retry_after: float | None = None) -> float:
+        delay = self.random() * min(self.max_delay, self.base_delay * 2 ** (attempt - 1))
+        if retry_after is not None:
+            delay = max(delay, min(retry_after, self.max_delay))
+        return delay
+
+    def call(self, send: Callable[[], T], classify: Callable[[Exception], Failure | None]) -> tuple[T, int]:
+        """send() until it succeeds; returns (result, attempts) or raises RequestFailed.
+
+        Exceptions that `classify` does not recognise (None) are bugs, not API
+        failures, and propagate unchanged.
+        """
+        attempt, waited = 0, 0.0
+        while True:
+            attempt += 1
+            try:
+                return send(), attempt
+            except Exception as error:
+                failure = classify(error)
+                if failure is None:
+                    raise
+            delay = self.backoff(attempt, failure.retry_after)
+            if not failure.retryable or attempt >= self.max_attempts or waited + delay > self.max_total_wait:
+                raise RequestFailed(failure, attempt)
+            log.info(
+                "retrying in %.2f s after %s (attempt %d of %d)", delay, failure.reason, attempt, self.max_attempts
+            )
+            self.sleep(delay)
+            waited += delay
+
+
+@dataclass(frozen=True)
+class ApiSettings:
+    """The options an API model spec takes (`from_spec(name, **options)`)."""
+
+    base_url: str | None = None
+    max_output_tokens: int = DEFAULT_MAX_OUTPUT_TOKENS
+    cache_path: Path = field(default_factory=default_cache_path)
+    concurrency: int = DEFAULT_CONCURRENCY
+    timeout: float = DEFAULT_TIMEOUT_S
+    retry: RetryPolicy = field(default_factory=RetryPolicy)
+
+    @classmethod
+    def from_options(cls, spec: str, options: Mapping[str, Any]) -> ApiSettings:
+        """Validate options; `max_retries` is shorthand for `retry=RetryPolicy(max_attempts=max_retries + 1)`.
+
+        Options meant for other backends (quant, dtype, ...) are refused when
+        set and ignored when None.
+        """
+        given = {name: value for name, value in options.items() if value is not None}
+        known = {"base_url", "max_output_tokens", "cache_path", "concurrency", "timeout", "retry", "max_retries"}
+        unknown = sorted(set(given) - known)
+        if unknown:
+            raise ConvswapError(f"{spec} does not take option {unknown[0]!r}; it takes {', '.join(sorted(known))}")
+        if "retry" in given and "max_retries" in given:
+            raise ConvswapError(f"{spec}: give either retry or max_retries, not both")
+        for name, minimum in (("max_output_tokens", 1), ("concurrency", 1), ("max_retries", 0)):
+            if name in given and (type(given[name]) is not int or given[name] < minimum):
+                raise ConvswapError(f"{spec}: option {name} must be an integer >= {minimum}, got {given[name]!r}")
+        if "timeout" in given and (not isinstance(given["timeout"], int | float) or given["timeout"] <= 0):
+            raise ConvswapError(f"{spec}: option timeout must be a number of seconds > 0, got {given['timeout']!r}")
+        if "retry" in given and not isinstance(given["retry"], RetryPolicy):
+            raise ConvswapError(f"{spec}: option retry must be a RetryPolicy, got {given['retry']!r}")
+        if "max_retries" in given:
+            given["retry"] = RetryPolicy(max_attempts=given.pop("max_retries") + 1)
+        if "cache_path" in given:
+            given["cache_path"] = Path(given["cache_path"]).expanduser()
+        return cls(**given)
+
+
+@dataclass
+class ApiCounters:
+    """What a backend did: HTTP attempts sent, replies read from the cache, waits before a retry, requests given up."""
+
+    sent: int = 0
+    cache_hits: int = 0
+    retries: int = 0
+    failures: int = 0
+    _lock: threading.Lock = field(default_factory=threading.Lock, repr=False, compare=False)
+
+    def add(self, name: str, amount: int = 1) -> None:
+        with self._lock:
+            setattr(self, name, getattr(self, name) + amount)
+
+
+class ApiBackend(Backend):
+    """Generate-and-parse through a hosted API: no logits, temperature 0, every request cached.
+
+    Subclasses say how turns become a request (`_request`), how a request is
+    sent and its reply serialised (`_send`), how a stored reply is read
+    (`_read`) and what an SDK exception means (`_classify`).  `generate` is
+    thread-safe: all calls share one pool of `concurrency` workers, so the
+    bound holds however many threads call it.
+    """
+
+    api: ClassVar[str]
+    key_variables: ClassVar[tuple[str, ...]]
+    has_logits = False
+
+    def __init__(self, model: str, api_key: str, settings: ApiSettings) -> None:
+        self.model = model
+        self.spec = f"{self.api}:{model}"
+        self.settings = settings
+        self.counters = ApiCounters()
+        self._secrets = (api_key,)
+        self._served_model: str | None = None
+        self._cache = ResponseCache(settings.cache_path)
+        self._pool = ThreadPoolExecutor(max_workers=settings.concurrency, thread_name_prefix=f"convswap-{self.api}")
+
+    @classmethod
+    def from_spec(cls, name: str, **options: Any) -> ApiBackend:
+        spec = f"{cls.api}:{name}"
+        settings = ApiSettings.from_options(spec, options)
+        return cls(name, read_api_key(spec, cls.key_variables), settings)
+
+    def info(self) -> ModelInfo:
+        """revision: the model name the API reported in its latest reply (fresh or cached), else the one requested."""
+        return ModelInfo(spec=self.spec, backend=self.api, revision=self._served_model or self.model)
+
+    def generate(self, query: Query, max_new_tokens: int = DEFAULT_MAX_NEW_TOKENS) -> list[Generation]:
+        image = png_base64(query.image)
+        budget = max(max_new_tokens, self.settings.max_output_tokens)
+        requests = [self._request(conversation(query.condition, text), image, budget) for text in query.texts]
+        return list(self._pool.map(self._answer, requests))
+
+    def close(self) -> None:
+        self._pool.shutdown(wait=True)
+        self._cache.close()
+
+    def _answer(self, request: dict[str, Any]) -> Generation:
+        key = request_key(self.api, self.settings.base_url, request)
+        reply = self._cache.get(key)
+        if reply is not None:
+            self.counters.add("cache_hits")
+        else:
+            try:
+                reply, attempts = self.settings.retry.call(lambda: self._counted_send(request), self._scrubbed)
+            except RequestFailed as failed:
+                return self._failed(failed)
+            self.counters.add("retries", attempts - 1)
+            self._cache.put(key, self.api, self.model, reply)
+        generation, served_model = self._read(reply)
+        if served_model:
+            self._served_model = served_model
+        return generation
+
+    def _counted_send(self, request: dict[str, Any]) -> str:
+        self.counters.add("sent")
+        return self._send(request)
+
+    def _scrubbed(self, error: Exception) -> Failure | None:
+        failure = self._classify(error)
+        if failure is None:
+            return None
+        return Failure(scrub(failure.reason, self._secrets), failure.retryable, failure.fatal, failure.retry_after)
+
+    def _failed(self, failed: RequestFailed) -> Generation:
+        self.counters.add("retries", failed.attempts - 1)
+        self.counters.add("failures")
+        message = f"{self.spec}: {failed.failure.reason} (gave up after {failed.attempts} attempt(s))"
+        if failed.failure.fatal:
+            raise ConvswapError(message)
+        log.warning("%s", message)
+        return Generation(text=None, finish_reason="error", error=message)
+
+    @abstractmethod
+    def _request(self, turns: tuple[Turn, ...], image_base64: str, budget: int) -> dict[str, Any]:
+        """The JSON-able request (model, turns with the PNG inline, temperature 0, output budget)."""
+
+    @abstractmethod
+    def _send(self, request: dict[str, Any]) -> str:
+        """Send one request through the SDK; the reply serialised as JSON for the cache."""
+
+    @abstractmethod
+    def _read(self, reply: str) -> tuple[Generation, str | None]:
+        """A stored reply -> (the generation, the model name the API reported)."""
+
+    @abstractmethod
+    def _classify(self, error: Exception) -> Failure | None:
+        """What an exception from `_send` means; None for one that is not an API failure."""

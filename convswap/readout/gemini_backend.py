@@ -1,0 +1,92 @@
+"""`gemini:<model>`: generate_content through `google-genai`, the image as inline PNG data.
+
+The SDK does not retry unless told to, so the bounded policy in `api_common`
+is the only one.  A thinking model can spend the whole budget on thoughts: the
+reply then has no text part (`text` None) and finish reason MAX_TOKENS, which is
+kept as text None with finish reason "length".
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import httpx2
+from google import genai
+from google.genai import errors, types
+
+from convswap.core import Generation
+from convswap.readout.api_common import ApiBackend, ApiSettings, Failure, Turn, http_failure
+
+_ROLES = {"user": "user", "assistant": "model"}
+_FINISH_REASONS = {"STOP": "stop", "MAX_TOKENS": "length"}
+
+
+class GeminiBackend(ApiBackend):
+    api = "gemini"
+    key_variables = ("GEMINI_API_KEY", "GOOGLE_API_KEY")
+
+    def __init__(self, model: str, api_key: str, settings: ApiSettings) -> None:
+        super().__init__(model, api_key, settings)
+        http_options = types.HttpOptions(base_url=settings.base_url, timeout=round(settings.timeout * 1000))
+        # Held for the backend's lifetime: a client that goes out of scope closes its connections.
+        self._client = genai.Client(api_key=api_key, vertexai=False, http_options=http_options)
+
+    def _request(self, turns: tuple[Turn, ...], image_base64: str, budget: int) -> dict[str, Any]:
+        contents = [_content(turn, image_base64) for turn in turns]
+        return {"model": self.model, "contents": contents, "config": {"temperature": 0, "max_output_tokens": budget}}
+
+    def _send(self, request: dict[str, Any]) -> str:
+        # Validated from JSON so that the base64 image decodes back into bytes.
+        contents = [types.Content.model_validate_json(json.dumps(content)) for content in request["contents"]]
+        response = self._client.models.generate_content(
+            model=request["model"], contents=contents, config=types.GenerateContentConfig(**request["config"])
+        )
+        return response.model_dump_json(exclude={"sdk_http_response"}, exclude_none=True)
+
+    def _read(self, reply: str) -> tuple[Generation, str | None]:
+        response = types.GenerateContentResponse.model_validate_json(reply)
+        usage = response.usage_metadata
+        generation = Generation(
+            text=response.text,  # thought parts excluded; None when no text part came back
+            finish_reason=_finish_reason(response),
+            prompt_tokens=usage.prompt_token_count if usage else None,
+            completion_tokens=usage.candidates_token_count if usage else None,  # thoughts not included
+            reasoning_tokens=usage.thoughts_token_count if usage else None,
+        )
+        return generation, response.model_version
+
+    def _classify(self, error: Exception) -> Failure | None:
+        if isinstance(error, errors.APIError):
+            failure = http_failure(error.code, _detail(error), getattr(error.response, "headers", None))
+            # The Gemini API answers a wrong key with 400 INVALID_ARGUMENT rather than 401.
+            if "API_KEY_INVALID" in str(error.details):
+                return Failure(failure.reason, retryable=False, fatal=True)
+            return failure
+        if isinstance(error, httpx2.TimeoutException):
+            return Failure("timed out", retryable=True)
+        if isinstance(error, httpx2.TransportError):
+            return Failure(f"connection failed: {type(error).__name__}", retryable=True)
+        return None
+
+
+def _content(turn: Turn, image_base64: str) -> dict[str, Any]:
+    parts: list[dict[str, Any]] = [{"text": turn.text}]
+    if turn.image:
+        parts.insert(0, {"inline_data": {"mime_type": "image/png", "data": image_base64}})
+    return {"role": _ROLES[turn.role], "parts": parts}
+
+
+def _finish_reason(response: types.GenerateContentResponse) -> str:
+    """STOP -> stop, MAX_TOKENS -> length, any other reason (SAFETY, ...) lower-cased; a blocked prompt has no candidate."""
+    if response.candidates and response.candidates[0].finish_reason:
+        name = response.candidates[0].finish_reason.name
+    elif response.prompt_feedback and response.prompt_feedback.block_reason:
+        name = f"BLOCKED_{response.prompt_feedback.block_reason.name}"
+    else:
+        return "unspecified"
+    return _FINISH_REASONS.get(name, name.lower())
+
+
+def _detail(error: errors.APIError) -> str:
+    return " ".join(str(part) for part in (error.status, error.message) if part)

@@ -1,0 +1,210 @@
+"""Loopback stand-ins for the OpenAI and Gemini HTTP APIs.
+
+A `LoopbackServer` listens on 127.0.0.1 on a free port, records every request
+(path, headers, JSON body) and answers each with what its responder returns.
+The real SDKs talk to it through their base_url, so tests exercise exactly the
+wire format the real APIs see.  Also used by benchmarks/api_throughput.py.
+"""
+
+from __future__ import annotations
+
+import base64
+import itertools
+import json
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
+
+_GATE_TIMEOUT_S = 10.0
+
+
+@dataclass(frozen=True)
+class Seen:
+    """One request as the server received it."""
+
+    path: str
+    headers: dict[str, str]
+    body: dict[str, Any]
+
+
+@dataclass(frozen=True)
+class Reply:
+    status: int = 200
+    body: dict[str, Any] = field(default_factory=dict)
+    headers: dict[str, str] = field(default_factory=dict)
+    delay: float = 0.0  # seconds to wait before answering (client timeouts)
+
+
+Responder = Callable[[Seen], Reply]
+
+
+class LoopbackServer:
+    """An HTTP server in a thread.
+
+    latency: seconds every request waits before its answer.
+    gate: hold each request until `gate` requests are in flight at once, so
+    that a concurrency bound is observed exactly rather than by timing.
+    `respond` may be replaced between runs: the URL, and with it the clients'
+    cache keys, stay the same.
+    """
+
+    def __init__(self, respond: Responder, latency: float = 0.0, gate: int = 1) -> None:
+        self.requests: list[Seen] = []
+        self.max_in_flight = 0
+        self.respond = respond
+        self._latency = latency
+        self._gate = threading.Barrier(gate, timeout=_GATE_TIMEOUT_S) if gate > 1 else None
+        self._in_flight = 0
+        self._lock = threading.Lock()
+        self._http = ThreadingHTTPServer(("127.0.0.1", 0), _handler_for(self))
+        # A short poll interval so that closing the server does not wait half a second.
+        self._thread = threading.Thread(target=self._http.serve_forever, args=(0.01,), daemon=True)
+
+    @property
+    def url(self) -> str:
+        host, port = self._http.server_address[:2]
+        return f"http://{host}:{port}"
+
+    def __enter__(self) -> LoopbackServer:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self._http.shutdown()
+        self._http.server_close()
+
+    def _handle(self, seen: Seen) -> Reply:
+        with self._lock:
+            self.requests.append(seen)
+            self._in_flight += 1
+            self.max_in_flight = max(self.max_in_flight, self._in_flight)
+        try:
+            if self._gate is not None:
+                self._gate.wait()
+            reply = self.respond(seen)
+            time.sleep(self._latency + reply.delay)
+            return reply
+        finally:
+            # Counted out before the answer is written: the client cannot start its next request before that.
+            with self._lock:
+                self._in_flight -= 1
+
+
+def _handler_for(server: LoopbackServer) -> type[BaseHTTPRequestHandler]:
+    class Handler(BaseHTTPRequestHandler):
+        protocol_version = "HTTP/1.1"  # keep-alive, as the SDKs' connection pools expect
+        disable_nagle_algorithm = True  # headers and body go out apart; Nagle would hold the body ~40 ms
+
+        def do_POST(self) -> None:
+            length = int(self.headers.get("Content-Length", 0))
+            body = json.loads(self.rfile.read(length) or b"{}")
+            headers = {name.lower(): value for name, value in self.headers.items()}
+            reply = server._handle(Seen(self.path, headers, body))
+            payload = json.dumps(reply.body).encode()
+            self.send_response(reply.status)
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Length", str(len(payload)))
+            for name, value in reply.headers.items():
+                self.send_header(name, value)
+            self.end_headers()
+            self.wfile.write(payload)
+
+        def log_message(self, format: str, *args: Any) -> None:
+            """Silent: the tests read `server.requests` instead."""
+
+    return Handler
+
+
+def scripted(*replies: Reply, then: Reply) -> Responder:
+    """The n-th request gets replies[n]; every later one gets `then`."""
+    counter = itertools.count()
+    lock = threading.Lock()
+
+    def respond(seen: Seen) -> Reply:
+        with lock:
+            index = next(counter)
+        return replies[index] if index < len(replies) else then
+
+    return respond
+
+
+def openai_reply(
+    text: str | None,
+    finish_reason: str = "stop",
+    model: str = "gpt-4o-2024-08-06",
+    prompt_tokens: int = 100,
+    completion_tokens: int = 1,
+    reasoning_tokens: int = 0,
+) -> Reply:
+    body = {
+        "id": "chatcmpl-test",
+        "object": "chat.completion",
+        "created": 1790000000,
+        "model": model,
+        "choices": [{"index": 0, "message": {"role": "assistant", "content": text}, "finish_reason": finish_reason}],
+        "usage": {
+            "prompt_tokens": prompt_tokens,
+            "completion_tokens": completion_tokens,
+            "total_tokens": prompt_tokens + completion_tokens,
+            "completion_tokens_details": {"reasoning_tokens": reasoning_tokens},
+        },
+    }
+    return Reply(200, body)
+
+
+def openai_error(status: int, message: str, headers: dict[str, str] | None = None) -> Reply:
+    return Reply(status, {"error": {"message": message, "type": "test_error", "code": None}}, headers or {})
+
+
+def gemini_reply(
+    text: str | None,
+    finish_reason: str = "STOP",
+    model_version: str = "gemini-flash-test-001",
+    prompt_tokens: int = 100,
+    candidates_tokens: int = 1,
+    thoughts_tokens: int = 0,
+) -> Reply:
+    """A generateContent reply; text None gives a reply whose only part is a thought."""
+    parts = [{"text": "Thinking about the image.", "thought": True}]
+    if text is not None:
+        parts.append({"text": text})
+    body = {
+        "candidates": [{"content": {"role": "model", "parts": parts}, "finishReason": finish_reason, "index": 0}],
+        "usageMetadata": {
+            "promptTokenCount": prompt_tokens,
+            "candidatesTokenCount": candidates_tokens,
+            "thoughtsTokenCount": thoughts_tokens,
+            "totalTokenCount": prompt_tokens + candidates_tokens + thoughts_tokens,
+        },
+        "modelVersion": model_version,
+    }
+    return Reply(200, body)
+
+
+def gemini_error(status: int, state: str, message: str, headers: dict[str, str] | None = None) -> Reply:
+    return Reply(status, {"error": {"code": status, "message": message, "status": state}}, headers or {})
+
+
+def question_of(seen: Seen) -> str:
+    """The last user text of an OpenAI or Gemini request."""
+    if "messages" in seen.body:
+        content = seen.body["messages"][-1]["content"]
+        return content if isinstance(content, str) else content[-1]["text"]
+    return seen.body["contents"][-1]["parts"][-1]["text"]
+
+
+def image_of(seen: Seen) -> bytes:
+    """The image bytes an OpenAI (data URL) or Gemini (inlineData) request carries."""
+    if "messages" in seen.body:
+        url = seen.body["messages"][0]["content"][0]["image_url"]["url"]
+        prefix = "data:image/png;base64,"
+        assert url.startswith(prefix), url[:40]
+        return base64.b64decode(url[len(prefix) :])
+    inline = seen.body["contents"][0]["parts"][0]["inlineData"]
+    # google-genai writes the blob's own fields in snake_case; the API accepts both spellings.
+    assert inline.get("mimeType", inline.get("mime_type")) == "image/png"
+    # pydantic writes bytes as URL-safe base64; the API reads either alphabet.
+    return base64.b64decode(inline["data"], altchars=b"-_")
