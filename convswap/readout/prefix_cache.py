@@ -1,0 +1,160 @@
+"""One image prefix, encoded once, shared by every prompt of a query.
+
+Every prompt of a query is rendered into its full conversation and tokenized
+whole by the processor; the sequences are cut where they first differ, so the
+shared part is exactly the tokens a full forward would see (tokenizing a prefix
+and a suffix apart can move a token boundary).  The prefix, image included, is
+encoded once into a KV cache; each batch of continuations runs on a copy of it,
+because a cache grows in place and a reused one would carry the previous
+continuation along.
+
+Qwen-family models place text and image tokens with multimodal rotary
+positions.  A continuation left to infer them would use whatever offset the
+model kept from its last forward, so positions are computed for each full
+sequence and the continuation is given its own slice.
+"""
+
+from __future__ import annotations
+
+import copy
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+from PIL import Image
+
+from convswap.core import Condition, ConvswapError
+from convswap.readout.base import ACKNOWLEDGEMENT, MEMORIZE_INSTRUCTION
+
+# Processor outputs with one entry per token; everything else (pixels, grids) describes the image.
+TOKEN_ALIGNED = ("input_ids", "attention_mask", "mm_token_type_ids", "token_type_ids")
+
+
+def conversation(condition: Condition, question: str) -> list[dict[str, Any]]:
+    """The chat messages of one prompt: the image leads the first user turn in both conditions."""
+    image = {"type": "image"}
+    if condition == "visible":
+        return [{"role": "user", "content": [image, {"type": "text", "text": question}]}]
+    if condition == "cached":
+        return [
+            {"role": "user", "content": [image, {"type": "text", "text": MEMORIZE_INSTRUCTION}]},
+            {"role": "assistant", "content": [{"type": "text", "text": ACKNOWLEDGEMENT}]},
+            {"role": "user", "content": [{"type": "text", "text": question}]},
+        ]
+    raise ConvswapError(f"unknown condition {condition!r}; use visible or cached")
+
+
+def render_conversation(processor: Any, condition: Condition, question: str) -> str:
+    """The full prompt text the model reads, through the model's own chat template."""
+    return processor.apply_chat_template(conversation(condition, question), add_generation_prompt=True)
+
+
+def common_prefix_length(sequences: list[torch.Tensor]) -> int:
+    shortest = min(len(sequence) for sequence in sequences)
+    stacked = torch.stack([sequence[:shortest] for sequence in sequences])
+    differs = (stacked != stacked[0]).any(dim=0).nonzero()
+    return int(differs[0]) if len(differs) else shortest
+
+
+@dataclass
+class Tokenized:
+    """Every prompt of one query as the full sequence a single forward would read."""
+
+    encodings: list[dict[str, torch.Tensor]]  # the processor's output per prompt, batch of one
+    positions: list[torch.Tensor] | None  # multimodal rotary positions [sections, 1, length], Qwen family only
+    split: int  # tokens shared by every prompt; each continuation keeps at least one
+
+    @property
+    def input_ids(self) -> list[torch.Tensor]:
+        return [encoding["input_ids"][0] for encoding in self.encodings]
+
+
+def tokenize(model: Any, processor: Any, image: Image.Image, condition: Condition, texts: list[str]) -> Tokenized:
+    encodings = [
+        dict(processor(text=[render_conversation(processor, condition, text)], images=[image], return_tensors="pt"))
+        for text in texts
+    ]
+    sequences = [encoding["input_ids"][0] for encoding in encodings]
+    split = min(common_prefix_length(sequences), min(len(sequence) for sequence in sequences) - 1)
+    image_token = processor.image_token_id
+    if any((sequence[split:] == image_token).any() for sequence in sequences):
+        raise ConvswapError(
+            f"{type(processor).__name__}: the chat template puts image tokens after the point where the "
+            "questions differ, so the image cannot be encoded once as a shared prefix"
+        )
+    positions = None
+    if hasattr(model.model, "get_rope_index"):
+        positions = [
+            model.model.get_rope_index(
+                encoding["input_ids"],
+                mm_token_type_ids=encoding["mm_token_type_ids"],
+                image_grid_thw=encoding.get("image_grid_thw"),
+                attention_mask=encoding["attention_mask"],
+            )[0]
+            for encoding in encodings
+        ]
+    return Tokenized(encodings=encodings, positions=positions, split=split)
+
+
+def encode_prefix(model: Any, tokenized: Tokenized) -> Any:
+    """Run the shared prefix (image included) once and return its KV cache."""
+    split = tokenized.split
+    inputs = {
+        name: value[:, :split] if name in TOKEN_ALIGNED else value for name, value in tokenized.encodings[0].items()
+    }
+    if tokenized.positions is not None:
+        inputs["position_ids"] = tokenized.positions[0][..., :split]
+    output = model(**_to_model(inputs, model), use_cache=True, logits_to_keep=1)
+    return output.cache
+
+
+def branch(prefix_cache: Any) -> Any:
+    """A copy of the prefix cache for one pass to grow: caches grow in place."""
+    return copy.deepcopy(prefix_cache)
+
+
+def continuation_logits(model: Any, tokenized: Tokenized, prefix_cache: Any, indices: list[int]) -> torch.Tensor:
+    """Next-token logits after each listed prompt's full sequence, from one batched pass over their continuations.
+
+    Continuations are right-padded: under a causal mask a pad only ever follows
+    the real tokens, so no real token attends to one and no attention mask is needed.
+    """
+    split = tokenized.split
+    suffixes = [tokenized.input_ids[i][split:] for i in indices]
+    lengths = torch.tensor([len(suffix) for suffix in suffixes])
+    width = int(lengths.max())
+    input_ids = torch.zeros((len(indices), width), dtype=suffixes[0].dtype)
+    for row, suffix in enumerate(suffixes):
+        input_ids[row, : len(suffix)] = suffix
+    inputs: dict[str, torch.Tensor] = {"input_ids": input_ids}
+    if tokenized.positions is not None:
+        positions = torch.zeros((tokenized.positions[0].shape[0], len(indices), width), dtype=torch.long)
+        for row, i in enumerate(indices):
+            positions[:, row, : lengths[row]] = tokenized.positions[i][:, 0, split:]
+        inputs["position_ids"] = positions
+    cache = branch(prefix_cache)
+    if len(indices) > 1:
+        cache.batch_repeat_interleave(len(indices))
+    # Only the positions from the shortest continuation's last token onwards are projected to the vocabulary.
+    keep = width - int(lengths.min()) + 1
+    output = model(**_to_model(inputs, model), cache=cache, use_cache=True, logits_to_keep=keep)
+    last = lengths - 1 - (width - keep)
+    return output.logits[torch.arange(len(indices)), last.to(output.logits.device)]
+
+
+def generation_inputs(model: Any, tokenized: Tokenized, index: int) -> dict[str, torch.Tensor]:
+    """What `generate` needs to continue a prefix cache: the full token-aligned inputs and the image grid, no pixels.
+
+    The cache already holds the image; pixels passed again would be matched
+    against the image tokens of the uncached part, which holds none.
+    """
+    encoding = tokenized.encodings[index]
+    return _to_model({name: value for name, value in encoding.items() if not name.startswith("pixel_")}, model)
+
+
+def _to_model(inputs: dict[str, torch.Tensor], model: Any) -> dict[str, torch.Tensor]:
+    """Inputs on the model's first device; pixels in the model's dtype."""
+    return {
+        name: value.to(model.device, model.dtype) if value.is_floating_point() else value.to(model.device)
+        for name, value in inputs.items()
+    }

@@ -1,0 +1,171 @@
+"""Local vision-language models through transformers (`hf:<local path or hub id>`).
+
+The processor and chat template are the model's own; the image prefix of a
+query is encoded once and shared by all its prompts (`prefix_cache`), which
+gives the same logits as one full forward per prompt.  Generation is greedy and
+nothing else: the checkpoint's sampling settings and penalties are dropped at
+load time, its stop tokens kept.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from pathlib import Path
+
+import numpy as np
+import torch
+from transformers import AutoModelForImageTextToText, AutoProcessor, BitsAndBytesConfig, GenerationConfig
+from transformers.utils.hub import cached_file, extract_commit_hash
+
+from convswap.core import ConvswapError, Generation
+from convswap.readout import prefix_cache
+from convswap.readout.base import DEFAULT_MAX_NEW_TOKENS, Backend, ModelInfo, Query
+
+DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
+QUANTS = ("4bit", "8bit")
+
+
+def quantization_config(quant: str | None, dtype: torch.dtype) -> BitsAndBytesConfig | None:
+    if quant is None:
+        return None
+    if quant == "4bit":
+        return BitsAndBytesConfig(load_in_4bit=True, bnb_4bit_quant_type="nf4", bnb_4bit_compute_dtype=dtype)
+    if quant == "8bit":
+        return BitsAndBytesConfig(load_in_8bit=True)
+    raise ConvswapError(f"unknown quantization {quant!r}; use one of {', '.join(QUANTS)}")
+
+
+def folder_sha256(folder: Path) -> str:
+    """One digest over every file a model folder holds (config, weights, processor, tokenizer, template)."""
+    digest = hashlib.sha256()
+    files = sorted(
+        path
+        for path in folder.rglob("*")
+        if path.is_file() and not any(part.startswith(".") for part in path.relative_to(folder).parts)
+    )
+    for path in files:
+        with path.open("rb") as handle:
+            file_digest = hashlib.file_digest(handle, "sha256").hexdigest()
+        digest.update(f"{path.relative_to(folder).as_posix()}\0{file_digest}\n".encode())
+    return "sha256:" + digest.hexdigest()
+
+
+def resolved_revision(name: str, revision: str | None, cache_dir: str | None, local_files_only: bool) -> str:
+    """The commit a hub model was loaded at, or a digest of a local folder's files."""
+    if Path(name).is_dir():
+        return folder_sha256(Path(name))
+    config_file = cached_file(
+        name, "config.json", revision=revision, cache_dir=cache_dir, local_files_only=local_files_only
+    )
+    return extract_commit_hash(config_file, None) or folder_sha256(Path(config_file).parent)
+
+
+def greedy_generation_config(model_config: GenerationConfig) -> GenerationConfig:
+    """The checkpoint's stop and pad tokens, and nothing that would change a greedy argmax."""
+    eos = model_config.eos_token_id
+    pad = model_config.pad_token_id
+    if pad is None:
+        pad = eos[0] if isinstance(eos, list) else eos
+    return GenerationConfig(
+        eos_token_id=eos, pad_token_id=pad, bos_token_id=model_config.bos_token_id, do_sample=False, num_beams=1
+    )
+
+
+class TransformersBackend(Backend):
+    has_logits = True
+
+    def __init__(self, spec: str, model, processor, model_info: ModelInfo, suffix_batch: int = 8) -> None:
+        if suffix_batch < 1:
+            raise ConvswapError(f"suffix_batch must be at least 1, got {suffix_batch}")
+        self.spec = spec
+        self.model = model
+        self.processor = processor
+        self.tokenizer = processor.tokenizer
+        self._info = model_info
+        self.suffix_batch = suffix_batch
+        self.model.generation_config = greedy_generation_config(model.generation_config)
+        self._stop_ids = set(np.atleast_1d(self.model.generation_config.eos_token_id).tolist())
+
+    @classmethod
+    def from_spec(
+        cls,
+        name: str,
+        quant: str | None = None,
+        dtype: str = "float32",
+        device_map: str | dict | None = None,
+        revision: str | None = None,
+        trust_remote_code: bool = False,
+        cache_dir: str | None = None,
+        local_files_only: bool = False,
+        suffix_batch: int = 8,
+    ) -> TransformersBackend:
+        """Load `name` (a local folder or a hub id); device_map goes to accelerate ("auto" unless given)."""
+        if dtype not in DTYPES:
+            raise ConvswapError(f"unknown dtype {dtype!r}; use one of {', '.join(DTYPES)}")
+        torch_dtype = DTYPES[dtype]
+        hub_options = dict(
+            revision=revision,
+            trust_remote_code=trust_remote_code,
+            cache_dir=cache_dir,
+            local_files_only=local_files_only,
+        )
+        try:
+            processor = AutoProcessor.from_pretrained(name, **hub_options)
+            model = AutoModelForImageTextToText.from_pretrained(
+                name,
+                dtype=torch_dtype,
+                device_map=device_map or "auto",
+                quantization_config=quantization_config(quant, torch_dtype),
+                **hub_options,
+            ).eval()
+            revision_used = resolved_revision(name, revision, cache_dir, local_files_only)
+        except (OSError, ValueError) as error:
+            raise ConvswapError(f"cannot load model hf:{name}: {error}") from error
+        info = ModelInfo(spec=f"hf:{name}", backend="transformers", revision=revision_used, quant=quant, dtype=dtype)
+        return cls(f"hf:{name}", model, processor, info, suffix_batch=suffix_batch)
+
+    def info(self) -> ModelInfo:
+        return self._info
+
+    def encode(self, text: str) -> list[int]:
+        return self.tokenizer.encode(text, add_special_tokens=False)
+
+    def decode_token(self, token_id: int) -> str:
+        return self.tokenizer.decode([token_id])
+
+    def _tokenize(self, query: Query) -> prefix_cache.Tokenized:
+        return prefix_cache.tokenize(self.model, self.processor, query.image, query.condition, query.texts)
+
+    @torch.inference_mode()
+    def next_token_logits(self, query: Query) -> np.ndarray:
+        tokenized = self._tokenize(query)
+        cache = prefix_cache.encode_prefix(self.model, tokenized)
+        indices = list(range(len(query.prompts)))
+        batches = [indices[start : start + self.suffix_batch] for start in range(0, len(indices), self.suffix_batch)]
+        logits = [prefix_cache.continuation_logits(self.model, tokenized, cache, batch) for batch in batches]
+        return torch.cat(logits).float().cpu().numpy()
+
+    @torch.inference_mode()
+    def generate(self, query: Query, max_new_tokens: int = DEFAULT_MAX_NEW_TOKENS) -> list[Generation]:
+        tokenized = self._tokenize(query)
+        cache = prefix_cache.encode_prefix(self.model, tokenized)
+        return [self._generate_one(tokenized, cache, index, max_new_tokens) for index in range(len(query.prompts))]
+
+    def _generate_one(self, tokenized: prefix_cache.Tokenized, cache, index: int, max_new_tokens: int) -> Generation:
+        inputs = prefix_cache.generation_inputs(self.model, tokenized, index)
+        if hasattr(self.model.model, "rope_deltas"):
+            # Continuing a cache, generate() reuses the rotary offset kept from the model's last call (another
+            # image, perhaps); cleared, it is recomputed from the full input_ids.
+            self.model.model.rope_deltas = None
+        output = self.model.generate(
+            **inputs, cache=prefix_cache.branch(cache), max_new_tokens=max_new_tokens, do_sample=False
+        )
+        prompt_length = inputs["input_ids"].shape[1]
+        new_tokens = output[0, prompt_length:].tolist()
+        stopped = bool(new_tokens) and new_tokens[-1] in self._stop_ids
+        return Generation(
+            text=self.tokenizer.decode(new_tokens, skip_special_tokens=True),
+            finish_reason="stop" if stopped else "length",
+            prompt_tokens=prompt_length,
+            completion_tokens=len(new_tokens),
+        )

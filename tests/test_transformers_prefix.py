@@ -1,0 +1,180 @@
+"""The shared image prefix: every readout equals one full forward of the same full text, in every family.
+
+References are computed here without the backend's machinery: the test writes
+the chat messages itself, renders them with the processor's template, and runs
+one uncached forward (or `model.generate` from scratch) per prompt.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch
+from PIL import Image
+from tiny_models import FAMILIES, build_tiny
+
+from convswap.core import ConvswapError, Prompt
+from convswap.readout import prefix_cache
+from convswap.readout.base import ACKNOWLEDGEMENT, MEMORIZE_INSTRUCTION, Query
+from convswap.readout.transformers_backend import TransformersBackend
+
+TOLERANCE = 1e-4
+QUESTIONS = (
+    "Which color is at the top-left? Answer with 1, 2 or 3.",
+    "Which color is at the top-right? Answer with 1, 2 or 3.",
+    "Which color is at the bottom? Answer with a single digit between 1 and 9.",
+    "Where is the dog?",
+)
+
+
+def gradient(width: int, height: int) -> Image.Image:
+    x = np.linspace(0, 255, width, dtype=np.uint8)[None, :].repeat(height, 0)
+    y = np.linspace(255, 0, height, dtype=np.uint8)[:, None].repeat(width, 1)
+    return Image.fromarray(np.stack([x, y, (x // 2 + y // 2)], axis=-1))
+
+
+# A square image, then a wide one: Qwen-family rotary positions depend on the image grid.
+IMAGES = (gradient(64, 64), gradient(128, 32))
+
+
+def prompt(text: str) -> Prompt:
+    return Prompt("t1", "cell_name", "locate", text, ("a", "b", "c"), ("1", "2", "3"), (("target", 1),), "integer")
+
+
+def query(image: Image.Image, condition: str, questions=QUESTIONS) -> Query:
+    return Query(image=image, prompts=tuple(prompt(q) for q in questions), condition=condition)
+
+
+def messages(condition: str, question: str) -> list[dict]:
+    if condition == "visible":
+        return [{"role": "user", "content": [{"type": "image"}, {"type": "text", "text": question}]}]
+    return [
+        {"role": "user", "content": [{"type": "image"}, {"type": "text", "text": MEMORIZE_INSTRUCTION}]},
+        {"role": "assistant", "content": [{"type": "text", "text": ACKNOWLEDGEMENT}]},
+        {"role": "user", "content": [{"type": "text", "text": question}]},
+    ]
+
+
+def full_inputs(backend: TransformersBackend, image: Image.Image, condition: str, question: str) -> dict:
+    text = backend.processor.apply_chat_template(messages(condition, question), add_generation_prompt=True)
+    return dict(backend.processor(text=[text], images=[image], return_tensors="pt"))
+
+
+@torch.inference_mode()
+def full_forward_logits(backend: TransformersBackend, image: Image.Image, condition: str) -> np.ndarray:
+    rows = [backend.model(**full_inputs(backend, image, condition, q)).logits[0, -1] for q in QUESTIONS]
+    return torch.stack(rows).numpy()
+
+
+@pytest.fixture(scope="module")
+def tokenizers(qwen25_assets, smolvlm_assets):
+    return qwen25_assets.parent
+
+
+@pytest.fixture(scope="module")
+def backends(tmp_path_factory, tokenizers):
+    root = tmp_path_factory.mktemp("tiny")
+    return {
+        family: TransformersBackend.from_spec(str(build_tiny(family, root, tokenizers=tokenizers)))
+        for family in FAMILIES
+    }
+
+
+@pytest.mark.parametrize("condition", ["visible", "cached"])
+@pytest.mark.parametrize("family", FAMILIES)
+def test_shared_prefix_logits_equal_one_full_forward(backends, family, condition, monkeypatch):
+    backend = backends[family]
+    for suffix_batch in (1, 3):  # one continuation per pass, and right-padded batches of three
+        monkeypatch.setattr(backend, "suffix_batch", suffix_batch)
+        for image in IMAGES:
+            got = backend.next_token_logits(query(image, condition))
+            expected = full_forward_logits(backend, image, condition)
+            assert got.dtype == np.float32
+            assert got.shape == (len(QUESTIONS), backend.model.config.get_text_config().vocab_size)
+            assert np.abs(got - expected).max() <= TOLERANCE, (family, condition, suffix_batch, image.size)
+
+
+@pytest.mark.parametrize("condition", ["visible", "cached"])
+def test_the_prompts_really_share_a_prefix_and_diverge(backends, condition):
+    backend = backends["llava"]
+    tokenized = prefix_cache.tokenize(backend.model, backend.processor, IMAGES[0], condition, list(QUESTIONS))
+    ids = tokenized.input_ids
+    assert tokenized.split > 16  # the image tokens at least
+    assert all(len(sequence) - tokenized.split >= 3 for sequence in ids)
+    assert all(torch.equal(sequence[: tokenized.split], ids[0][: tokenized.split]) for sequence in ids)
+    assert len({tuple(sequence[tokenized.split :].tolist()) for sequence in ids}) == len(ids)
+
+
+def test_reusing_the_prefix_cache_without_a_copy_gives_wrong_logits(backends, monkeypatch):
+    """The exactness test can fail: continuations grown on one cache see each other."""
+    backend = backends["qwen2_5_vl"]
+    monkeypatch.setattr(backend, "suffix_batch", 1)
+    monkeypatch.setattr(prefix_cache, "branch", lambda cache: cache)
+    got = backend.next_token_logits(query(IMAGES[0], "cached"))
+    expected = full_forward_logits(backend, IMAGES[0], "cached")
+    assert np.abs(got[0] - expected[0]).max() <= TOLERANCE
+    assert np.abs(got[1:] - expected[1:]).max() > 1e-3
+
+
+QWEN_IMAGE = "<|vision_start|>" + "<|image_pad|>" * 4 + "<|vision_end|>"
+QWEN_SYSTEM = "<|im_start|>system\nYou are a helpful assistant.<|im_end|>\n"
+
+
+def test_visible_condition_text_and_split_qwen(backends):
+    backend = backends["qwen2_5_vl"]
+    assert prefix_cache.render_conversation(backend.processor, "visible", "Where is the dog?") == (
+        QWEN_SYSTEM + "<|im_start|>user\n<|vision_start|><|image_pad|><|vision_end|>Where is the dog?<|im_end|>\n"
+        "<|im_start|>assistant\n"
+    )
+    tokenized = prefix_cache.tokenize(backend.model, backend.processor, IMAGES[0], "visible", list(QUESTIONS))
+    shared = backend.tokenizer.decode(tokenized.input_ids[0][: tokenized.split])
+    # "Which ..." and "Where ..." part at their first token: the prefix is everything up to the image's end.
+    assert shared == QWEN_SYSTEM + "<|im_start|>user\n" + QWEN_IMAGE
+
+
+def test_cached_condition_sends_the_image_once_and_asks_in_a_text_only_turn(backends):
+    backend = backends["qwen2_5_vl"]
+    assert prefix_cache.render_conversation(backend.processor, "cached", "Where is the dog?") == (
+        QWEN_SYSTEM + "<|im_start|>user\n<|vision_start|><|image_pad|><|vision_end|>"
+        "Memorize this image. You will be asked questions about it afterwards.<|im_end|>\n"
+        "<|im_start|>assistant\nOK.<|im_end|>\n<|im_start|>user\nWhere is the dog?<|im_end|>\n<|im_start|>assistant\n"
+    )
+    tokenized = prefix_cache.tokenize(backend.model, backend.processor, IMAGES[0], "cached", list(QUESTIONS))
+    image_pad = backend.processor.image_token_id
+    assert all(int((sequence == image_pad).sum()) == 4 for sequence in tokenized.input_ids)
+    shared = backend.tokenizer.decode(tokenized.input_ids[0][: tokenized.split])
+    assert shared == (
+        QWEN_SYSTEM + "<|im_start|>user\n" + QWEN_IMAGE + MEMORIZE_INSTRUCTION + "<|im_end|>\n<|im_start|>assistant\n"
+        "OK.<|im_end|>\n<|im_start|>user\n"
+    )
+
+
+def test_cached_condition_text_smolvlm(backends):
+    backend = backends["smolvlm"]
+    assert prefix_cache.render_conversation(backend.processor, "cached", "Where is the dog?") == (
+        "<|im_start|>User:<image>Memorize this image. You will be asked questions about it afterwards."
+        "<end_of_utterance>\nAssistant: OK.<end_of_utterance>\nUser: Where is the dog?<end_of_utterance>\nAssistant:"
+    )
+
+
+@pytest.mark.parametrize("condition", ["visible", "cached"])
+@pytest.mark.parametrize("family", FAMILIES)
+def test_generate_after_the_prefix_equals_generate_on_the_full_text(backends, family, condition):
+    backend = backends[family]
+    for image in IMAGES:
+        got = backend.generate(query(image, condition), max_new_tokens=4)
+        for question, generation in zip(QUESTIONS, got, strict=True):
+            inputs = full_inputs(backend, image, condition, question)
+            prompt_length = inputs["input_ids"].shape[1]
+            with torch.inference_mode():
+                output = backend.model.generate(**inputs, max_new_tokens=4, do_sample=False)
+            new_tokens = output[0, prompt_length:].tolist()
+            assert generation.text == backend.tokenizer.decode(new_tokens, skip_special_tokens=True)
+            assert generation.prompt_tokens == prompt_length
+            assert generation.completion_tokens == len(new_tokens) == 4
+            assert generation.finish_reason == "length"
+
+
+def test_unknown_condition_is_refused(backends):
+    with pytest.raises(ConvswapError, match="unknown condition 'hidden'"):
+        backends["llava"].next_token_logits(query(IMAGES[0], "hidden"))
