@@ -312,3 +312,18 @@ def test_calibrate_command_refuses_an_unknown_model_spec(tmp_path, capsys):
     assert cli.main(["calibrate", "--model", "nope", "--out", str(tmp_path / "v.json")]) == 2
     assert "model spec 'nope' is not one of" in capsys.readouterr().err
     assert list(tmp_path.iterdir()) == []
+
+
+@pytest.mark.parametrize(
+    ("text", "finish_reason", "name"),
+    [
+        ("Light", "length", ""),
+        ("Green.", "length", "green"),
+        ("Green\n", "length", "green"),
+        ("Green", "stop", "green"),
+        (None, "stop", ""),
+        ("Answer: **Light Green**", "stop", "light green"),
+    ],
+)
+def test_a_render_cut_mid_word_gives_no_name(text, finish_reason, name):
+    assert Render(0, text, finish_reason).name == name

@@ -6,7 +6,10 @@ greedy generation.  Each response is reduced to a name by
 `convswap.readout.parse.normalize_word` (lowercase, no markdown, no "Answer:"
 label, punctuation and hyphens to spaces, no articles), the same rule the word
 parser applies, so a calibrated word and a parsed answer compare as equals.
-An angle is retained only if all three renders give the same non-empty name.
+A render cut by its token budget directly after a letter or digit gives no
+name, as the parser treats a word answer: "Light" may be the start of "Light
+green".  An angle is retained only if all three renders give the same non-empty
+name.
 
 Runs and anchors.  A run is a maximal stretch of consecutive grid angles
 retained with the same name, read around the circle (355 is followed by 0).
@@ -43,7 +46,7 @@ from tqdm import tqdm
 from convswap.core import ColorAnchor, ConvswapError, Prompt
 from convswap.fileio import atomic_write_text
 from convswap.readout.base import DEFAULT_MAX_NEW_TOKENS, Backend, Query
-from convswap.readout.parse import normalize_word
+from convswap.readout.parse import ends_mid_word, normalize_word
 from convswap.stimuli.arrays import SWATCH_GRID_STEP, SWATCH_PLACEMENTS, swatch_angles, swatch_specs
 from convswap.stimuli.color import DEFAULT_WHEEL, Wheel
 from convswap.stimuli.render import render_image
@@ -72,7 +75,10 @@ class Render:
 
     @property
     def name(self) -> str:
-        return normalize_word(self.text or "")
+        text = self.text or ""
+        if self.finish_reason == "length" and ends_mid_word(text):
+            return ""
+        return normalize_word(text)
 
 
 @dataclass(frozen=True)

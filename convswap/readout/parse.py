@@ -77,6 +77,11 @@ def normalize_word(text: str) -> str:
     return " ".join(w for w in words if w and w not in _ARTICLES)
 
 
+def ends_mid_word(text: str) -> bool:
+    """Whether `text` ends on a letter or digit: cut there by a token budget, its last word may be unfinished."""
+    return text[-1:].isalnum()
+
+
 def _integer_slot(text: str, k: int) -> tuple[int | None, bool]:
     """(slot, complete): the lone in-range integer of `text`, and whether something after it closes it."""
     if any(c.isnumeric() and not c.isascii() for c in text):
@@ -103,9 +108,7 @@ def _word_slot(text: str, alphabet: tuple[str, ...]) -> tuple[int | None, bool]:
     matches = [slot for slot, word in enumerate(alphabet, start=1) if said and normalize_word(word) == said]
     if len(matches) != 1:
         return None, False
-    # The answer is complete when a character follows its last letter (".", " ", "\n", "**").
-    complete = not text[-1:].isalnum()
-    return matches[0], complete
+    return matches[0], not ends_mid_word(text)
 
 
 def parse_answer(generation: Generation, prompt: Prompt) -> Parsed:
