@@ -1,0 +1,71 @@
+"""Surfaces measured on a real transformers model: a tiny SmolVLM whose output layer prefers planted tokens."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+from calibration_fakes import planted_mass
+from tiny_models import build_tiny
+
+from convswap.calibration.surfaces import SurfaceRefused, first_token_ids, probe_query, resolve_surface, variant_strings
+from convswap.readout.first_token import first_token_readout
+from convswap.readout.transformers_backend import TransformersBackend
+
+COLORS = ("red", "green", "blue")
+GREEN, BARE_GREEN, CAPITAL_GREEN = 4910, 9298, 15420  # " Green", "green", "Green" in SmolVLM's vocabulary
+
+
+def planting(logits: dict[int, float]):
+    """An edit after which every prompt's next-token logits are exactly `logits` (0 elsewhere).
+
+    With attention and MLP outputs zeroed and one embedding for every token, the
+    last position's final hidden state is the same vector z for any input; output
+    rows l * z / |z|^2 then give logit l.
+    """
+
+    def edit(model) -> None:
+        text = model.model.text_model
+        for layer in text.layers:
+            layer.self_attn.o_proj.weight.zero_()
+            layer.mlp.down_proj.weight.zero_()
+        embeddings = text.embed_tokens.weight
+        embeddings[:] = torch.linspace(-1.0, 1.0, embeddings.shape[1])
+        z = text.norm(embeddings[:1])[0]
+        model.lm_head.weight.zero_()
+        for token_id, logit in logits.items():
+            model.lm_head.weight[token_id] = logit * z / z.dot(z)
+
+    return edit
+
+
+def tiny_smolvlm(tmp_path_factory, logits: dict[int, float]) -> TransformersBackend:
+    path = build_tiny("smolvlm", tmp_path_factory.mktemp("smolvlm"), edit=planting(logits))
+    return TransformersBackend.from_spec(str(path), device_map="cpu")
+
+
+def test_a_model_preferring_space_capital_green_resolves_to_that_surface(tmp_path_factory):
+    planted = {GREEN: 14.0, BARE_GREEN: 11.0, CAPITAL_GREEN: 10.0}
+    backend = tiny_smolvlm(tmp_path_factory, planted)
+    query = probe_query(COLORS, "word")
+    surface = resolve_surface(backend, COLORS, [query])
+    assert surface.variant == "space_capitalized"
+    assert surface.token_ids == (3950, GREEN, 10062)
+    vocab = len(backend.tokenizer)
+    expected = {
+        variant: planted_mass(planted, first_token_ids(backend, variant_strings(COLORS, variant)), vocab)
+        for variant in ("bare", "space", "capitalized", "space_capitalized")
+    }
+    assert dict(surface.masses) == pytest.approx(expected, rel=1e-4)
+    readout = first_token_readout(backend.next_token_logits(query)[0], surface, backend.decode_token)
+    assert readout.slot == 2
+    assert (readout.top[0].token_id, readout.top[0].text) == (GREEN, " Green")
+    assert readout.candidate_mass == pytest.approx(expected["space_capitalized"], rel=1e-4)
+
+
+def test_a_model_with_little_mass_on_any_surface_is_refused(tmp_path_factory):
+    backend = tiny_smolvlm(tmp_path_factory, {GREEN: 9.0})
+    with pytest.raises(SurfaceRefused) as caught:
+        resolve_surface(backend, COLORS, [probe_query(COLORS, "word")])
+    expected = planted_mass({GREEN: 9.0}, [3950, GREEN, 10062], len(backend.tokenizer))
+    assert expected < 0.5
+    assert caught.value.masses["space_capitalized"] == pytest.approx(expected, rel=1e-4)
