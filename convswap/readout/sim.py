@@ -1,0 +1,335 @@
+"""The simulated observer (`sim:<preset>`): a backend that perceives the real stimulus and answers by planted parameters.
+
+It exists so that every part of the pipeline -- calibration, surfaces, both
+readouts, the runner, the analysis, the audits -- can be run end to end and
+checked against known answers: whatever the analysis measures (accuracy,
+readership, name pull, misread units, rank inversions) can be compared with
+the parameters planted in `convswap.readout.sim_presets`.
+
+Perception, from the pixels wherever a model would need them:
+- color trials: the color at the center pixel of the cued cell (trial.subject),
+  mapped to the nearest integer angle of the stimulus wheel (by sRGB distance),
+  then to the nearest anchor angle of trial.anchors;
+- synthetic locate ("green square"): the cell-center pixels of the grid, each
+  named by the preset's own hue names, and the cell whose name is the subject's;
+- COCO locate: trial.cell (the observer cannot recognize objects); identify:
+  trial.target;
+- free report (a prompt with no slots and word output, as in calibration): the
+  swatch's color named by the preset's hue ranges; within hue_margin of a
+  boundary the name depends on the render (the swatch's box), so three renders
+  of one angle can disagree and calibration discards it;
+- surface probes: the answer the probe states (its target key).
+
+Every random choice is a pure function of sha256(preset, trial id, convention,
+condition, purpose): never Python's hash() or a global generator, so runs,
+processes and shards agree.
+
+Its tokenizer is a small greedy longest-match vocabulary of real token strings:
+single characters, digits as single tokens ("12" is "1" then "2"), " 0".." 9",
+every color word in four surfaces ("green", " green", "Green", " Green"), and a
+few fillers.  Logits put the answer's first token highest within the surface
+the preset emits, lower mass on the other candidates and other surfaces.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import math
+from dataclasses import asdict, dataclass
+from functools import lru_cache
+from typing import Any
+
+import numpy as np
+
+from convswap.calibration.surfaces import PROBE_CONVENTION, VARIANTS, variant_strings
+from convswap.conventions import cell_center_px, cell_names, cell_position, normalized
+from convswap.core import ConvswapError, Generation, Prompt, Trial, canonical_json, sha256_hex
+from convswap.readout.base import DEFAULT_MAX_NEW_TOKENS, Backend, ModelInfo, Query
+from convswap.readout.sim_presets import Preset, get_preset
+from convswap.stimuli.arrays import GRID as ARRAY_GRID
+from convswap.stimuli.color import DEFAULT_WHEEL, Wheel
+
+COLOR_WORDS = ("red", "pink", "orange", "yellow", "green", "teal", "blue", "purple", "brown", "gray", "white",
+               "black", "cyan", "magenta", "olive", "violet")  # fmt: skip
+FILLERS = ("OK", " OK", "The", " the", "Answer", " answer", " color", " square", " is", " it", " image")
+UNKNOWN = "<unk>"
+
+ANSWER_LOGIT = 10.0  # the chosen answer's first token
+CANDIDATE_LOGIT = 5.0  # the other candidates, shifted by the log of their bias weight
+SHADOW_LOGIT = 3.0  # the answer spelled in surfaces the preset does not emit
+GRAY_CHROMA = 8  # a pixel whose channels differ by at most this much is background
+
+
+class SimTokenizer:
+    """Greedy longest-match tokenization over a fixed vocabulary of real token strings."""
+
+    def __init__(self) -> None:
+        tokens = [UNKNOWN, *(chr(code) for code in range(32, 127)), "\n", *(f" {d}" for d in "0123456789")]
+        tokens += [s for word in COLOR_WORDS for variant in VARIANTS for s in variant_strings((word,), variant)]
+        tokens += FILLERS
+        self.tokens = tuple(dict.fromkeys(tokens))
+        self.ids = {token: index for index, token in enumerate(self.tokens)}
+        self.longest = max(len(token) for token in self.tokens)
+
+    def encode(self, text: str) -> list[int]:
+        ids, start = [], 0
+        while start < len(text):
+            for length in range(min(self.longest, len(text) - start), 0, -1):
+                token_id = self.ids.get(text[start : start + length])
+                if token_id is not None:
+                    ids.append(token_id)
+                    start += length
+                    break
+            else:
+                ids.append(self.ids[UNKNOWN])
+                start += 1
+        return ids
+
+    def decode(self, token_id: int) -> str:
+        if not 0 <= token_id < len(self.tokens):
+            raise ConvswapError(f"token id {token_id} lies outside the simulated vocabulary of {len(self.tokens)}")
+        return self.tokens[token_id]
+
+
+def uniform(*parts: Any) -> float:
+    """A number in [0, 1) fixed by `parts`."""
+    digest = hashlib.sha256(canonical_json(list(parts)).encode("utf-8")).digest()
+    return int.from_bytes(digest[:8], "big") / 2**64
+
+
+def circular_distance(a: float, b: float) -> float:
+    d = abs(a - b) % 360
+    return min(d, 360 - d)
+
+
+@lru_cache(maxsize=8)
+def _wheel_colors(wheel: Wheel) -> np.ndarray:
+    return np.array([wheel.rgb(angle) for angle in range(360)], dtype=np.int64)
+
+
+def perceived_angle(rgb: Any, wheel: Wheel = DEFAULT_WHEEL) -> int:
+    """The integer wheel angle whose drawn color is nearest `rgb` (ties: the lower angle)."""
+    distances = ((_wheel_colors(wheel) - np.asarray(rgb, dtype=np.int64)) ** 2).sum(axis=1)
+    return int(np.argmin(distances))
+
+
+def _is_background(rgb: Any) -> bool:
+    return int(np.max(rgb)) - int(np.min(rgb)) <= GRAY_CHROMA
+
+
+def _stimulus_wheel(trial: Trial) -> Wheel:
+    return DEFAULT_WHEEL if trial.image.kind == "file" else Wheel.from_spec(trial.image)
+
+
+def _cell_rgb(pixels: np.ndarray, cell: str, n: int) -> np.ndarray:
+    height, width = pixels.shape[:2]
+    x, y = cell_center_px(*cell_position(cell, n), width, height, n)
+    return pixels[y, x]
+
+
+@dataclass(frozen=True)
+class Decision:
+    """What the observer says to one prompt: its answers in the surface it emits."""
+
+    alphabet: tuple[str, ...]
+    variant: str  # the surface the observer emits for this alphabet
+    first: int  # index into the alphabet of the first-token answer
+    generated: int  # index into the alphabet of the generated answer
+
+    def spelled(self, variant: str | None = None) -> tuple[str, ...]:
+        return variant_strings(self.alphabet, variant or self.variant)
+
+
+class SimulatedObserver(Backend):
+    """A backend with planted reading parameters; see the module docstring."""
+
+    has_logits = True
+
+    def __init__(self, preset: Preset) -> None:
+        self.preset = preset
+        self.spec = f"sim:{preset.name}"
+        self.tokenizer = SimTokenizer()
+
+    @classmethod
+    def from_spec(cls, name: str, **options: Any) -> SimulatedObserver:
+        given = sorted(key for key, value in options.items() if value is not None)
+        if given:
+            raise ConvswapError(f"sim:{name} takes no options; got {', '.join(given)}")
+        return cls(get_preset(name))
+
+    def info(self) -> ModelInfo:
+        return ModelInfo(spec=self.spec, backend="sim", revision=sha256_hex(canonical_json(asdict(self.preset))))
+
+    def encode(self, text: str) -> list[int]:
+        return self.tokenizer.encode(text)
+
+    def decode_token(self, token_id: int) -> str:
+        return self.tokenizer.decode(token_id)
+
+    def next_token_logits(self, query: Query) -> np.ndarray:
+        rows = np.zeros((len(query.prompts), len(self.tokenizer.tokens)), dtype=np.float32)
+        for row, decision in zip(rows, self._decide(query), strict=True):
+            for variant in VARIANTS:
+                row[self._first_token(decision.spelled(variant)[decision.first])] = SHADOW_LOGIT
+            candidates = decision.spelled()
+            for candidate, weight in zip(candidates, self._bias(len(candidates)), strict=True):
+                row[self._first_token(candidate)] = CANDIDATE_LOGIT + math.log(weight)
+            row[self._first_token(candidates[decision.first])] = ANSWER_LOGIT
+        return rows
+
+    def generate(self, query: Query, max_new_tokens: int = DEFAULT_MAX_NEW_TOKENS) -> list[Generation]:
+        generations = []
+        for prompt, decision in zip(query.prompts, self._decide(query), strict=True):
+            tokens = self.encode(decision.spelled()[decision.generated])
+            kept = tokens[:max_new_tokens]
+            generations.append(
+                Generation(
+                    text="".join(self.decode_token(t) for t in kept),
+                    finish_reason="stop" if len(tokens) <= max_new_tokens else "length",
+                    prompt_tokens=len(self.encode(prompt.text)),
+                    completion_tokens=len(kept),
+                )
+            )
+        return generations
+
+    # -- deciding ----------------------------------------------------------------------
+
+    def _decide(self, query: Query) -> list[Decision]:
+        pixels = np.asarray(query.image.convert("RGB"))
+        return [self._decide_one(query, prompt, pixels) for prompt in query.prompts]
+
+    def _decide_one(self, query: Query, prompt: Prompt, pixels: np.ndarray) -> Decision:
+        if not prompt.slots and prompt.output == "word":
+            return self._free_report(pixels)
+        if prompt.convention == PROBE_CONVENTION:
+            answer = prompt.key("target") - 1
+            return self._decision(prompt.alphabet, prompt.output, answer, self._draw(prompt, query.condition))
+        trial = query.trial
+        if trial is None or trial.trial_id != prompt.trial_id:
+            raise ConvswapError(f"{self.spec}: prompt {prompt.trial_id!r} needs its trial in the query to be perceived")
+        percept = self._percept(trial, pixels)
+        if percept is not None and uniform(self.preset.name, trial.trial_id, query.condition, "noise") < (
+            self.preset.noise(query.condition)
+        ):
+            others = [r for r in trial.referents if r != percept]
+            percept = others[
+                int(uniform(self.preset.name, trial.trial_id, query.condition, "misperceived") * len(others))
+            ]
+        draw = self._draw(prompt, query.condition)
+        return self._decision(prompt.alphabet, prompt.output, self._choose(trial, prompt, query.condition, percept, draw),
+                              draw)  # fmt: skip
+
+    def _draw(self, prompt: Prompt, condition: str):
+        return lambda purpose: uniform(self.preset.name, prompt.trial_id, prompt.convention, condition, purpose)
+
+    def _choose(self, trial: Trial, prompt: Prompt, condition: str, percept: str | None, draw) -> int:
+        """The 0-based slot answered, by the planted reading of this (task, convention, condition)."""
+        reading = self.preset.reading(prompt.task, prompt.convention, condition)
+        if percept is not None:
+            u = draw("read")
+            if u < reading.p_read:
+                return prompt.slots.index(percept)
+            if u < reading.p_read + reading.p_misread:
+                return _misread_slot(trial, prompt, percept, reading.units)
+            if prompt.glosses and percept in prompt.glosses and draw("pull") < reading.name_pull:
+                return prompt.glosses.index(percept)
+        return _categorical(self._bias(prompt.k), draw("bias"))
+
+    def _decision(self, alphabet: tuple[str, ...], output: str, answer: int, draw) -> Decision:
+        variant = self.preset.word_surface if output == "word" else self.preset.digit_surface
+        generated = answer
+        if len(alphabet) > 1 and draw("agree") >= self.preset.agreement:
+            others = [i for i in range(len(alphabet)) if i != answer]
+            generated = others[int(draw("disagree") * len(others))]
+        return Decision(alphabet, variant, answer, generated)
+
+    def _bias(self, k: int) -> list[float]:
+        weights = [self.preset.bias[i] if i < len(self.preset.bias) else 1.0 for i in range(k)]
+        total = sum(weights)
+        return [w / total for w in weights]
+
+    def _first_token(self, text: str) -> int:
+        return self.encode(text)[0]
+
+    # -- perceiving --------------------------------------------------------------------
+
+    def _percept(self, trial: Trial, pixels: np.ndarray) -> str | None:
+        """The referent the observer takes to be right, or None when it perceives nothing usable."""
+        if trial.task == "identify":
+            return trial.target
+        if trial.task == "locate":
+            return trial.cell if trial.image.kind == "file" else self._find_square(trial, pixels)
+        rgb = _cell_rgb(pixels, trial.subject, ARRAY_GRID)
+        if _is_background(rgb) or not trial.anchors:
+            return None
+        angle = perceived_angle(rgb, _stimulus_wheel(trial))
+        return min(trial.anchors, key=lambda a: (circular_distance(angle, a.angle), a.angle)).word
+
+    def _find_square(self, trial: Trial, pixels: np.ndarray) -> str | None:
+        wanted = trial.subject.removesuffix(" square")
+        wheel = _stimulus_wheel(trial)
+        for cell in cell_names(trial.grid):
+            rgb = _cell_rgb(pixels, cell, trial.grid)
+            if not _is_background(rgb) and self._hue_name(perceived_angle(rgb, wheel)) == wanted:
+                return cell
+        return None
+
+    def _hue_name(self, angle: float) -> str | None:
+        """The preset's stable name for a hue: the range it falls in, boundaries ignored."""
+        if not self.preset.hues:
+            return None
+        inside = [word for start, word in self.preset.hues if start <= angle]
+        return inside[-1] if inside else self.preset.hues[-1][1]
+
+    def _free_report(self, pixels: np.ndarray) -> Decision:
+        mask = np.any(pixels != pixels[0, 0], axis=2)
+        if not mask.any():
+            word = "gray"
+            signature: list[Any] = []
+        else:
+            angle = perceived_angle(_dominant_color(pixels[mask]))
+            ys, xs = np.nonzero(mask)
+            signature = [angle, int(xs.min()), int(ys.min()), int(xs.max()), int(ys.max())]
+            word = self._swatch_name(angle, signature)
+        draw = lambda purpose: uniform(self.preset.name, "free_report", *signature, purpose)  # noqa: E731
+        return self._decision((word,), "word", 0, draw)
+
+    def _swatch_name(self, angle: int, signature: list[Any]) -> str:
+        hues = self.preset.hues
+        if not hues:  # cannot name colors: a different guess for every render
+            return COLOR_WORDS[int(uniform(self.preset.name, "guess", *signature) * 8)]
+        index = min(range(len(hues)), key=lambda i: circular_distance(angle, hues[i][0]))
+        if circular_distance(angle, hues[index][0]) < self.preset.hue_margin:
+            before, after = hues[index - 1][1], hues[index][1]
+            return after if uniform(self.preset.name, "boundary", *signature) < 0.5 else before
+        return self._hue_name(angle)
+
+
+def _dominant_color(colors: np.ndarray) -> tuple[int, int, int]:
+    """The most frequent of an [n, 3] array of 8-bit colors (packed to one integer each, which is fast to count)."""
+    packed, counts = np.unique(colors.astype(np.int64) @ np.array([1 << 16, 1 << 8, 1]), return_counts=True)
+    value = int(packed[np.argmax(counts)])
+    return value >> 16, (value >> 8) & 255, value & 255
+
+
+def _categorical(weights: list[float], u: float) -> int:
+    total = 0.0
+    for index, weight in enumerate(weights):
+        total += weight
+        if u < total:
+            return index
+    return len(weights) - 1
+
+
+def _misread_slot(trial: Trial, prompt: Prompt, percept: str, units: str | None) -> int:
+    """The slot whose coordinate numbers, read in the wrong units, lie nearest the percept's pixel center."""
+    n, width, height = trial.grid, trial.width, trial.height
+    target = np.array(cell_center_px(*cell_position(percept, n), width, height, n), dtype=float)
+
+    def misread(cell: str) -> np.ndarray:
+        x, y = cell_center_px(*cell_position(cell, n), width, height, n)
+        if units == "as_pixels":  # the 0-999 numbers taken for pixels
+            return np.array([normalized(x, width), normalized(y, height)], dtype=float)
+        return np.array([x * width / 1000, y * height / 1000])  # pixel numbers taken for thousandths
+
+    return int(np.argmin([np.hypot(*(misread(cell) - target)) for cell in prompt.slots]))
