@@ -1,0 +1,32 @@
+"""Instrument agreement (spec §7 and Appendix: instrument agreement).
+
+On records that hold both readouts -- a first-token argmax and a generation parsed
+to a slot -- the share of trials on which the two pick the same slot.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from convswap.core import Record
+
+
+@dataclass(frozen=True)
+class Agreement:
+    agree: int
+    n: int
+
+    @property
+    def rate(self) -> float | None:
+        return self.agree / self.n if self.n else None
+
+
+def has_both_readouts(record: Record) -> bool:
+    return bool(record.first_token) and record.parsed_slot is not None
+
+
+def readout_agreement(records: Sequence[Record]) -> Agreement:
+    both = [record for record in records if has_both_readouts(record)]
+    agree = sum(1 for record in both if int(record.first_token["slot"]) == record.parsed_slot)
+    return Agreement(agree, len(both))

@@ -1,0 +1,158 @@
+"""`check-numbers`: every decimal number in a manuscript must appear in the generated outputs.
+
+What counts as a decimal number in the manuscript (text, Markdown or LaTeX):
+- a number with a decimal point and a digit after it: 68.5, 0.30, 1.0 (in $68.5%$,
+  $-48.5$, 0.30x, [-56.5, -40.0] alike; the sign is dropped, since prose states a
+  direction in words: "a drop of 48.5 points");
+- a number in scientific notation, decimal point or not: 8.7 \\times 10^{-33},
+  8.7×10^-33, 7 \\times 10^{-4}, 8.7e-33 (spaces inside, as PDF text has them, are
+  allowed: 1 0^{- 33}).
+Integers (counts, years, n, K, degrees) are not checked.  Not numbers of the
+paper's results, and so skipped: a number glued to letters before it (Qwen2.5-VL,
+LLaVA-1.5, arXiv:2502.13923) or after it (0.5em, 2.5B; an `x` meaning "times" is
+allowed: 0.30x); a dotted version (1.2.3); a reference (§3.1, Section 3.1, Table
+2.1, Figure 1.2) or a numbered heading ("3.1 Calibrating ..." at the start of a line); in LaTeX, comments, the preamble before \\begin{document} and a
+command's optional argument (\\includegraphics[width=0.8\\linewidth]).
+
+Matching: a plain decimal must appear in an output file (Markdown, CSV or text
+under OUTDIR) with exactly the same digits; a number in scientific notation must
+appear with the same exponent and a mantissa that rounds to the one written
+(so 7 \\times 10^{-4} is found as 7.0e-04).
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from decimal import ROUND_HALF_EVEN, Decimal
+from pathlib import Path
+
+from convswap.core import ConvswapError
+
+OUTPUT_SUFFIXES = (".md", ".csv", ".txt")
+SCIENTIFIC = re.compile(
+    r"(?P<mantissa>\d+(?:\.\d+)?)\s*(?:\\times|\\cdot|×|·)\s*1\s*0\s*\^\s*\{?\s*(?P<sign>[-−–]?)\s*"
+    r"(?P<exponent>\d(?:\s*\d)*)\s*\}?"
+    r"|(?P<emantissa>\d+(?:\.\d+)?)[eE](?P<eexponent>[-+−]?\d+)"
+)
+DECIMAL = re.compile(r"\d+(?:\.\d+)+")
+OUTPUT_NUMBER = re.compile(r"\d+\.\d+(?:[eE][-+]?\d+)?|\d+[eE][-+]?\d+")
+TOKEN_BOUNDARY = set(" \t$([{=<>,;~|\"'")
+REFERENCE_BEFORE = re.compile(
+    r"(?:§|\b(?:Sections?|Secs?\.|Tables?|Figures?|Figs?\.|Appendix|Appendices|Eqs?\.|Equations?|Chapters?))"
+    r"[\s~]*$"
+)
+TIMES_AFTER = re.compile(r"x(?![A-Za-z])")
+LETTER_AFTER = re.compile(r"[A-Za-z]|\\(?:line|text|column|paper)(?:width|height)")
+HEADING_NUMBER = re.compile(r"^\s*#*\s*$")
+LATEX_OPTION = re.compile(r"\\[A-Za-z]+\*?\s*\[[^\]]*\]")
+LATEX_COMMENT = re.compile(r"(?<!\\)%.*$")
+
+
+@dataclass(frozen=True)
+class Number:
+    """A number as the manuscript writes it: digits and, for scientific notation, the exponent."""
+
+    text: str
+    digits: str
+    exponent: int | None
+    path: str
+    line: int
+
+
+def manuscript_numbers(path: Path) -> list[Number]:
+    try:
+        text = path.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as error:
+        raise ConvswapError(f"cannot read manuscript {path}: {error}") from error
+    latex = path.suffix == ".tex"
+    lines = text.splitlines()
+    start = _document_start(lines) if latex else 0
+    numbers = []
+    for index, line in enumerate(lines[start:], start=start + 1):
+        if latex:
+            line = LATEX_OPTION.sub(lambda m: " " * len(m.group()), LATEX_COMMENT.sub("", line))
+        numbers.extend(_numbers_in_line(line, str(path), index))
+    return numbers
+
+
+def _document_start(lines: list[str]) -> int:
+    for index, line in enumerate(lines):
+        if "\\begin{document}" in line:
+            return index + 1
+    return 0
+
+
+def _numbers_in_line(line: str, path: str, line_number: int) -> list[Number]:
+    found, taken = [], []
+    for match in SCIENTIFIC.finditer(line):
+        taken.append(match.span())
+        if _excluded(line, match.start(), match.end()):
+            continue
+        if match.group("mantissa") is not None:
+            sign = "-" if match.group("sign") else ""
+            exponent = int(sign + re.sub(r"\s", "", match.group("exponent")))
+            digits = match.group("mantissa")
+        else:
+            exponent = int(match.group("eexponent").replace("−", "-"))
+            digits = match.group("emantissa")
+        found.append(Number(match.group(), digits, exponent, path, line_number))
+    for match in DECIMAL.finditer(line):
+        if any(start <= match.start() < end for start, end in taken):
+            continue
+        if match.group().count(".") > 1 or _excluded(line, match.start(), match.end()):
+            continue
+        found.append(Number(match.group(), match.group(), None, path, line_number))
+    return sorted(found, key=lambda number: line.find(number.text))
+
+
+def _excluded(line: str, start: int, end: int) -> bool:
+    """Glued to letters (an identifier or a unit), or a reference to a section, table or figure."""
+    before = start
+    while before > 0 and line[before - 1] not in TOKEN_BOUNDARY:
+        before -= 1
+    prefix = re.sub(r"\\[A-Za-z]+", "", line[before:start])
+    if any(character.isalpha() or character == "§" for character in prefix):
+        return True
+    if REFERENCE_BEFORE.search(line[:start]):
+        return True
+    if HEADING_NUMBER.match(line[:start]) and re.match(r"\s+[A-Z]", line[end:]):
+        return True  # a numbered heading: "3.1 Calibrating the vocabulary"
+    return bool(LETTER_AFTER.match(line, end)) and not TIMES_AFTER.match(line, end)
+
+
+def output_numbers(out_dir: Path) -> tuple[set[str], dict[int, list[Decimal]]]:
+    """Plain decimals as written, and scientific mantissas by exponent, from every output file."""
+    if not out_dir.is_dir():
+        raise ConvswapError(f"output folder {out_dir} does not exist")
+    files = sorted(path for path in out_dir.rglob("*") if path.is_file() and path.suffix in OUTPUT_SUFFIXES)
+    if not files:
+        raise ConvswapError(f"output folder {out_dir} holds no .md, .csv or .txt file")
+    plain: set[str] = set()
+    scientific: dict[int, list[Decimal]] = {}
+    for path in files:
+        for token in OUTPUT_NUMBER.findall(path.read_text(encoding="utf-8")):
+            if "e" in token.lower():
+                mantissa, exponent = re.split("[eE]", token)
+                scientific.setdefault(int(exponent), []).append(Decimal(mantissa))
+            else:
+                plain.add(token)
+    return plain, scientific
+
+
+def appears(number: Number, plain: set[str], scientific: dict[int, list[Decimal]]) -> bool:
+    if number.exponent is None:
+        return number.digits in plain
+    written = Decimal(number.digits)
+    quantum = Decimal(1).scaleb(written.as_tuple().exponent)
+    return any(
+        mantissa.quantize(quantum, rounding=ROUND_HALF_EVEN) == written
+        for mantissa in scientific.get(number.exponent, [])
+    )
+
+
+def missing_numbers(manuscript: Path, out_dir: Path) -> tuple[list[Number], int]:
+    """The manuscript's decimal numbers that no output shows, and how many were checked."""
+    plain, scientific = output_numbers(out_dir)
+    numbers = manuscript_numbers(manuscript)
+    return [number for number in numbers if not appears(number, plain, scientific)], len(numbers)

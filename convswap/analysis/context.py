@@ -1,0 +1,43 @@
+"""What every table builder receives, and how a builder says its inputs are missing."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+from convswap.analysis.loading import is_scored, select
+from convswap.analysis.registration import Registry
+from convswap.analysis.report import MISSING
+from convswap.calibration.vocabulary import Vocabulary
+from convswap.core import Record
+
+
+class MissingInput(Exception):
+    """The records a table needs are not in the log folder; the table is skipped with this message."""
+
+
+@dataclass
+class Context:
+    records: list[Record]
+    registry: Registry
+    vocabularies: list[Vocabulary] = field(default_factory=list)
+    seed: int = 0
+    resamples: int = 10_000
+
+
+def experiment_records(context: Context, experiment: str, **criteria: object) -> list[Record]:
+    records = select(context.records, experiment=experiment, **criteria)
+    if not records:
+        wanted = ", ".join(f"{name}={value}" for name, value in criteria.items())
+        raise MissingInput(f"no {experiment} records" + (f" with {wanted}" if wanted else ""))
+    return records
+
+
+def ordered(present: Sequence[str] | set[str], order: Sequence[str]) -> list[str]:
+    """`present` in the spec's order, anything unknown after it in name order."""
+    return [name for name in order if name in present] + sorted(set(present) - set(order))
+
+
+def readout_names(records: Sequence[Record]) -> str:
+    """The readouts that scored these records (unscored records were scored by none)."""
+    return ", ".join(sorted({record.readout for record in records if is_scored(record)})) or MISSING

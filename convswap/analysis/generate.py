@@ -1,0 +1,103 @@
+"""Regenerate every table and figure from a log folder.
+
+A builder whose inputs are missing is skipped with a message, and any file it
+wrote on an earlier run is removed, so that no stale number survives in the
+output folder for `check-numbers` to find.
+"""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TextIO
+
+from convswap.analysis import appendix, figures, tables
+from convswap.analysis.context import Context, MissingInput
+from convswap.analysis.loading import load_records, load_vocabularies
+from convswap.analysis.registration import Registry
+from convswap.analysis.report import write_table
+from convswap.core import ConvswapError
+from convswap.fileio import atomic_write_text
+
+TABLE_SUFFIXES = (".md", ".csv")
+FIGURE_SUFFIXES = (".png", ".pdf")
+
+# (the files' names, their suffixes, the builder): a table builder returns tables, a figure builder writes files.
+BUILDERS: tuple[tuple[tuple[str, ...], tuple[str, ...], Callable], ...] = (
+    (("table1_color_ladder", "table1_contrasts"), TABLE_SUFFIXES, tables.table1_color_ladder),
+    (("table2_coco",), TABLE_SUFFIXES, tables.table2_coco),
+    (("table_coco_4x4",), TABLE_SUFFIXES, tables.table_coco_4x4),
+    (("table3_readership",), TABLE_SUFFIXES, tables.table3_readership),
+    (("table4_model_pairs",), TABLE_SUFFIXES, tables.table4_model_pairs),
+    (("table5_vocabularies",), TABLE_SUFFIXES, tables.table5_vocabularies),
+    (("table8_synthetic_spatial",), TABLE_SUFFIXES, tables.table8_synthetic_spatial),
+    (("gate_sensitivity", "gate_sensitivity_bands"), TABLE_SUFFIXES, appendix.gate_sensitivity_tables),
+    (("instrument_agreement",), TABLE_SUFFIXES, appendix.instrument_agreement),
+    (("readership_across_models",), TABLE_SUFFIXES, appendix.readership_across_models),
+    (("misread_units",), TABLE_SUFFIXES, appendix.misread_units_table),
+    (("grid_transforms",), TABLE_SUFFIXES, appendix.grid_transforms_table),
+    (("breakdowns",), TABLE_SUFFIXES, appendix.breakdowns_table),
+    (("figure1_locate",), FIGURE_SUFFIXES, figures.figure1_locate),
+    (("figure_color_wheels",), FIGURE_SUFFIXES, figures.color_wheels),
+)
+
+
+@dataclass
+class Summary:
+    written: list[Path] = field(default_factory=list)
+    skipped: list[tuple[str, str]] = field(default_factory=list)
+
+
+def generate(
+    logdir: str | Path,
+    out_dir: str | Path,
+    *,
+    plan_dir: str | Path | None,
+    seed: int = 0,
+    resamples: int = 10_000,
+    messages: TextIO = sys.stderr,
+) -> Summary:
+    records = load_records(logdir)
+    vocabularies = load_vocabularies(logdir)
+    if not records and not vocabularies:
+        raise ConvswapError(f"no records (*.jsonl) and no vocabulary files under {logdir}")
+    out = Path(out_dir)
+    try:
+        out.mkdir(parents=True, exist_ok=True)
+    except OSError as error:
+        raise ConvswapError(f"cannot create output folder {out}: {error.strerror}") from error
+    context = Context(records, Registry(plan_dir), vocabularies, seed, resamples)
+    summary = Summary()
+    for names, suffixes, builder in BUILDERS:
+        try:
+            if suffixes == TABLE_SUFFIXES:
+                for table in builder(context):
+                    summary.written.extend(write_table(table, out))
+            else:
+                summary.written.extend(builder(context, out))
+        except MissingInput as missing:
+            summary.skipped.append((", ".join(names), str(missing)))
+            print(f"skipped {', '.join(names)}: {missing}", file=messages)
+            for name in names:
+                for suffix in suffixes:
+                    (out / f"{name}{suffix}").unlink(missing_ok=True)
+    atomic_write_text(out / "index.md", _index(summary, logdir, plan_dir, seed, resamples))
+    return summary
+
+
+def _index(summary: Summary, logdir: str | Path, plan_dir: str | Path | None, seed: int, resamples: int) -> str:
+    lines = [
+        "# Generated tables and figures",
+        "",
+        f"From the records under `{logdir}`; registration from "
+        + (f"`{plan_dir}`." if plan_dir is not None else "the spec's own words (no plan folder)."),
+        f"Bootstrap: seed {seed}, {resamples} resamples.",
+        "",
+        "## Written",
+        *(f"- {path.name}" for path in summary.written),
+    ]
+    if summary.skipped:
+        lines += ["", "## Skipped (inputs missing)", *(f"- {names}: {why}" for names, why in summary.skipped)]
+    return "\n".join(lines) + "\n"

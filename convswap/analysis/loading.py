@@ -1,0 +1,154 @@
+"""Reading records and vocabularies from a log folder, and the record-level helpers every analysis shares.
+
+Denominator rule (used by every accuracy in the package): a record is *scored*
+when it carries an answer slot (the first-token argmax for first-token readouts,
+the parsed slot for generated ones).  Accuracy is correct / scored.  Records
+without an answer slot are *unscored*: they are counted apart, by parse status,
+and shown beside every accuracy -- never counted as wrong.
+"""
+
+from __future__ import annotations
+
+import json
+from collections import Counter
+from collections.abc import Iterable, Sequence
+from pathlib import Path
+from typing import Any
+
+from tqdm import tqdm
+
+from convswap.calibration.vocabulary import Vocabulary, load_vocabulary
+from convswap.core import ConvswapError, Record, Trial
+
+VOCABULARY_PATTERNS = ("vocabulary*.json", "*.vocab.json")
+
+
+def record_identity(record: Record) -> tuple[str, str, str | None, str, str, str]:
+    """What one run writes once: the unit, within its experiment, at its quantization."""
+    return (record.experiment, record.model, record.quant, record.condition, record.convention, record.trial_id)
+
+
+def load_records(logdir: str | Path) -> list[Record]:
+    """Every record under `logdir` (all `*.jsonl`, recursively: shards and merged files alike).
+
+    A unit seen twice with identical content (a shard beside the file it was
+    merged into) is kept once; a unit seen twice with different content is an
+    error naming both places, since no analysis could know which one to trust.
+    """
+    root = Path(logdir)
+    if not root.is_dir():
+        raise ConvswapError(f"log folder {root} does not exist")
+    seen: dict[tuple, tuple[str, str]] = {}
+    records: list[Record] = []
+    for path in tqdm(sorted(root.rglob("*.jsonl")), desc="reading logs", unit="file", leave=False):
+        for line_number, line in enumerate(path.read_text(encoding="utf-8").splitlines(), start=1):
+            if not line.strip():
+                continue
+            where = f"{path}:{line_number}"
+            record = _parse_record(line, where)
+            identity = record_identity(record)
+            content = record.to_json()
+            if identity in seen:
+                first_where, first_content = seen[identity]
+                if first_content != content:
+                    raise ConvswapError(
+                        f"{where}: record for {identity} differs from the one at {first_where}; "
+                        "remove one copy before analysing"
+                    )
+                continue
+            seen[identity] = (where, content)
+            records.append(record)
+    return records
+
+
+def _parse_record(line: str, where: str) -> Record:
+    try:
+        return Record.from_json(line)
+    except json.JSONDecodeError as error:
+        raise ConvswapError(f"{where}: not valid JSON ({error.msg})") from error
+    except (TypeError, KeyError) as error:
+        raise ConvswapError(f"{where}: not a convswap record ({error})") from error
+
+
+def load_vocabularies(logdir: str | Path) -> list[Vocabulary]:
+    """Every calibration vocabulary under `logdir` (`vocabulary*.json` or `*.vocab.json`), by model label.
+
+    Read with the calibration's own loader, which rebuilds the runs and anchors
+    from the recorded answers and refuses a file whose stored result differs.
+    """
+    root = Path(logdir)
+    paths = sorted({path for pattern in VOCABULARY_PATTERNS for path in root.rglob(pattern)})
+    return sorted((load_vocabulary(path) for path in paths), key=vocabulary_label)
+
+
+def vocabulary_label(vocabulary: Vocabulary) -> str:
+    """The model of a vocabulary, named as `model_label` names the model of a record."""
+    model = dict(vocabulary.model)
+    spec, quant = str(model.get("spec", "")), model.get("quant")
+    return f"{spec} ({quant})" if quant else spec
+
+
+# --- record-level helpers -------------------------------------------------
+
+
+def model_label(record: Record) -> str:
+    """The model as the tables name it: quantization is part of the identity (4-bit and 8-bit differ)."""
+    return f"{record.model} ({record.quant})" if record.quant else record.model
+
+
+def score_key(record: Record) -> str:
+    """The key a record is scored on: `target`, or `coord` for a mispaired row (the coordinate key)."""
+    return "target" if "target" in record.keys else "coord"
+
+
+def is_scored(record: Record) -> bool:
+    return record.answer_slot is not None
+
+
+def chance(records: Sequence[Record]) -> float:
+    sizes = {len(record.slots) for record in records}
+    if len(sizes) != 1:
+        raise ConvswapError(f"records mix option counts {sorted(sizes)}; chance is undefined")
+    return 1.0 / sizes.pop()
+
+
+def trial(record: Record) -> Trial:
+    return Trial.from_json(record.trial)
+
+
+def select(records: Iterable[Record], **criteria: Any) -> list[Record]:
+    """Records whose fields equal every criterion; a tuple criterion means 'any of these'."""
+    chosen = []
+    for record in records:
+        if all(
+            (getattr(record, name) in wanted) if isinstance(wanted, tuple) else getattr(record, name) == wanted
+            for name, wanted in criteria.items()
+        ):
+            chosen.append(record)
+    return chosen
+
+
+def group_by(records: Iterable[Record], *fields: str) -> dict[tuple, list[Record]]:
+    """Records grouped by the named fields; `model` groups by model label (quantization included)."""
+    groups: dict[tuple, list[Record]] = {}
+    for record in records:
+        key = tuple(model_label(record) if name == "model" else getattr(record, name) for name in fields)
+        groups.setdefault(key, []).append(record)
+    return dict(sorted(groups.items(), key=lambda item: tuple(str(part) for part in item[0])))
+
+
+def outcomes(records: Iterable[Record], key: str | None = None) -> dict[str, bool | None]:
+    """trial id -> correct on `key` (the record's own score key by default), None when unscored."""
+    result: dict[str, bool | None] = {}
+    for record in records:
+        if record.trial_id in result:
+            raise ConvswapError(
+                f"trial {record.trial_id} appears twice among records of {model_label(record)} "
+                f"{record.condition} {record.convention}"
+            )
+        result[record.trial_id] = bool(record.correct[key or score_key(record)]) if is_scored(record) else None
+    return result
+
+
+def unscored_counts(records: Iterable[Record]) -> Counter[str]:
+    return Counter(record.parse_status for record in records if not is_scored(record))

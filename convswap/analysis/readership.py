@@ -1,0 +1,94 @@
+"""Readership under a mispaired gloss (spec §3.4, §6 Table 3, Appendix A: readership across models).
+
+One response is scored against two keys that never coincide: `coord`, the slot
+whose coordinate is right, and `name`, the slot whose glossed name is right.
+rho = P(response = coord | keys disagree) / (1/K): 1 is chance, below 1 means the
+right coordinate is avoided, above 1 that it is read.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from convswap.analysis.loading import is_scored, unscored_counts
+from convswap.analysis.stats import Binomial, binomial_test
+from convswap.core import ConvswapError, Record
+
+
+@dataclass(frozen=True)
+class Readership:
+    """Shares of scored disagreeing cells that follow the coordinate, follow the name, or neither."""
+
+    follows_coord: int
+    follows_name: int | None
+    n: int
+    k: int
+
+    @property
+    def coord_share(self) -> float:
+        return self.follows_coord / self.n
+
+    @property
+    def name_share(self) -> float | None:
+        return None if self.follows_name is None else self.follows_name / self.n
+
+    @property
+    def neither_share(self) -> float | None:
+        return None if self.follows_name is None else (self.n - self.follows_coord - self.follows_name) / self.n
+
+    @property
+    def rho(self) -> float:
+        return self.coord_share * self.k
+
+    @property
+    def chance(self) -> float:
+        return 1.0 / self.k
+
+
+def readership(follows_coord: int, n_disagree: int, k: int, follows_name: int | None = None) -> Readership:
+    """Readership from counts: `follows_coord` of `n_disagree` scored cells with disagreeing keys, K options."""
+    if k < 2:
+        raise ConvswapError(f"readership needs at least two options, got K={k}")
+    if n_disagree <= 0 or not 0 <= follows_coord <= n_disagree:
+        raise ConvswapError(
+            f"readership needs 0 <= follows_coord <= n_disagree and n_disagree > 0, got {follows_coord} of {n_disagree}"
+        )
+    if follows_name is not None and not 0 <= follows_name <= n_disagree - follows_coord:
+        raise ConvswapError(
+            f"follows_name={follows_name} does not fit beside follows_coord={follows_coord} in n={n_disagree}"
+        )
+    return Readership(int(follows_coord), follows_name, int(n_disagree), int(k))
+
+
+@dataclass(frozen=True)
+class ReadershipResult:
+    """Readership of one set of mispaired records, with the exact binomial tests against chance."""
+
+    readership: Readership
+    below_chance: Binomial
+    two_sided: Binomial
+    unscored: dict[str, int]
+
+
+def readership_of(records: Sequence[Record]) -> ReadershipResult:
+    """Readership over mispaired records; cells whose keys agree or that were not scored are left out."""
+    mispaired = [record for record in records if {"coord", "name"} <= record.keys.keys()]
+    if not mispaired:
+        raise ConvswapError("readership needs mispaired records (keys coord and name)")
+    ks = {len(record.slots) for record in mispaired}
+    if len(ks) != 1:
+        raise ConvswapError(f"readership records mix option counts {sorted(ks)}")
+    k = ks.pop()
+    cells = [record for record in mispaired if is_scored(record) and record.keys["coord"] != record.keys["name"]]
+    if not cells:
+        raise ConvswapError("readership: no scored cell has disagreeing keys")
+    coord = sum(1 for record in cells if record.correct["coord"])
+    name = sum(1 for record in cells if record.correct["name"])
+    result = readership(coord, len(cells), k, follows_name=name)
+    return ReadershipResult(
+        result,
+        binomial_test(coord, len(cells), 1.0 / k, alternative="less"),
+        binomial_test(coord, len(cells), 1.0 / k),
+        dict(sorted(unscored_counts(mispaired).items())),
+    )

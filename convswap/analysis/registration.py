@@ -1,0 +1,47 @@
+"""Whether an analysis was registered before the data, so every table row can say so.
+
+With a plan folder, an analysis of an experiment is registered when the
+experiment's plan names it (a hypothesis id or a registered analysis) and no plan
+lists it as post hoc; everything else is post hoc, including analyses of an
+experiment that has no plan.  Without a plan folder the labels follow the spec's
+own words: the misread-units test, the grid-transform hypotheses, readership
+across models and the headroom-normalized gap are post hoc, the rest registered.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from convswap.experiments.plan import load_plan, plan_files, registered_names
+
+REGISTERED = "registered"
+POST_HOC = "post hoc"
+SPEC_POST_HOC = frozenset({"misread_units", "grid_transforms", "readership_across_models", "headroom_normalized_gap"})
+
+
+class Registry:
+    def __init__(self, plan_dir: str | Path | None) -> None:
+        self.plan_dir = Path(plan_dir) if plan_dir is not None else None
+        self._registered: dict[str, frozenset[str]] = {}
+        self._post_hoc: set[str] = set(SPEC_POST_HOC)
+        self._gates: dict[str, tuple[str, float]] = {}
+        if self.plan_dir is not None:
+            for path in plan_files(self.plan_dir):
+                plan = load_plan(path)
+                self._registered[plan.id] = registered_names(plan)
+                self._post_hoc.update(plan.post_hoc)
+                if plan.gate is not None:
+                    self._gates[plan.id] = (plan.gate.control, plan.gate.threshold_points)
+
+    def gate(self, experiment: str, default_control: str, default_threshold: float) -> tuple[str, float]:
+        """The registered gate (control convention, threshold in points), else the spec's."""
+        return self._gates.get(experiment, (default_control, default_threshold))
+
+    def status(self, experiment: str, *analyses: str) -> str:
+        """`registered` only if every named analysis is registered for this experiment."""
+        if any(analysis in self._post_hoc for analysis in analyses):
+            return POST_HOC
+        if self.plan_dir is None:
+            return REGISTERED
+        names = self._registered.get(experiment, frozenset())
+        return REGISTERED if all(analysis in names for analysis in analyses) else POST_HOC

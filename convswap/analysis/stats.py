@@ -1,0 +1,190 @@
+"""The tests the spec reports: exact McNemar, exact binomial, paired bootstrap, accuracy with its denominator.
+
+Rates are proportions (0..1) here; tables convert to points.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+from typing import Literal
+
+import numpy as np
+from scipy import stats as scipy_stats
+from statsmodels.stats.contingency_tables import mcnemar as statsmodels_mcnemar
+
+from convswap.analysis.loading import is_scored, score_key, unscored_counts
+from convswap.core import ConvswapError, Record
+
+MIN_RESAMPLES = 10_000
+Alternative = Literal["two-sided", "less", "greater"]
+
+
+@dataclass(frozen=True)
+class McNemar:
+    """Exact two-sided McNemar (spec §4, §5 Table 2, §7 Table 4).
+
+    b: pairs right under the first condition only; c: right under the second only.
+    """
+
+    b: int
+    c: int
+    pvalue: float
+
+
+def mcnemar(b: int, c: int) -> McNemar:
+    """Exact two-sided McNemar p from the discordant counts, through statsmodels."""
+    if b < 0 or c < 0 or int(b) != b or int(c) != c:
+        raise ConvswapError(f"McNemar needs non-negative integer discordant counts, got b={b}, c={c}")
+    result = statsmodels_mcnemar([[0, int(b)], [int(c), 0]], exact=True)
+    return McNemar(int(b), int(c), min(1.0, float(result.pvalue)))
+
+
+def paired_mcnemar(first: Sequence[bool], second: Sequence[bool]) -> McNemar:
+    """McNemar over paired outcomes: b counts first-only successes, c second-only."""
+    first_array, second_array = _paired_arrays(first, second)
+    return mcnemar(int(np.sum(first_array & ~second_array)), int(np.sum(~first_array & second_array)))
+
+
+@dataclass(frozen=True)
+class Binomial:
+    """Exact binomial test of k successes in n against rate p (spec §6, Appendix A)."""
+
+    k: int
+    n: int
+    p: float
+    alternative: Alternative
+    pvalue: float
+
+    @property
+    def rate(self) -> float:
+        return self.k / self.n
+
+
+def binomial_test(k: int, n: int, p: float, alternative: Alternative = "two-sided") -> Binomial:
+    """Exact binomial test through scipy; `alternative="less"` is the below-chance test."""
+    if n <= 0 or not 0 <= k <= n:
+        raise ConvswapError(f"binomial test needs 0 <= k <= n and n > 0, got k={k}, n={n}")
+    if not 0 < p < 1:
+        raise ConvswapError(f"binomial test needs a null rate strictly between 0 and 1, got {p}")
+    if alternative not in ("two-sided", "less", "greater"):
+        raise ConvswapError(f"binomial test alternative must be two-sided, less or greater, got {alternative!r}")
+    result = scipy_stats.binomtest(int(k), int(n), float(p), alternative=alternative)
+    return Binomial(int(k), int(n), float(p), alternative, float(result.pvalue))
+
+
+@dataclass(frozen=True)
+class Interval:
+    """A difference in accuracy (first minus second) with its paired-bootstrap percentile interval."""
+
+    difference: float
+    low: float
+    high: float
+    confidence: float
+    resamples: int
+    seed: int
+
+
+def bootstrap_diff(
+    first: Sequence[bool],
+    second: Sequence[bool],
+    *,
+    seed: int = 0,
+    resamples: int = MIN_RESAMPLES,
+    confidence: float = 0.95,
+) -> Interval:
+    """Paired bootstrap interval for mean(first) - mean(second) (spec §5: the 95% interval beside Table 2).
+
+    Items are resampled as pairs, so the interval respects the within-item pairing;
+    percentile method, seeded, at least 10,000 resamples.
+    """
+    if resamples < MIN_RESAMPLES:
+        raise ConvswapError(f"a bootstrap interval needs at least {MIN_RESAMPLES} resamples, got {resamples}")
+    first_array, second_array = _paired_arrays(first, second)
+    difference = float(first_array.mean() - second_array.mean())
+    if np.array_equal(first_array, second_array) or len(first_array) < 2:
+        return Interval(difference, difference, difference, confidence, resamples, seed)
+    result = scipy_stats.bootstrap(
+        (first_array.astype(float), second_array.astype(float)),
+        lambda a, b, axis: a.mean(axis=axis) - b.mean(axis=axis),
+        paired=True,
+        vectorized=True,
+        n_resamples=resamples,
+        batch=2_000,
+        confidence_level=confidence,
+        method="percentile",
+        rng=np.random.default_rng(seed),
+    )
+    interval = result.confidence_interval
+    return Interval(difference, float(interval.low), float(interval.high), confidence, resamples, seed)
+
+
+def _paired_arrays(first: Sequence[bool], second: Sequence[bool]) -> tuple[np.ndarray, np.ndarray]:
+    first_array = np.asarray(first, dtype=bool)
+    second_array = np.asarray(second, dtype=bool)
+    if first_array.shape != second_array.shape or first_array.ndim != 1:
+        raise ConvswapError(f"paired outcomes must be two equal-length lists, got {len(first)} and {len(second)}")
+    if first_array.size == 0:
+        raise ConvswapError("paired outcomes are empty: no item was scored under both conditions")
+    return first_array, second_array
+
+
+@dataclass(frozen=True)
+class Accuracy:
+    """correct / scored; unscored records (parse failures by status) are reported beside it, never as wrong."""
+
+    correct: int
+    scored: int
+    unscored: dict[str, int] = field(default_factory=dict)
+
+    @property
+    def rate(self) -> float | None:
+        return self.correct / self.scored if self.scored else None
+
+    @property
+    def unscored_total(self) -> int:
+        return sum(self.unscored.values())
+
+    @property
+    def rate_counting_unscored(self) -> float | None:
+        """The stricter figure some plans also ask for: unscored records counted as not correct."""
+        total = self.scored + self.unscored_total
+        return self.correct / total if total else None
+
+
+def accuracy(records: Iterable[Record], key: str | None = None) -> Accuracy:
+    """Accuracy on `key` (each record's own score key by default: target, or coord for mispaired rows)."""
+    records = list(records)
+    scored = [record for record in records if is_scored(record)]
+    correct = sum(1 for record in scored if record.correct[key or score_key(record)])
+    return Accuracy(correct, len(scored), dict(sorted(unscored_counts(records).items())))
+
+
+NO_READOUT = "no such readout"
+
+
+def answer_under(record: Record, readout: str) -> int | None:
+    """The slot a record's `readout` chose: the first-token argmax, or the parsed generation."""
+    if readout == "first_token":
+        return int(record.first_token["slot"]) if record.first_token else None
+    if readout == "generate":
+        return record.parsed_slot
+    raise ConvswapError(f"unknown readout {readout!r} (first_token or generate)")
+
+
+def accuracy_under(records: Iterable[Record], readout: str, key: str | None = None) -> Accuracy:
+    """Accuracy recomputed from the slot another readout chose, for a gate on the contrast's readout.
+
+    A record without that readout is unscored under it (`no such readout`); a
+    generation that did not parse is unscored by its parse status.
+    """
+    correct, scored, unscored = 0, 0, Counter()
+    for record in records:
+        slot = answer_under(record, readout)
+        if slot is None:
+            unscored[NO_READOUT if readout == "first_token" else record.parse_status] += 1
+            continue
+        scored += 1
+        correct += slot == record.keys[key or score_key(record)]
+    return Accuracy(correct, scored, dict(sorted(unscored.items())))

@@ -1,0 +1,410 @@
+"""The spec's numbered tables (1, 2, 3, 4, 5, 8 and the 4x4 grid), built from records alone.
+
+Every builder takes the analysis `Context` and returns tables, or raises
+`MissingInput` when the records it needs are absent, so that the table is skipped
+with a message rather than filled.  Every row carries its registration status.
+Accuracy is on scored records, with the unscored count (by parse status) and the
+accuracy counting unscored records as not correct beside it; a paired difference
+is on the trials scored under both conventions.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from convswap.analysis.appendix import gated_models
+from convswap.analysis.context import Context, MissingInput, experiment_records, ordered, readout_names
+from convswap.analysis.contrasts import Contrast, paired_contrast
+from convswap.analysis.crossover import Crossover, crossover, has_scores, is_crossover
+from convswap.analysis.inversions import model_pairs
+from convswap.analysis.loading import chance, group_by, vocabulary_label
+from convswap.analysis.readership import readership_of
+from convswap.analysis.report import (
+    MISSING,
+    Table,
+    accuracy_cells,
+    accuracy_headers,
+    decimal,
+    points,
+    pvalue,
+    ratio,
+    signed,
+    stars,
+    unscored_text,
+)
+from convswap.analysis.stats import accuracy
+from convswap.core import Record
+
+COLOR_RUNGS = ("word", "label", "hue_glossed", "hue_legend", "hue_bare")
+COLOR_CONTRASTS = (("label", "hue_legend"), ("word", "hue_bare"), ("word", "label"))
+SPATIAL_CONVENTIONS = (
+    "cell_name",
+    "normalized",
+    "pixels",
+    "pixels_glossed",
+    "pixels_mispaired",
+    "normalized_mispaired",
+    "grid_ref",
+    "percent",
+)
+PAIR_CONVENTIONS = ("cell_name", "pixels", "normalized")
+
+
+# --- Table 1: the color ladder ---------------------------------------------------------------
+
+
+def table1_color_ladder(context: Context) -> list[Table]:
+    records = experiment_records(context, "color_ladder")
+    rows, contrast_rows = [], []
+    for (model,), model_records in group_by(records, "model").items():
+        by_rung = group_by(model_records, "convention", "condition")
+        rungs = ordered({rung for rung, _ in by_rung}, COLOR_RUNGS)
+        word_visible = accuracy(by_rung.get(("word", "visible"), [])).rate
+        for rung in rungs:
+            visible, cached = by_rung.get((rung, "visible"), []), by_rung.get((rung, "cached"), [])
+            crossings = [_crossover_or_none(group) for group in (visible, cached)]
+            visible_rate = accuracy(visible).rate if visible else None
+            share = visible_rate / word_visible if visible_rate is not None and word_visible else None
+            rows.append(
+                (
+                    model,
+                    rung,
+                    points(chance(visible or cached)),
+                    *accuracy_cells(accuracy(visible) if visible else None),
+                    *accuracy_cells(accuracy(cached) if cached else None),
+                    *_crossover_cells(crossings[0]),
+                    *_crossover_cells(crossings[1]),
+                    points(share, 0),
+                    readout_names(visible + cached),
+                    context.registry.status("color_ladder", "accuracy_table"),
+                )
+            )
+        contrast_rows.extend(_color_contrasts(context, model, by_rung))
+    ladder = Table(
+        "table1_color_ladder",
+        "Table 1: color ladder -- accuracy by rung (visible, cached), cue-crossover interaction, % of word",
+        (
+            "model",
+            "rung",
+            "chance",
+            *accuracy_headers("visible"),
+            *accuracy_headers("cached"),
+            "interaction visible",
+            "untouched visible",
+            "crossover pairs visible",
+            "interaction cached",
+            "untouched cached",
+            "crossover pairs cached",
+            "% of word (visible)",
+            "readout",
+            "status",
+        ),
+        tuple(rows),
+        (
+            "Interaction: mean over crossover pairs of (shift at the first swapped location - shift at the second), "
+            "divided by the mean within-record spread of candidate logits; untouched: the mean shift at the "
+            "third location on the same scale. Needs first-token candidate scores; a dash where there are none.",
+        ),
+    )
+    contrasts = Table(
+        "table1_contrasts",
+        "Table 1 contrasts: paired differences between rungs (exact McNemar)",
+        ("model", "condition", "control", "treatment", "difference", "b", "c", "n pairs", "p", "readouts", "status"),
+        tuple(contrast_rows),
+        (
+            "difference = treatment - control on trials scored under both, in points; b: control-only correct; "
+            "c: treatment-only correct.",
+        ),
+    )
+    return [ladder, contrasts]
+
+
+def _crossover_or_none(records: Sequence[Record]) -> Crossover | None:
+    """The interaction, or None where there are no crossover trials or no candidate scores to compute it from."""
+    crossing = [record for record in records if is_crossover(record)]
+    if not crossing or not all(has_scores(record) for record in crossing):
+        return None
+    return crossover(crossing)
+
+
+def _crossover_cells(result: Crossover | None) -> tuple[str, str, str]:
+    if result is None:
+        return (MISSING, MISSING, MISSING)
+    return (decimal(result.interaction), decimal(result.untouched), str(result.pairs))
+
+
+def _color_contrasts(context: Context, model: str, by_rung: dict[tuple, list[Record]]) -> list[tuple[str, ...]]:
+    rows = []
+    for condition in ("visible", "cached"):
+        for control, treatment in COLOR_CONTRASTS:
+            control_records = by_rung.get((control, condition))
+            treatment_records = by_rung.get((treatment, condition))
+            if not control_records or not treatment_records:
+                continue
+            result = paired_contrast(control_records, treatment_records)
+            rows.append(
+                (
+                    model,
+                    condition,
+                    control,
+                    treatment,
+                    signed(-100 * result.difference),
+                    str(result.test.b),
+                    str(result.test.c),
+                    str(result.pairs),
+                    pvalue(result.test.pvalue),
+                    readout_names(control_records + treatment_records),
+                    context.registry.status("color_ladder", "accuracy_table"),
+                )
+            )
+    return rows
+
+
+# --- Tables 2, 8 and the 4x4 grid: accuracy per convention with the difference from cell names ----
+
+
+def convention_table(
+    context: Context, experiment: str, name: str, title: str, split: str, split_values: Sequence[str]
+) -> Table:
+    """One row per (model, other factor, convention); one column group per value of `split`.
+
+    Table 2 splits by task (locate, identify); Table 8 by condition (visible, cached).
+    """
+    records = experiment_records(context, experiment)
+    other = "condition" if split == "task" else "task"
+    rows = []
+    for (model, other_value), group in group_by(records, "model", other).items():
+        by_cell = group_by(group, "convention", split)
+        for convention in ordered({convention for convention, _ in by_cell}, SPATIAL_CONVENTIONS):
+            cells: list[str] = []
+            for value in split_values:
+                subject = by_cell.get((convention, value), [])
+                control = by_cell.get(("cell_name", value), [])
+                cells.extend(_convention_cells(context, subject, control, convention))
+            rows.append((model, other_value, convention, *cells, context.registry.status(experiment, "accuracy_table")))
+    columns = ["model", other, "convention"]
+    for value in split_values:
+        columns += [
+            f"{value} chance",
+            *accuracy_headers(value),
+            f"{value} Δ",
+            f"{value} p",
+            f"{value} 95% CI",
+            f"{value} n pairs",
+            f"{value} readout",
+        ]
+    return Table(
+        name,
+        title,
+        (*columns, "status"),
+        tuple(rows),
+        (
+            "Δ: this convention minus cell names on trials scored under both, in points, exact McNemar; "
+            "*** p < 1e-3, ** p < 0.01, * p < 0.05; 95% CI: paired bootstrap, percentile, "
+            f"{context.resamples} resamples, seed {context.seed}.",
+            "Mispaired rows are scored on the coordinate key.",
+        ),
+    )
+
+
+def _convention_cells(
+    context: Context, subject: Sequence[Record], control: Sequence[Record], convention: str
+) -> list[str]:
+    if not subject:
+        return [MISSING] * 10
+    cells = [points(chance(subject)), *accuracy_cells(accuracy(subject))]
+    if convention == "cell_name" or not control:
+        return [*cells, MISSING, MISSING, MISSING, MISSING, readout_names(subject)]
+    result: Contrast = paired_contrast(
+        subject, control, with_interval=True, seed=context.seed, resamples=context.resamples
+    )
+    interval = result.interval
+    return [
+        *cells,
+        signed(100 * result.difference) + stars(result.test.pvalue),
+        pvalue(result.test.pvalue),
+        f"[{signed(100 * interval.low)}, {signed(100 * interval.high)}]" if interval else MISSING,
+        str(result.pairs),
+        readout_names(subject),
+    ]
+
+
+def table2_coco(context: Context) -> list[Table]:
+    return [
+        convention_table(
+            context,
+            "coco_locate_identify",
+            "table2_coco",
+            "Table 2: COCO -- locate and identify accuracy per convention, difference from cell names",
+            "task",
+            ("locate", "identify"),
+        )
+    ]
+
+
+def table_coco_4x4(context: Context) -> list[Table]:
+    return [
+        convention_table(
+            context,
+            "coco_4x4",
+            "table_coco_4x4",
+            "COCO on a 4x4 grid -- locate accuracy per convention, difference from cell names",
+            "task",
+            ("locate",),
+        )
+    ]
+
+
+def table8_synthetic_spatial(context: Context) -> list[Table]:
+    return [
+        convention_table(
+            context,
+            "synthetic_spatial",
+            "table8_synthetic_spatial",
+            "Table 8: synthetic spatial arrays -- locate accuracy per convention, visible and cached",
+            "condition",
+            ("visible", "cached"),
+        )
+    ]
+
+
+# --- Table 3: readership ---------------------------------------------------------------------
+
+
+def table3_readership(context: Context) -> list[Table]:
+    mispaired = [record for record in context.records if {"coord", "name"} <= record.keys.keys()]
+    if not mispaired:
+        raise MissingInput("no mispaired records (keys coord and name)")
+    rows = []
+    for (experiment, model, condition, task, convention), group in group_by(
+        mispaired, "experiment", "model", "condition", "task", "convention"
+    ).items():
+        result = readership_of(group)
+        share = result.readership
+        rows.append(
+            (
+                experiment,
+                model,
+                condition,
+                task,
+                convention,
+                str(share.k),
+                points(share.chance),
+                points(share.coord_share),
+                points(share.name_share),
+                points(share.neither_share),
+                ratio(share.rho),
+                str(share.n),
+                unscored_text(result.unscored),
+                pvalue(result.below_chance.pvalue),
+                pvalue(result.two_sided.pvalue),
+                context.registry.status(experiment, "key_table"),
+            )
+        )
+    return [
+        Table(
+            "table3_readership",
+            "Table 3: readership -- which key the model follows when coordinate and name disagree",
+            (
+                "experiment",
+                "model",
+                "condition",
+                "task",
+                "convention",
+                "K",
+                "chance",
+                "follows coord",
+                "follows name",
+                "neither",
+                "readership",
+                "n",
+                "unscored",
+                "p below chance",
+                "p two-sided",
+                "status",
+            ),
+            tuple(rows),
+            (
+                "Readership = P(response = coordinate key | keys disagree) / (1/K); n: scored cells whose keys "
+                "disagree. p below chance: exact one-sided binomial of follows-coord against 1/K.",
+            ),
+        )
+    ]
+
+
+# --- Table 4: paired model differences and rank inversions -----------------------------------
+
+
+def table4_model_pairs(context: Context) -> list[Table]:
+    records = experiment_records(context, "cross_model", task="locate")
+    passing, failing = gated_models(context, "cross_model", records)
+    by_model = {
+        model: {convention: list(group) for (convention,), group in group_by(model_records, "convention").items()}
+        for (model,), model_records in group_by(records, "model").items()
+        if model in passing
+    }
+    if len(by_model) < 2:
+        raise MissingInput(f"fewer than two gated models in cross_model locate records (gated: {sorted(by_model)})")
+    rows = []
+    for pair in model_pairs(by_model, PAIR_CONVENTIONS):
+        for convention, result in pair.contrasts:
+            rows.append(
+                (
+                    f"{pair.first} vs {pair.second}",
+                    convention,
+                    signed(100 * result.difference),
+                    str(result.test.b),
+                    str(result.test.c),
+                    str(result.pairs),
+                    pvalue(result.test.pvalue),
+                    "yes" if pair.inverted else "no",
+                    context.registry.status("cross_model", "pair_table", "rank_inversions"),
+                )
+            )
+    notes = [
+        "difference = first model minus second on the same trials, in points, exact McNemar; b: first-only "
+        "correct, c: second-only correct. Inversion: two conventions with significant (p < 0.05) differences "
+        "of opposite sign.",
+    ]
+    if failing:
+        notes.append("Not gated, so in no pair: " + "; ".join(f"{model} ({why})" for model, why in failing))
+    return [
+        Table(
+            "table4_model_pairs",
+            "Table 4: paired differences between models on the same photographs (locate), rank inversions",
+            ("pair", "convention", "difference", "b", "c", "n pairs", "p", "inversion", "status"),
+            tuple(rows),
+            tuple(notes),
+        )
+    ]
+
+
+# --- Table 5: vocabularies -------------------------------------------------------------------
+
+
+def table5_vocabularies(context: Context) -> list[Table]:
+    if not context.vocabularies:
+        raise MissingInput("no vocabulary files (vocabulary*.json or *.vocab.json)")
+    rows = []
+    for vocabulary in context.vocabularies:
+        retained = sum(1 for naming in vocabulary.namings if naming.name is not None)
+        kept_runs = [run for run in vocabulary.runs if run.kept]
+        rows.append(
+            (
+                vocabulary_label(vocabulary),
+                str(len(vocabulary.anchors)),
+                ", ".join(f"{anchor.word} {anchor.angle}" for anchor in vocabulary.anchors),
+                ", ".join(f"{run.word} {run.angles[0]}-{run.angles[-1]}" for run in kept_runs),
+                ", ".join(vocabulary.discarded_names) or MISSING,
+                f"{retained} of {len(vocabulary.namings)}",
+                context.registry.status("calibration", "vocabulary_table"),
+            )
+        )
+    return [
+        Table(
+            "table5_vocabularies",
+            "Table 5: calibrated color vocabularies per model -- anchors (word, degrees) and unanimous runs",
+            ("model", "anchors", "anchor angles", "kept runs", "discarded names", "angles retained", "status"),
+            tuple(rows),
+        )
+    ]

@@ -1,0 +1,186 @@
+"""A log folder with planted outcomes in every experiment the tables read (coco_4x4 left out on purpose)."""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+
+from analysis_factory import (
+    COLOR_WORDS,
+    color_trial,
+    locate_trial,
+    make_record,
+    planted,
+    write_jsonl,
+)
+
+from convswap.calibration.vocabulary import AngleNaming, Render, build_vocabulary, save_vocabulary
+from convswap.conventions import render
+from convswap.core import ImageSpec, Trial
+
+IDENTIFY_OPTIONS = ("fork", "kite", "bottle", "microwave", "baseball glove", "donut")
+CROSSOVER_SWAPS = [("green", "blue", "pink"), ("orange", "purple", "yellow"), ("yellow", "green", "blue")]
+LABEL_INTERACTION = 24 / math.sqrt(5)  # 4s / (s * sqrt(5) / 6): logits [s, 0, 0, 0, 0, 0] per record
+
+
+def identify_trial(index: int) -> Trial:
+    return Trial(
+        trial_id=f"coco-identify-{index}",
+        task="identify",
+        referents=IDENTIFY_OPTIONS,
+        target=IDENTIFY_OPTIONS[index % 6],
+        image=ImageSpec.of("file", path=f"img{index}.jpg"),
+        width=640,
+        height=426,
+        grid=3,
+        cell="middle-right",
+    )
+
+
+def coco_records() -> list:
+    categories = ["cup", "dog"]
+    trials = [
+        locate_trial(i, category=categories[i % 2], area=0.001 * (i + 1), margin=0.01 * (i + 1)) for i in range(24)
+    ]
+    experiment = {"experiment": "coco_locate_identify"}
+    records = planted(trials, "cell_name", lambda i: i < 18, **experiment)
+    records += planted(trials, "normalized", lambda i: i < 15, **experiment)
+    records += planted(trials, "pixels", lambda i: i < 6, **experiment)
+    records.append(
+        make_record(locate_trial(24), "pixels", None, readout="generate", parse_status="truncated", **experiment)
+    )
+    for index, trial in enumerate(trials):
+        keys = dict(render(trial, "pixels_mispaired").keys)
+        answer = keys["coord"] if index < 4 else keys["name"] if index < 10 else _neither(keys)
+        records.append(make_record(trial, "pixels_mispaired", answer, **experiment))
+    identify = [identify_trial(i) for i in range(20)]
+    records += planted(identify, "cell_name", lambda i: i < 19, **experiment)
+    records += planted(identify, "pixels", lambda i: i < 18, **experiment)
+    return records
+
+
+def _neither(keys: dict) -> int:
+    return next(slot for slot in range(1, 10) if slot not in keys.values())
+
+
+def cross_model_records() -> list:
+    trials = [locate_trial(i) for i in range(20)]
+    plants = {
+        "sim:a": {"cell_name": 16, "pixels": 4, "normalized": 12},
+        "sim:b": {"cell_name": 16, "pixels": 14, "normalized": 2},
+        "sim:c": {"cell_name": 2, "pixels": 1, "normalized": 1},
+    }
+    records = []
+    for model, conventions in plants.items():
+        for convention, right in conventions.items():
+            records += planted(
+                trials, convention, lambda i, right=right: i < right, experiment="cross_model", model=model
+            )
+    return records
+
+
+def color_ladder_records() -> list:
+    trials = [color_trial(f"color-{i}", COLOR_WORDS[i % 6]) for i in range(12)]
+    plants = {
+        ("word", "visible"): 11,
+        ("label", "visible"): 10,
+        ("hue_legend", "visible"): 3,
+        ("hue_bare", "visible"): 2,
+        ("word", "cached"): 11,
+        ("label", "cached"): 10,
+    }
+    records = []
+    for (convention, condition), right in plants.items():
+        records += planted(
+            trials, convention, lambda i, right=right: i < right, experiment="color_ladder", condition=condition
+        )
+    return records + crossover_records()
+
+
+def crossover_records() -> list:
+    """Label rung, cached: every cued color scored 3 logits above the rest, so every answer is right."""
+    records = []
+    for index, (x, y, z) in enumerate(CROSSOVER_SWAPS):
+        targets = {("A", "first"): x, ("B", "first"): y, ("A", "second"): y, ("B", "second"): x}
+        targets.update({("A", "untouched"): z, ("B", "untouched"): z})
+        for (array, role), target in targets.items():
+            trial = color_trial(
+                f"crossover-{index}-{array}-{role}",
+                target,
+                meta=(("array", array), ("pair", f"p{index}"), ("role", role)),
+            )
+            prompt = render(trial, "label")
+            logits = [3.0 if word == target else 0.0 for word in prompt.slots]
+            answer = prompt.slots.index(target) + 1
+            records.append(
+                make_record(
+                    trial, "label", answer, experiment="color_ladder", condition="cached", logits=logits, prompt=prompt
+                )
+            )
+    return records
+
+
+def color_readership_records() -> list:
+    records = []
+    for index in range(12):
+        trial = color_trial(f"readership-{index}", COLOR_WORDS[index % 6])
+        keys = dict(render(trial, "hue_glossed_mispaired").keys)
+        answer = keys["coord"] if index < 1 else keys["name"] if index < 9 else _neither_color(keys)
+        records.append(make_record(trial, "hue_glossed_mispaired", answer, experiment="color_readership"))
+    return records
+
+
+def _neither_color(keys: dict) -> int:
+    return next(slot for slot in range(1, 7) if slot not in keys.values())
+
+
+def synthetic_records() -> list:
+    trials = [locate_trial(100 + i) for i in range(12)]
+    plants = {
+        ("cell_name", "visible"): 9,
+        ("pixels", "visible"): 5,
+        ("cell_name", "cached"): 10,
+        ("pixels", "cached"): 4,
+    }
+    records = []
+    for (convention, condition), right in plants.items():
+        records += planted(
+            trials, convention, lambda i, right=right: i < right, experiment="synthetic_spatial", condition=condition
+        )
+    return records
+
+
+def agreeing_records() -> list:
+    """Both readouts on 10 records of one rung, disagreeing on 2."""
+    records = []
+    for index in range(10):
+        trial = locate_trial(200 + index)
+        target = dict(render(trial, "cell_name").keys)["target"]
+        parsed = target if index >= 2 else (target % 9) + 1
+        records.append(make_record(trial, "cell_name", target, experiment="agreement_probe", parsed_slot=parsed))
+    return records
+
+
+def vocabulary_namings() -> list[AngleNaming]:
+    """Six names around the wheel; angle 0 is named differently by one render, so 71 of 72 are retained."""
+    spans = [(25, "orange"), (65, "yellow"), (105, "green"), (185, "blue"), (265, "purple"), (360, "pink")]
+    namings = []
+    for angle in range(0, 360, 5):
+        word = next(name for limit, name in spans if angle < limit)
+        texts = ("Pink", "Red", "Pink") if angle == 0 else (word,) * 3
+        namings.append(AngleNaming(angle, tuple(Render(p, text, "stop") for p, text in enumerate(texts))))
+    return namings
+
+
+def write_logs(logdir: Path) -> Path:
+    write_jsonl(logdir / "coco" / "shard-0.jsonl", coco_records())
+    write_jsonl(logdir / "cross_model.jsonl", cross_model_records())
+    write_jsonl(logdir / "color" / "ladder.jsonl", color_ladder_records())
+    write_jsonl(logdir / "color" / "readership.jsonl", color_readership_records())
+    write_jsonl(logdir / "synthetic.jsonl", synthetic_records())
+    write_jsonl(logdir / "agreement.jsonl", agreeing_records())
+    vocabulary = build_vocabulary(
+        vocabulary_namings(), model={"spec": "sim:a", "backend": "sim", "revision": "r", "quant": None}
+    )
+    save_vocabulary(logdir / "vocabulary_sim_a.json", vocabulary)
+    return logdir

@@ -1,0 +1,243 @@
+"""The statistics against independent references and the spec's own numbers."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from analysis_factory import locate_trial, make_record, planted, wrong_slot
+from scipy import stats as scipy_stats
+
+from convswap.analysis import (
+    accuracy,
+    accuracy_under,
+    binomial_test,
+    bootstrap_diff,
+    capability_gate,
+    gate_sensitivity,
+    mcnemar,
+    paired_contrast,
+    paired_mcnemar,
+    readership,
+    readership_of,
+)
+from convswap.core import ConvswapError
+
+
+def two_sided_sign_test(b: int, c: int) -> float:
+    return scipy_stats.binomtest(b, b + c, 0.5).pvalue
+
+
+@pytest.mark.parametrize("b, c", [(175, 19), (10, 3), (0, 7), (4, 4), (1, 0), (30, 29)])
+def test_mcnemar_equals_the_exact_sign_test(b, c):
+    result = mcnemar(b, c)
+    assert (result.b, result.c) == (b, c)
+    assert result.pvalue == pytest.approx(two_sided_sign_test(b, c), rel=1e-9)
+
+
+def test_mcnemar_reproduces_the_spec_color_gap():
+    # spec 4: 175 label-only correct against 19 numeric-only, p = 8.7 x 10^-33
+    assert f"{mcnemar(175, 19).pvalue:.1e}" == "8.7e-33"
+
+
+def test_mcnemar_without_discordant_pairs_is_one():
+    assert mcnemar(0, 0).pvalue == 1.0
+
+
+@pytest.mark.parametrize("b, c", [(-1, 3), (2.5, 1)])
+def test_mcnemar_refuses_impossible_counts(b, c):
+    with pytest.raises(ConvswapError, match="discordant counts"):
+        mcnemar(b, c)
+
+
+def test_paired_mcnemar_counts_discordant_pairs():
+    first = [True, True, True, False, False, True]
+    second = [False, False, True, True, False, True]
+    result = paired_mcnemar(first, second)
+    assert (result.b, result.c) == (2, 1)
+    assert result.pvalue == pytest.approx(two_sided_sign_test(2, 1))
+
+
+def test_paired_mcnemar_refuses_unequal_lengths():
+    with pytest.raises(ConvswapError, match="equal-length"):
+        paired_mcnemar([True, False], [True])
+
+
+def test_binomial_below_chance_reproduces_the_spec():
+    # spec 6: the hue angle followed on 5.1% of 692 cells (35) against 1/6, p = 7.7 x 10^-21 below chance
+    result = binomial_test(35, 692, 1 / 6, alternative="less")
+    assert f"{result.pvalue:.1e}" == "7.7e-21"
+    assert result.pvalue == pytest.approx(scipy_stats.binom.cdf(35, 692, 1 / 6), rel=1e-9)
+
+
+@pytest.mark.parametrize(
+    "k, expected",
+    [(106, "7.8e-48"), (56, "4.6e-11")],  # Appendix A: 53.0% and 28.0% of 200 against 1/9
+)
+def test_binomial_greater_reproduces_the_misread_numbers(k, expected):
+    assert f"{binomial_test(k, 200, 1 / 9, alternative='greater').pvalue:.1e}" == expected
+
+
+def test_binomial_greater_reproduces_the_null_misread_result():
+    # Appendix A: InternVL3-2B 10.5% of 200 (21) against 1/9, p = 0.64
+    assert round(binomial_test(21, 200, 1 / 9, alternative="greater").pvalue, 2) == 0.64
+
+
+def test_binomial_two_sided_matches_scipy():
+    assert binomial_test(30, 100, 0.2).pvalue == pytest.approx(scipy_stats.binomtest(30, 100, 0.2).pvalue)
+
+
+@pytest.mark.parametrize(
+    "args, message",
+    [((5, 3, 0.5), "0 <= k <= n"), ((1, 3, 0.0), "strictly between"), ((1, 3, 0.5, "below"), "alternative")],
+)
+def test_binomial_refuses_bad_input(args, message):
+    with pytest.raises(ConvswapError, match=message):
+        binomial_test(*args)
+
+
+def test_bootstrap_interval_covers_a_planted_difference_and_is_seeded():
+    rng = np.random.default_rng(7)
+    first = rng.random(400) < 0.70
+    second = rng.random(400) < 0.20
+    interval = bootstrap_diff(first, second, seed=3)
+    assert interval.difference == pytest.approx(first.mean() - second.mean())
+    assert interval.low < 0.5 < interval.high  # the planted 0.70 - 0.20
+    assert interval.high - interval.low < 0.2
+    assert bootstrap_diff(first, second, seed=3) == interval
+    assert bootstrap_diff(first, second, seed=4) != interval
+    assert interval.resamples == 10_000
+
+
+def test_bootstrap_matches_a_hand_written_paired_resampling():
+    rng = np.random.default_rng(11)
+    first = rng.random(120) < 0.6
+    second = rng.random(120) < 0.4
+    interval = bootstrap_diff(first, second, seed=0)
+    draws = np.random.default_rng(99).integers(0, 120, size=(20_000, 120))
+    reference = np.percentile(first[draws].mean(axis=1) - second[draws].mean(axis=1), [2.5, 97.5])
+    assert interval.low == pytest.approx(reference[0], abs=0.015)
+    assert interval.high == pytest.approx(reference[1], abs=0.015)
+
+
+def test_bootstrap_refuses_too_few_resamples():
+    with pytest.raises(ConvswapError, match="at least 10000 resamples"):
+        bootstrap_diff([True, False], [False, False], resamples=999)
+
+
+@pytest.mark.parametrize(
+    "coord, n, k, rho",
+    [(35, 692, 6, "0.30"), (57, 692, 6, "0.49"), (26, 120, 9, "1.95"), (32, 200, 9, "1.44"), (90, 200, 9, "4.05")],
+)
+def test_readership_reproduces_table_3(coord, n, k, rho):
+    assert f"{readership(coord, n, k).rho:.2f}" == rho
+
+
+def test_readership_shares_sum_to_one():
+    result = readership(35, 692, 6, follows_name=520)
+    assert result.coord_share + result.name_share + result.neither_share == pytest.approx(1.0)
+    assert result.chance == pytest.approx(1 / 6)
+
+
+@pytest.mark.parametrize(
+    "args, message", [((5, 3, 9), "follows_coord <= n_disagree"), ((1, 3, 1), "two options"), ((1, 0, 9), "n_disagree")]
+)
+def test_readership_refuses_bad_counts(args, message):
+    with pytest.raises(ConvswapError, match=message):
+        readership(*args)
+
+
+def test_readership_of_records_follows_the_planted_keys():
+    trials = [locate_trial(i) for i in range(20)]
+    records = []
+    for index, trial in enumerate(trials):
+        probe = make_record(trial, "pixels_mispaired", 1, experiment="coco_locate_identify")
+        coord, name = probe.keys["coord"], probe.keys["name"]
+        answer = coord if index < 9 else name if index < 15 else wrong_slot(trial, "pixels_mispaired")
+        records.append(make_record(trial, "pixels_mispaired", answer, experiment="coco_locate_identify"))
+    records.append(
+        make_record(locate_trial(99), "pixels_mispaired", None, experiment="coco_locate_identify", readout="generate")
+    )
+    result = readership_of(records)
+    assert (result.readership.follows_coord, result.readership.follows_name, result.readership.n) == (9, 6, 20)
+    assert result.readership.rho == pytest.approx(9 / 20 * 9)
+    assert result.unscored == {"unparseable": 1}
+    assert result.below_chance.pvalue == pytest.approx(scipy_stats.binom.cdf(9, 20, 1 / 9))
+
+
+def test_accuracy_counts_parse_failures_apart():
+    trials = [locate_trial(i) for i in range(10)]
+    records = planted(trials[:8], "pixels", lambda i: i < 6, experiment="x", readout="generate")
+    records += [
+        make_record(trials[8], "pixels", None, experiment="x", readout="generate", parse_status="truncated"),
+        make_record(trials[9], "pixels", None, experiment="x", readout="generate", parse_status="empty"),
+    ]
+    result = accuracy(records)
+    assert (result.correct, result.scored, result.unscored) == (6, 8, {"empty": 1, "truncated": 1})
+    assert result.rate == pytest.approx(0.75)
+    assert result.rate_counting_unscored == pytest.approx(0.6)
+
+
+def test_paired_contrast_drops_pairs_unscored_on_either_side():
+    trials = [locate_trial(i) for i in range(10)]
+    names = planted(trials, "cell_name", lambda i: True, experiment="x")
+    pixels = planted(trials[:9], "pixels", lambda i: i < 2, experiment="x") + [
+        make_record(trials[9], "pixels", None, experiment="x", readout="generate")
+    ]
+    result = paired_contrast(names, pixels)
+    assert result.pairs == 9
+    assert (result.test.b, result.test.c) == (7, 0)
+    assert result.difference == pytest.approx(7 / 9)
+
+
+def test_gate_is_measured_with_the_contrast_readout():
+    trials = [locate_trial(i) for i in range(20)]
+    # the control's generations are all right, its first-token argmax right on 4 of 20 (20%)
+    control = []
+    for index, trial in enumerate(trials):
+        target = make_record(trial, "cell_name", 1, experiment="x").keys["target"]
+        first = target if index < 4 else wrong_slot(trial, "cell_name")
+        record = make_record(trial, "cell_name", first, experiment="x", parsed_slot=target)
+        control.append(record)
+    contrast = planted(trials, "pixels", lambda i: i < 2, experiment="x")
+    gate = capability_gate(control, contrast, chance=1 / 9)
+    assert gate.readout == "first_token"
+    assert gate.margin == pytest.approx(100 * (4 / 20 - 1 / 9))
+    assert not gate.passed
+    generated = planted(trials, "pixels", lambda i: i < 2, experiment="x", readout="generate")
+    assert capability_gate(control, generated, chance=1 / 9).margin == pytest.approx(100 * (1 - 1 / 9))
+
+
+def test_gate_refuses_a_contrast_that_mixes_readouts():
+    trials = [locate_trial(i) for i in range(4)]
+    mixed = planted(trials[:2], "pixels", lambda i: True, experiment="x") + planted(
+        trials[2:], "pixels", lambda i: True, experiment="x", readout="generate"
+    )
+    with pytest.raises(ConvswapError, match="mixes readouts"):
+        capability_gate(mixed, mixed, chance=1 / 9)
+
+
+def test_accuracy_under_a_missing_readout_is_unscored():
+    trials = [locate_trial(i) for i in range(3)]
+    records = planted(trials, "pixels", lambda i: True, experiment="x", readout="generate")
+    result = accuracy_under(records, "first_token")
+    assert (result.scored, result.unscored) == (0, {"no such readout": 3})
+
+
+def test_gate_sensitivity_reproduces_the_spec_reading():
+    # Appendix: penalty models clear by 38.2 to 67.7, LLaVA (null) leaves above 20.8, SmolVLM (null) enters below 12.9
+    margins = {"qwen3": 67.7, "qwen25": 45.0, "internvl": 38.2, "llava": 20.8, "smolvlm": 12.9}
+    penalty = {"qwen3": True, "qwen25": True, "internvl": True, "llava": False, "smolvlm": False}
+    bands = gate_sensitivity(margins, penalty)
+    assert [(band.low, band.high) for band in bands] == [
+        (0.0, 12.9),
+        (12.9, 20.8),
+        (20.8, 38.2),
+        (38.2, 45.0),
+        (45.0, 67.7),
+        (67.7, None),
+    ]
+    penalty_sets = [set(band.penalty) for band in bands]
+    assert penalty_sets[:3] == [{"qwen3", "qwen25", "internvl"}] * 3  # unchanged for every threshold up to 38.2
+    assert "smolvlm" in bands[0].admitted and "smolvlm" not in bands[1].admitted
+    assert "llava" in bands[1].admitted and "llava" not in bands[2].admitted
+    assert bands[-1].admitted == ()

@@ -1,0 +1,231 @@
+"""Tables and figures from planted logs carry the planted numbers; missing inputs are skipped, bad logs refused."""
+
+from __future__ import annotations
+
+import csv
+import io
+import math
+from pathlib import Path
+
+import pytest
+from analysis_factory import locate_trial, make_record, planted, write_jsonl
+from analysis_logs import LABEL_INTERACTION, write_logs
+from scipy import stats as scipy_stats
+
+from convswap.analysis.generate import generate
+from convswap.analysis.loading import load_records
+from convswap.analysis.registration import POST_HOC, REGISTERED, Registry
+from convswap.cli import main
+
+REPO = Path(__file__).resolve().parents[1]
+PLAN_DIR = REPO / "analysis_plan"
+
+
+@pytest.fixture(scope="module")
+def generated(tmp_path_factory):
+    root = tmp_path_factory.mktemp("analysis")
+    logdir = write_logs(root / "logs")
+    out = root / "out"
+    messages = io.StringIO()
+    summary = generate(logdir, out, plan_dir=PLAN_DIR, messages=messages)
+    return out, summary, messages.getvalue()
+
+
+def rows(out: Path, name: str) -> list[dict[str, str]]:
+    with (out / f"{name}.csv").open(encoding="utf-8") as handle:
+        return list(csv.DictReader(handle))
+
+
+def row(out: Path, name: str, **match: str) -> dict[str, str]:
+    found = [r for r in rows(out, name) if all(r[key] == value for key, value in match.items())]
+    assert len(found) == 1, f"{name}: {len(found)} rows match {match}"
+    return found[0]
+
+
+def sign_test(b: int, c: int) -> float:
+    return scipy_stats.binomtest(b, b + c, 0.5).pvalue
+
+
+def test_table2_carries_the_planted_accuracies_and_differences(generated):
+    out = generated[0]
+    pixels = row(out, "table2_coco", convention="pixels")
+    # 6 of 24 right, one truncated record apart; paired with cell names (18 right): 12 names-only, 0 pixels-only
+    assert pixels["locate acc"] == "25.0"
+    assert pixels["locate n"] == "24"
+    assert pixels["locate unscored"] == "truncated 1"
+    assert pixels["locate acc (unscored as wrong)"] == "24.0"
+    assert pixels["locate Δ"] == "-50.0***"
+    assert pixels["locate p"] == f"{sign_test(0, 12):.1e}"
+    assert pixels["locate n pairs"] == "24"
+    assert pixels["locate readout"] == "first_token"
+    low, high = (float(v) for v in pixels["locate 95% CI"].strip("[]").split(", "))
+    assert low < -50.0 < high
+    assert pixels["identify acc"] == "90.0" and pixels["identify Δ"] == "-5.0" and pixels["identify p"] == "1.0"
+    assert row(out, "table2_coco", convention="cell_name")["locate acc"] == "75.0"
+    assert row(out, "table2_coco", convention="normalized")["locate Δ"] == "-12.5"
+    assert pixels["status"] == REGISTERED
+
+
+def test_table1_carries_accuracies_interaction_and_share_of_word(generated):
+    out = generated[0]
+    label = row(out, "table1_color_ladder", rung="label")
+    assert (label["visible acc"], label["cached acc"], label["cached n"]) == ("83.3", "93.3", "30")
+    assert label["interaction cached"] == f"{LABEL_INTERACTION:.2f}"
+    assert label["untouched cached"] == "0.00"
+    assert label["crossover pairs cached"] == "3"
+    assert label["interaction visible"] == "—"
+    assert label["% of word (visible)"] == str(round(100 * (10 / 12) / (11 / 12)))
+    assert row(out, "table1_color_ladder", rung="hue_bare")["visible acc"] == "16.7"
+    gap = row(out, "table1_contrasts", condition="visible", control="label", treatment="hue_legend")
+    assert (gap["difference"], gap["b"], gap["c"], gap["n pairs"]) == ("-58.3", "7", "0", "12")
+    assert gap["p"] == f"{sign_test(7, 0):.2g}"
+
+
+def test_table3_reports_readership_per_mispaired_convention(generated):
+    out = generated[0]
+    hue = row(out, "table3_readership", convention="hue_glossed_mispaired")
+    assert (hue["follows coord"], hue["follows name"], hue["neither"]) == ("8.3", "66.7", "25.0")
+    assert hue["readership"] == f"{1 / 12 * 6:.2f}x" and hue["n"] == "12"
+    assert hue["p below chance"] == f"{scipy_stats.binom.cdf(1, 12, 1 / 6):.2g}"
+    assert row(out, "table3_readership", convention="pixels_mispaired")["readership"] == f"{4 / 24 * 9:.2f}x"
+
+
+def test_table4_finds_the_planted_inversion_and_leaves_out_the_ungated_model(generated):
+    out = generated[0]
+    pixel = row(out, "table4_model_pairs", pair="sim:a vs sim:b", convention="pixels")
+    assert (pixel["difference"], pixel["b"], pixel["c"]) == ("-50.0", "0", "10")
+    assert pixel["p"] == f"{sign_test(0, 10):.2g}"
+    assert row(out, "table4_model_pairs", pair="sim:a vs sim:b", convention="normalized")["difference"] == "+50.0"
+    assert {r["inversion"] for r in rows(out, "table4_model_pairs")} == {"yes"}
+    assert all("sim:c" not in r["pair"] for r in rows(out, "table4_model_pairs"))
+    assert "Not gated, so in no pair: sim:c (margin -1.1)" in (out / "table4_model_pairs.md").read_text()
+
+
+def test_table5_lists_the_calibrated_vocabulary(generated):
+    vocabulary = row(generated[0], "table5_vocabularies", model="sim:a")
+    assert vocabulary["angles retained"] == "71 of 72"
+    assert "red" in vocabulary["discarded names"]
+
+
+def test_table8_splits_by_condition(generated):
+    pixels = row(generated[0], "table8_synthetic_spatial", convention="pixels")
+    assert (pixels["visible acc"], pixels["cached acc"]) == ("41.7", "33.3")
+    assert pixels["cached Δ"] == "-50.0*"  # 6 names-only, 0 pixels-only: p = 0.031
+
+
+def test_gate_sensitivity_measures_margins_and_bands(generated):
+    out = generated[0]
+    color = row(out, "gate_sensitivity", experiment="color_ladder")
+    assert color["gate control"] == "word"
+    assert color["margin"] == f"{100 * (11 / 12 - 1 / 6):.1f}"
+    assert color["penalty"] == "yes"
+    weak = row(out, "gate_sensitivity", experiment="cross_model", model="sim:c")
+    assert (weak["margin"], weak["passes"]) == (f"{100 * (2 / 20 - 1 / 9):.1f}", "no")
+    first_band = row(out, "gate_sensitivity_bands", experiment="cross_model", **{"threshold above": "0.0"})
+    assert first_band["models"] == "sim:a, sim:b" and first_band["penalty models"] == "sim:a"
+
+
+def test_appendix_tables_carry_their_registration(generated):
+    out = generated[0]
+    assert {r["status"] for r in rows(out, "misread_units")} == {POST_HOC}
+    assert {r["status"] for r in rows(out, "grid_transforms")} == {POST_HOC}
+    assert {r["status"] for r in rows(out, "readership_across_models")} == {POST_HOC}
+    assert {r["status"] for r in rows(out, "breakdowns")} == {REGISTERED}
+    agreement = row(out, "instrument_agreement", experiment="agreement_probe")
+    assert (agreement["n"], agreement["agree"], agreement["% agree"]) == ("10", "8", "80.0")
+    across = row(out, "readership_across_models", model="sim:a")
+    assert across["% of headroom lost"] == str(round(100 * 0.5 / (0.75 - 1 / 9)))
+
+
+def test_breakdowns_cover_terciles_and_categories(generated):
+    found = rows(generated[0], "breakdowns")
+    assert [r["bin"] for r in found if r["factor"] == "object size"] == ["tercile 1", "tercile 2", "tercile 3"]
+    assert {r["bin"] for r in found if r["factor"] == "category"} == {"cup", "dog"}
+    assert sum(int(r["n pairs"]) for r in found if r["factor"] == "object size") == 24
+
+
+def test_a_table_without_inputs_is_skipped_with_a_message(generated):
+    out, summary, messages = generated
+    assert "skipped table_coco_4x4: no coco_4x4 records" in messages
+    assert ("table_coco_4x4", "no coco_4x4 records") in summary.skipped
+    assert not (out / "table_coco_4x4.md").exists() and not (out / "table_coco_4x4.csv").exists()
+    assert "table_coco_4x4: no coco_4x4 records" in (out / "index.md").read_text()
+
+
+def test_every_table_is_written_as_markdown_and_csv(generated):
+    out = generated[0]
+    for name in ("table1_color_ladder", "table2_coco", "table3_readership", "table4_model_pairs", "breakdowns"):
+        markdown = (out / f"{name}.md").read_text()
+        assert markdown.startswith("# ") and "| --- |" in markdown
+        assert len(rows(out, name)) == markdown.count("\n| ") - 2  # lines opening "| ", less header and rule
+
+
+def test_figures_are_written_as_png_and_pdf(generated):
+    out = generated[0]
+    for name in ("figure1_locate", "figure_color_wheels"):
+        assert (out / f"{name}.png").read_bytes().startswith(b"\x89PNG")
+        assert (out / f"{name}.pdf").read_bytes().startswith(b"%PDF")
+
+
+def test_a_stale_output_of_a_skipped_table_is_removed(tmp_path):
+    logdir = tmp_path / "logs"
+    trials = [locate_trial(i) for i in range(6)]
+    write_jsonl(logdir / "a.jsonl", planted(trials, "cell_name", lambda i: i < 4, experiment="cross_model"))
+    out = tmp_path / "out"
+    out.mkdir()
+    (out / "table2_coco.md").write_text("| 68.5 |\n")
+    generate(logdir, out, plan_dir=PLAN_DIR, messages=io.StringIO())
+    assert not (out / "table2_coco.md").exists()
+
+
+def test_duplicate_identical_records_are_read_once_and_conflicts_refused(tmp_path):
+    trials = [locate_trial(i) for i in range(3)]
+    records = planted(trials, "pixels", lambda i: True, experiment="x")
+    write_jsonl(tmp_path / "merged.jsonl", records)
+    write_jsonl(tmp_path / "shards" / "shard-0.jsonl", records[:2])
+    assert len(load_records(tmp_path)) == 3
+    changed = make_record(trials[0], "pixels", 9, experiment="x")
+    write_jsonl(tmp_path / "shards" / "shard-1.jsonl", [changed])
+    with pytest.raises(Exception, match=r"shard-1.jsonl:1: record for .* differs from the one at .*merged.jsonl:1"):
+        load_records(tmp_path)
+
+
+def test_a_broken_log_line_is_named(tmp_path):
+    (tmp_path / "bad.jsonl").write_text('{"experiment": "x"\n')
+    with pytest.raises(Exception, match=r"bad.jsonl:1: not valid JSON"):
+        load_records(tmp_path)
+
+
+def test_registration_without_a_plan_follows_the_spec():
+    registry = Registry(None)
+    assert registry.status("cross_model", "misread_units") == POST_HOC
+    assert registry.status("cross_model", "pair_table") == REGISTERED
+
+
+def test_registration_with_the_plan_labels_unlisted_analyses_post_hoc():
+    registry = Registry(PLAN_DIR)
+    assert registry.status("coco_locate_identify", "accuracy_table") == REGISTERED
+    assert registry.status("coco_locate_identify", "misread_units") == POST_HOC
+    assert registry.status("no_such_experiment", "accuracy_table") == POST_HOC
+
+
+def test_tables_command_writes_outputs_and_refuses_bad_arguments(tmp_path, capsys):
+    logdir = tmp_path / "logs"
+    trials = [locate_trial(i) for i in range(9)]
+    write_jsonl(logdir / "a.jsonl", planted(trials, "cell_name", lambda i: i < 7, experiment="coco_locate_identify"))
+    out = tmp_path / "out"
+    assert main(["tables", str(logdir), "--out", str(out), "--plan-dir", str(PLAN_DIR)]) == 0
+    assert row(out, "table2_coco", convention="cell_name")["locate acc"] == f"{100 * 7 / 9:.1f}"
+    assert main(["tables", str(tmp_path / "missing"), "--out", str(out)]) == 2
+    assert "log folder" in capsys.readouterr().err
+    assert main(["tables", str(logdir), "--out", str(out), "--resamples", "500"]) == 2
+    assert "--resamples must be at least 10000" in capsys.readouterr().err
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    assert main(["tables", str(empty), "--out", str(out)]) == 2
+    assert "no records" in capsys.readouterr().err
+
+
+def test_interaction_constant_is_the_closed_form():
+    # logits [s, 0, 0, 0, 0, 0]: population standard deviation s * sqrt(5) / 6
+    assert LABEL_INTERACTION == pytest.approx(4 / (math.sqrt(5) / 6))
