@@ -15,6 +15,7 @@ from convswap.core import ConvswapError
 from convswap.experiments.ledger import Ledger
 
 ZEROS = "0" * 64
+PLAN_DIR = Path(__file__).resolve().parents[1] / "analysis_plan"
 
 
 def independent_hash(entry: dict) -> str:
@@ -252,3 +253,13 @@ def test_cli_amend_requires_a_reason(tmp_path):
 def test_cli_refuses_a_missing_plan_folder(tmp_path, capsys):
     assert main(["plan", "show", "--plan-dir", str(tmp_path / "absent")]) == 2
     assert "plan folder" in capsys.readouterr().err
+
+
+def test_the_shipped_plan_is_registered_unchanged_and_records_the_held_out_amendment():
+    ledger = Ledger(PLAN_DIR)
+    assert ledger.verify() == []
+    history = [(e.action, e.file) for e in ledger.entries()]
+    assert history[:2] == [("register", "calibration.toml"), ("register", "color_ladder.toml")]
+    amendment = next(e for e in ledger.entries() if e.action == "amend" and e.file == "calibration.toml")
+    assert amendment.reason.startswith("Spec section 8: the held-out rule")
+    assert ("amend", "color_ladder.toml") in history and ("amend", "color_readership.toml") in history

@@ -63,7 +63,7 @@ def test_calibration_states_the_free_report_procedure_and_held_out_rule():
     assert (calibration.min_anchor_separation_deg, calibration.min_candidate_mass) == (40, 0.5)
     rule = plan.held_out
     assert (rule.min_from_own_anchor_deg, rule.max_from_own_anchor_deg, rule.min_from_other_anchor_deg) == (10, 20, 20)
-    assert rule.off_calibration_grid
+    assert rule.off_calibration_grid and rule.min_from_other_name_deg == 20  # the section 8 amendment
     assert plan.design.k == () and plan.gate is None and plan.hypotheses == ()
 
 

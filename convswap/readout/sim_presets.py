@@ -120,6 +120,8 @@ QWEN3VL_LIKE = _table(
     ("locate",   "normalized_mispaired",   0.40,  0.40,  0.08),
     ("locate",   "grid_ref",               0.25,  0.25),
     ("locate",   "percent",                0.14,  0.14),
+    ("locate",   "grid_ref_mispaired",     0.05,  0.05,  0.45),
+    ("locate",   "percent_mispaired",      0.06,  0.06,  0.20),
     ("identify", "cell_name",              0.95,  0.95),
     ("identify", "normalized",             0.96,  0.96),
     ("identify", "pixels",                 0.91,  0.91),
@@ -128,6 +130,8 @@ QWEN3VL_LIKE = _table(
     ("identify", "normalized_mispaired",   0.94,  0.94),
     ("identify", "grid_ref",               0.93,  0.93),
     ("identify", "percent",                0.93,  0.93),
+    ("identify", "grid_ref_mispaired",     0.92,  0.92),
+    ("identify", "percent_mispaired",      0.92,  0.92),
 )  # fmt: skip
 
 # Reads pixels; reads normalized numbers as pixels, which lands below chance.
@@ -148,6 +152,8 @@ QWEN25VL_LIKE = _table(
     ("locate",   "normalized_mispaired",   0.00,  0.00,  0.15,  0.45,  "as_pixels"),
     ("locate",   "grid_ref",               0.30,  0.30),
     ("locate",   "percent",                0.25,  0.25),
+    ("locate",   "grid_ref_mispaired",     0.20,  0.20,  0.30),
+    ("locate",   "percent_mispaired",      0.20,  0.20,  0.15),
     ("identify", "cell_name",              0.93,  0.93),
     ("identify", "normalized",             0.90,  0.90),
     ("identify", "pixels",                 0.93,  0.93),
@@ -156,6 +162,8 @@ QWEN25VL_LIKE = _table(
     ("identify", "normalized_mispaired",   0.90,  0.90),
     ("identify", "grid_ref",               0.92,  0.92),
     ("identify", "percent",                0.92,  0.92),
+    ("identify", "grid_ref_mispaired",     0.91,  0.91),
+    ("identify", "percent_mispaired",      0.91,  0.91),
 )  # fmt: skip
 
 # Near chance everywhere (it does not clear the capability gate), answering color
@@ -171,7 +179,7 @@ SMOLVLM_LIKE = _table(
     ("color",    "hue_legend_mispaired",   0.02,  0.02,  0.10),
     *((task, name, 0.08, 0.08) for task in ("locate", "identify")
       for name in ("cell_name", "normalized", "pixels", "pixels_glossed", "pixels_mispaired",
-                   "normalized_mispaired", "grid_ref", "percent")),
+                   "normalized_mispaired", "grid_ref", "percent", "grid_ref_mispaired", "percent_mispaired")),
 )  # fmt: skip
 
 # Free-report names.  No red on the qwen3vl-like wheel (its reddest swatches are
