@@ -103,6 +103,7 @@ class TransformersBackend(Backend):
         if dtype not in DTYPES:
             raise ConvswapError(f"unknown dtype {dtype!r}; use one of {', '.join(DTYPES)}")
         torch_dtype = DTYPES[dtype]
+        quantization = quantization_config(quant, torch_dtype)
         hub_options = dict(
             revision=revision,
             trust_remote_code=trust_remote_code,
@@ -115,7 +116,7 @@ class TransformersBackend(Backend):
                 name,
                 dtype=torch_dtype,
                 device_map=device_map or "auto",
-                quantization_config=quantization_config(quant, torch_dtype),
+                quantization_config=quantization,
                 **hub_options,
             ).eval()
             revision_used = resolved_revision(name, revision, cache_dir, local_files_only)

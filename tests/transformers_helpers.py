@@ -1,0 +1,62 @@
+"""References for the transformers backend tests, computed without the backend's machinery.
+
+The chat messages are written here, rendered with the processor's own template,
+and run through one uncached forward per prompt.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import torch
+from PIL import Image
+
+from convswap.core import Prompt
+from convswap.readout.base import ACKNOWLEDGEMENT, MEMORIZE_INSTRUCTION, Query
+from convswap.readout.transformers_backend import TransformersBackend
+
+TOLERANCE = 1e-4
+QUESTIONS = (
+    "Which color is at the top-left? Answer with 1, 2 or 3.",
+    "Which color is at the top-right? Answer with 1, 2 or 3.",
+    "Which color is at the bottom? Answer with a single digit between 1 and 9.",
+    "Where is the dog?",
+)
+
+
+def gradient(width: int, height: int) -> Image.Image:
+    x = np.linspace(0, 255, width, dtype=np.uint8)[None, :].repeat(height, 0)
+    y = np.linspace(255, 0, height, dtype=np.uint8)[:, None].repeat(width, 1)
+    return Image.fromarray(np.stack([x, y, (x // 2 + y // 2)], axis=-1))
+
+
+# A square image, then a wide one: Qwen-family rotary positions depend on the image grid.
+IMAGES = (gradient(64, 64), gradient(128, 32))
+
+
+def prompt(text: str) -> Prompt:
+    return Prompt("t1", "cell_name", "locate", text, ("a", "b", "c"), ("1", "2", "3"), (("target", 1),), "integer")
+
+
+def query(image: Image.Image, condition: str, questions=QUESTIONS) -> Query:
+    return Query(image=image, prompts=tuple(prompt(q) for q in questions), condition=condition)
+
+
+def messages(condition: str, question: str) -> list[dict]:
+    if condition == "visible":
+        return [{"role": "user", "content": [{"type": "image"}, {"type": "text", "text": question}]}]
+    return [
+        {"role": "user", "content": [{"type": "image"}, {"type": "text", "text": MEMORIZE_INSTRUCTION}]},
+        {"role": "assistant", "content": [{"type": "text", "text": ACKNOWLEDGEMENT}]},
+        {"role": "user", "content": [{"type": "text", "text": question}]},
+    ]
+
+
+def full_inputs(backend: TransformersBackend, image: Image.Image, condition: str, question: str) -> dict:
+    text = backend.processor.apply_chat_template(messages(condition, question), add_generation_prompt=True)
+    return dict(backend.processor(text=[text], images=[image], return_tensors="pt"))
+
+
+@torch.inference_mode()
+def full_forward_logits(backend: TransformersBackend, image: Image.Image, condition: str) -> np.ndarray:
+    rows = [backend.model(**full_inputs(backend, image, condition, q)).logits[0, -1] for q in QUESTIONS]
+    return torch.stack(rows).numpy()
