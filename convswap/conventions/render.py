@@ -45,6 +45,8 @@ CONVENTIONS: dict[str, Convention] = {
         Convention("normalized_mispaired", SPATIAL_TASKS, "normalized", gloss="mispaired"),
         Convention("grid_ref", SPATIAL_TASKS, "grid_ref"),
         Convention("percent", SPATIAL_TASKS, "percent"),
+        Convention("grid_ref_mispaired", SPATIAL_TASKS, "grid_ref", gloss="mispaired"),
+        Convention("percent_mispaired", SPATIAL_TASKS, "percent", gloss="mispaired"),
         Convention("word", ("color",), "word", output="word"),
         Convention("label", ("color",), "label"),
         Convention("hue_bare", ("color",), "hue"),
