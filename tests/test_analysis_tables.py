@@ -16,6 +16,7 @@ from convswap.analysis.generate import generate
 from convswap.analysis.loading import load_records
 from convswap.analysis.registration import POST_HOC, REGISTERED, Registry
 from convswap.cli import main
+from convswap.core import ConvswapError
 
 REPO = Path(__file__).resolve().parents[1]
 PLAN_DIR = REPO / "analysis_plan"
@@ -78,6 +79,7 @@ def test_table1_carries_accuracies_interaction_and_share_of_word(generated):
     assert row(out, "table1_color_ladder", rung="hue_bare")["visible acc"] == "16.7"
     gap = row(out, "table1_contrasts", condition="visible", control="label", treatment="hue_legend")
     assert (gap["difference"], gap["b"], gap["c"], gap["n pairs"]) == ("-58.3", "7", "0", "12")
+    assert (gap["hypothesis"], gap["status"]) == ("word_to_numeric", REGISTERED)
     assert gap["p"] == f"{sign_test(7, 0):.2g}"
 
 
@@ -186,13 +188,20 @@ def test_duplicate_identical_records_are_read_once_and_conflicts_refused(tmp_pat
     assert len(load_records(tmp_path)) == 3
     changed = make_record(trials[0], "pixels", 9, experiment="x")
     write_jsonl(tmp_path / "shards" / "shard-1.jsonl", [changed])
-    with pytest.raises(Exception, match=r"shard-1.jsonl:1: record for .* differs from the one at .*merged.jsonl:1"):
+    with pytest.raises(ConvswapError, match=r"shard-1.jsonl:1: record for .* differs from the one at .*merged.jsonl:1"):
         load_records(tmp_path)
+
+
+def test_a_partial_last_line_left_by_a_killed_writer_is_not_a_record(tmp_path):
+    trials = [locate_trial(i) for i in range(3)]
+    lines = [record.to_json() for record in planted(trials, "pixels", lambda i: True, experiment="x")]
+    (tmp_path / "killed.jsonl").write_text(lines[0] + "\n" + lines[1] + "\n" + lines[2][:40])
+    assert [record.trial_id for record in load_records(tmp_path)] == ["coco-0", "coco-1"]
 
 
 def test_a_broken_log_line_is_named(tmp_path):
     (tmp_path / "bad.jsonl").write_text('{"experiment": "x"\n')
-    with pytest.raises(Exception, match=r"bad.jsonl:1: not valid JSON"):
+    with pytest.raises(ConvswapError, match=r"bad.jsonl:1: not a log record"):
         load_records(tmp_path)
 
 

@@ -11,20 +11,21 @@ Integers (counts, years, n, K, degrees) are not checked.  Not numbers of the
 paper's results, and so skipped: a number glued to letters before it (Qwen2.5-VL,
 LLaVA-1.5, arXiv:2502.13923) or after it (0.5em, 2.5B; an `x` meaning "times" is
 allowed: 0.30x); a dotted version (1.2.3); a reference (§3.1, Section 3.1, Table
-2.1, Figure 1.2) or a numbered heading ("3.1 Calibrating ..." at the start of a line); in LaTeX, comments, the preamble before \\begin{document} and a
-command's optional argument (\\includegraphics[width=0.8\\linewidth]).
+2.1, Figure 1.2) or a numbered heading ("3.1 Calibrating ..." at the start of a line); in LaTeX, comments (a %
+right after a digit is a percent sign, as PDF-converted text writes $68.5%$), the preamble before
+\\begin{document} and a command's optional argument (\\includegraphics[width=0.8\\linewidth]).
 
 Matching: a plain decimal must appear in an output file (Markdown, CSV or text
 under OUTDIR) with exactly the same digits; a number in scientific notation must
-appear with the same exponent and a mantissa that rounds to the one written
-(so 7 \\times 10^{-4} is found as 7.0e-04).
+match an output number that, written at its exponent, rounds to the mantissa
+written (7 \\times 10^{-4} is found as 7.0e-04, 1.6 \\times 10^{-2} as 0.016).
 """
 
 from __future__ import annotations
 
 import re
 from dataclasses import dataclass
-from decimal import ROUND_HALF_EVEN, Decimal
+from decimal import Decimal
 from pathlib import Path
 
 from convswap.core import ConvswapError
@@ -46,7 +47,8 @@ TIMES_AFTER = re.compile(r"x(?![A-Za-z])")
 LETTER_AFTER = re.compile(r"[A-Za-z]|\\(?:line|text|column|paper)(?:width|height)")
 HEADING_NUMBER = re.compile(r"^\s*#*\s*$")
 LATEX_OPTION = re.compile(r"\\[A-Za-z]+\*?\s*\[[^\]]*\]")
-LATEX_COMMENT = re.compile(r"(?<!\\)%.*$")
+# A % after a digit is read as a percent sign, as text converted from a PDF writes it ($68.5%$), not as a comment.
+LATEX_COMMENT = re.compile(r"(?<![\\\d])%.*$")
 
 
 @dataclass(frozen=True)
@@ -121,38 +123,33 @@ def _excluded(line: str, start: int, end: int) -> bool:
     return bool(LETTER_AFTER.match(line, end)) and not TIMES_AFTER.match(line, end)
 
 
-def output_numbers(out_dir: Path) -> tuple[set[str], dict[int, list[Decimal]]]:
-    """Plain decimals as written, and scientific mantissas by exponent, from every output file."""
+def output_numbers(out_dir: Path) -> tuple[set[str], list[Decimal]]:
+    """Every number in the output files: plain decimals as written, and every number's value."""
     if not out_dir.is_dir():
         raise ConvswapError(f"output folder {out_dir} does not exist")
     files = sorted(path for path in out_dir.rglob("*") if path.is_file() and path.suffix in OUTPUT_SUFFIXES)
     if not files:
         raise ConvswapError(f"output folder {out_dir} holds no .md, .csv or .txt file")
     plain: set[str] = set()
-    scientific: dict[int, list[Decimal]] = {}
+    values: list[Decimal] = []
     for path in files:
         for token in OUTPUT_NUMBER.findall(path.read_text(encoding="utf-8")):
-            if "e" in token.lower():
-                mantissa, exponent = re.split("[eE]", token)
-                scientific.setdefault(int(exponent), []).append(Decimal(mantissa))
-            else:
+            values.append(Decimal(token))
+            if "e" not in token.lower():
                 plain.add(token)
-    return plain, scientific
+    return plain, values
 
 
-def appears(number: Number, plain: set[str], scientific: dict[int, list[Decimal]]) -> bool:
+def appears(number: Number, plain: set[str], values: list[Decimal]) -> bool:
     if number.exponent is None:
         return number.digits in plain
     written = Decimal(number.digits)
-    quantum = Decimal(1).scaleb(written.as_tuple().exponent)
-    return any(
-        mantissa.quantize(quantum, rounding=ROUND_HALF_EVEN) == written
-        for mantissa in scientific.get(number.exponent, [])
-    )
+    half_quantum = Decimal(1).scaleb(written.as_tuple().exponent) / 2
+    return any(abs(value.scaleb(-number.exponent) - written) <= half_quantum for value in values)
 
 
 def missing_numbers(manuscript: Path, out_dir: Path) -> tuple[list[Number], int]:
     """The manuscript's decimal numbers that no output shows, and how many were checked."""
-    plain, scientific = output_numbers(out_dir)
+    plain, values = output_numbers(out_dir)
     numbers = manuscript_numbers(manuscript)
-    return [number for number in numbers if not appears(number, plain, scientific)], len(numbers)
+    return [number for number in numbers if not appears(number, plain, values)], len(numbers)

@@ -14,6 +14,7 @@ from matplotlib.figure import Figure
 
 from convswap.analysis.context import Context, MissingInput, experiment_records, ordered
 from convswap.analysis.loading import chance, group_by, vocabulary_label
+from convswap.analysis.registration import POST_HOC
 from convswap.analysis.stats import accuracy
 from convswap.fileio import atomic_write_bytes
 
@@ -50,7 +51,10 @@ def figure1_locate(context: Context, out_dir: Path) -> list[Path]:
     axes.set_xticks(np.arange(len(models)), models, rotation=20, ha="right")
     axes.set_ylabel("locate accuracy on scored trials (%)")
     axes.set_ylim(0, 100)
-    axes.set_title("Figure 1: COCO locate accuracy per model and convention")
+    status = context.registry.status("cross_model", "accuracy_figure")
+    axes.set_title(
+        "Figure 1: COCO locate accuracy per model and convention" + (f" ({status})" if status == POST_HOC else "")
+    )
     axes.legend(frameon=False, fontsize="small")
     return save(figure, out_dir, "figure1_locate")
 

@@ -29,6 +29,7 @@ BUILDERS: tuple[tuple[tuple[str, ...], tuple[str, ...], Callable], ...] = (
     (("table1_color_ladder", "table1_contrasts"), TABLE_SUFFIXES, tables.table1_color_ladder),
     (("table2_coco",), TABLE_SUFFIXES, tables.table2_coco),
     (("table_coco_4x4",), TABLE_SUFFIXES, tables.table_coco_4x4),
+    (("table_new_conventions",), TABLE_SUFFIXES, tables.table_new_conventions),
     (("table3_readership",), TABLE_SUFFIXES, tables.table3_readership),
     (("table4_model_pairs",), TABLE_SUFFIXES, tables.table4_model_pairs),
     (("table5_vocabularies",), TABLE_SUFFIXES, tables.table5_vocabularies),

@@ -9,7 +9,6 @@ and shown beside every accuracy -- never counted as wrong.
 
 from __future__ import annotations
 
-import json
 from collections import Counter
 from collections.abc import Iterable, Sequence
 from pathlib import Path
@@ -19,6 +18,7 @@ from tqdm import tqdm
 
 from convswap.calibration.vocabulary import Vocabulary, load_vocabulary
 from convswap.core import ConvswapError, Record, Trial
+from convswap.experiments.logs import read_records
 
 VOCABULARY_PATTERNS = ("vocabulary*.json", "*.vocab.json")
 
@@ -31,9 +31,11 @@ def record_identity(record: Record) -> tuple[str, str, str | None, str, str, str
 def load_records(logdir: str | Path) -> list[Record]:
     """Every record under `logdir` (all `*.jsonl`, recursively: shards and merged files alike).
 
-    A unit seen twice with identical content (a shard beside the file it was
-    merged into) is kept once; a unit seen twice with different content is an
-    error naming both places, since no analysis could know which one to trust.
+    Each file is read as the runner reads it (a partial last line, what a killed
+    writer leaves, is not a record).  A unit seen twice with identical content (a
+    shard beside the file it was merged into) is kept once; a unit seen twice
+    with different content is an error naming both places, since no analysis
+    could know which one to trust.
     """
     root = Path(logdir)
     if not root.is_dir():
@@ -41,11 +43,8 @@ def load_records(logdir: str | Path) -> list[Record]:
     seen: dict[tuple, tuple[str, str]] = {}
     records: list[Record] = []
     for path in tqdm(sorted(root.rglob("*.jsonl")), desc="reading logs", unit="file", leave=False):
-        for line_number, line in enumerate(path.read_text(encoding="utf-8").splitlines(), start=1):
-            if not line.strip():
-                continue
+        for line_number, record in enumerate(read_records(path), start=1):
             where = f"{path}:{line_number}"
-            record = _parse_record(line, where)
             identity = record_identity(record)
             content = record.to_json()
             if identity in seen:
@@ -59,15 +58,6 @@ def load_records(logdir: str | Path) -> list[Record]:
             seen[identity] = (where, content)
             records.append(record)
     return records
-
-
-def _parse_record(line: str, where: str) -> Record:
-    try:
-        return Record.from_json(line)
-    except json.JSONDecodeError as error:
-        raise ConvswapError(f"{where}: not valid JSON ({error.msg})") from error
-    except (TypeError, KeyError) as error:
-        raise ConvswapError(f"{where}: not a convswap record ({error})") from error
 
 
 def load_vocabularies(logdir: str | Path) -> list[Vocabulary]:

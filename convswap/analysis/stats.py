@@ -34,7 +34,7 @@ class McNemar:
 
 
 def mcnemar(b: int, c: int) -> McNemar:
-    """Exact two-sided McNemar p from the discordant counts, through statsmodels."""
+    """Exact two-sided McNemar p from the discordant counts, through statsmodels (spec §4, Tables 2, 4)."""
     if b < 0 or c < 0 or int(b) != b or int(c) != c:
         raise ConvswapError(f"McNemar needs non-negative integer discordant counts, got b={b}, c={c}")
     result = statsmodels_mcnemar([[0, int(b)], [int(c), 0]], exact=True)
@@ -42,7 +42,7 @@ def mcnemar(b: int, c: int) -> McNemar:
 
 
 def paired_mcnemar(first: Sequence[bool], second: Sequence[bool]) -> McNemar:
-    """McNemar over paired outcomes: b counts first-only successes, c second-only."""
+    """McNemar over paired outcomes (spec §4, Tables 2, 4): b counts first-only successes, c second-only."""
     first_array, second_array = _paired_arrays(first, second)
     return mcnemar(int(np.sum(first_array & ~second_array)), int(np.sum(~first_array & second_array)))
 
@@ -63,7 +63,7 @@ class Binomial:
 
 
 def binomial_test(k: int, n: int, p: float, alternative: Alternative = "two-sided") -> Binomial:
-    """Exact binomial test through scipy; `alternative="less"` is the below-chance test."""
+    """Exact binomial test through scipy (spec §6, Appendix A); `alternative="less"` is the below-chance test."""
     if n <= 0 or not 0 <= k <= n:
         raise ConvswapError(f"binomial test needs 0 <= k <= n and n > 0, got k={k}, n={n}")
     if not 0 < p < 1:
@@ -154,7 +154,10 @@ class Accuracy:
 
 
 def accuracy(records: Iterable[Record], key: str | None = None) -> Accuracy:
-    """Accuracy on `key` (each record's own score key by default: target, or coord for mispaired rows)."""
+    """Accuracy on `key` (each record's own score key by default: target, or coord for mispaired rows).
+
+    Spec §10: parse failures are separated from wrong answers, so the denominator is the scored records.
+    """
     records = list(records)
     scored = [record for record in records if is_scored(record)]
     correct = sum(1 for record in scored if record.correct[key or score_key(record)])
@@ -174,7 +177,7 @@ def answer_under(record: Record, readout: str) -> int | None:
 
 
 def accuracy_under(records: Iterable[Record], readout: str, key: str | None = None) -> Accuracy:
-    """Accuracy recomputed from the slot another readout chose, for a gate on the contrast's readout.
+    """Accuracy recomputed from the slot another readout chose, for a gate on the contrast's readout (spec §3.5).
 
     A record without that readout is unscored under it (`no such readout`); a
     generation that did not parse is unscored by its parse status.

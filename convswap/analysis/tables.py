@@ -36,7 +36,12 @@ from convswap.analysis.stats import accuracy
 from convswap.core import Record
 
 COLOR_RUNGS = ("word", "label", "hue_glossed", "hue_legend", "hue_bare")
-COLOR_CONTRASTS = (("label", "hue_legend"), ("word", "hue_bare"), ("word", "label"))
+# (control, treatment, the hypothesis that registers the contrast)
+COLOR_CONTRASTS = (
+    ("label", "hue_legend", "word_to_numeric"),
+    ("word", "hue_bare", "word_to_bare_hue"),
+    ("word", "label", "output_format_cost"),
+)
 SPATIAL_CONVENTIONS = (
     "cell_name",
     "normalized",
@@ -109,7 +114,20 @@ def table1_color_ladder(context: Context) -> list[Table]:
     contrasts = Table(
         "table1_contrasts",
         "Table 1 contrasts: paired differences between rungs (exact McNemar)",
-        ("model", "condition", "control", "treatment", "difference", "b", "c", "n pairs", "p", "readouts", "status"),
+        (
+            "model",
+            "condition",
+            "control",
+            "treatment",
+            "hypothesis",
+            "difference",
+            "b",
+            "c",
+            "n pairs",
+            "p",
+            "readouts",
+            "status",
+        ),
         tuple(contrast_rows),
         (
             "difference = treatment - control on trials scored under both, in points; b: control-only correct; "
@@ -136,7 +154,7 @@ def _crossover_cells(result: Crossover | None) -> tuple[str, str, str]:
 def _color_contrasts(context: Context, model: str, by_rung: dict[tuple, list[Record]]) -> list[tuple[str, ...]]:
     rows = []
     for condition in ("visible", "cached"):
-        for control, treatment in COLOR_CONTRASTS:
+        for control, treatment, hypothesis in COLOR_CONTRASTS:
             control_records = by_rung.get((control, condition))
             treatment_records = by_rung.get((treatment, condition))
             if not control_records or not treatment_records:
@@ -148,13 +166,14 @@ def _color_contrasts(context: Context, model: str, by_rung: dict[tuple, list[Rec
                     condition,
                     control,
                     treatment,
+                    hypothesis,
                     signed(-100 * result.difference),
                     str(result.test.b),
                     str(result.test.c),
                     str(result.pairs),
                     pvalue(result.test.pvalue),
                     readout_names(control_records + treatment_records),
-                    context.registry.status("color_ladder", "accuracy_table"),
+                    context.registry.status("color_ladder", hypothesis),
                 )
             )
     return rows
@@ -249,6 +268,19 @@ def table_coco_4x4(context: Context) -> list[Table]:
             "coco_4x4",
             "table_coco_4x4",
             "COCO on a 4x4 grid -- locate accuracy per convention, difference from cell names",
+            "task",
+            ("locate",),
+        )
+    ]
+
+
+def table_new_conventions(context: Context) -> list[Table]:
+    return [
+        convention_table(
+            context,
+            "new_conventions",
+            "table_new_conventions",
+            "New conventions (grid reference, percent) -- locate accuracy, difference from cell names",
             "task",
             ("locate",),
         )
