@@ -130,3 +130,18 @@ def test_generate_after_the_prefix_equals_generate_on_the_full_text(backends, fa
 def test_unknown_condition_is_refused(backends):
     with pytest.raises(ConvswapError, match="unknown condition 'hidden'"):
         backends["llava"].next_token_logits(query(IMAGES[0], "hidden"))
+
+
+TEXT_BEFORE_IMAGE = (
+    "{% for message in messages %}{{ message['role'].upper() + ': ' }}"
+    "{% for content in message['content'] if content['type'] == 'text' %}{{ content['text'] + ' ' }}{% endfor %}"
+    "{% for content in message['content'] if content['type'] == 'image' %}{{ '<image>' }}{% endfor %}"
+    "{% endfor %}{% if add_generation_prompt %}{{ 'ASSISTANT:' }}{% endif %}"
+)
+
+
+def test_a_template_that_puts_the_image_after_the_question_is_refused(backends, monkeypatch):
+    backend = backends["llava"]
+    monkeypatch.setattr(backend.processor, "chat_template", TEXT_BEFORE_IMAGE)
+    with pytest.raises(ConvswapError, match="image cannot be encoded once as a shared prefix"):
+        backend.next_token_logits(query(IMAGES[0], "visible"))

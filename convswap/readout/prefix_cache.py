@@ -83,9 +83,10 @@ def tokenize(model: Any, processor: Any, image: Image.Image, condition: Conditio
             "questions differ, so the image cannot be encoded once as a shared prefix"
         )
     positions = None
-    if hasattr(model.model, "get_rope_index"):
+    base_model = getattr(model, "model", None)
+    if hasattr(base_model, "get_rope_index"):
         positions = [
-            model.model.get_rope_index(
+            base_model.get_rope_index(
                 encoding["input_ids"],
                 mm_token_type_ids=encoding["mm_token_type_ids"],
                 image_grid_thw=encoding.get("image_grid_thw"),
@@ -104,7 +105,9 @@ def encode_prefix(model: Any, tokenized: Tokenized) -> Any:
     }
     if tokenized.positions is not None:
         inputs["position_ids"] = tokenized.positions[0][..., :split]
-    output = model(**_to_model(inputs, model), use_cache=True, logits_to_keep=1)
+    # No position of the prefix is projected onto the vocabulary: only its cache is needed.
+    nothing = torch.empty(0, dtype=torch.long, device=model.device)
+    output = model(**_to_model(inputs, model), use_cache=True, logits_to_keep=nothing)
     return output.cache
 
 
@@ -135,11 +138,10 @@ def continuation_logits(model: Any, tokenized: Tokenized, prefix_cache: Any, ind
     cache = branch(prefix_cache)
     if len(indices) > 1:
         cache.batch_repeat_interleave(len(indices))
-    # Only the positions from the shortest continuation's last token onwards are projected to the vocabulary.
-    keep = width - int(lengths.min()) + 1
-    output = model(**_to_model(inputs, model), cache=cache, use_cache=True, logits_to_keep=keep)
-    last = lengths - 1 - (width - keep)
-    return output.logits[torch.arange(len(indices)), last.to(output.logits.device)]
+    # Each row's last real token is the only position projected onto the vocabulary.
+    last = (lengths - 1)[:, None].to(model.device)
+    output = model(**_to_model(inputs, model), cache=cache, use_cache=True, logits_to_keep=last)
+    return output.logits[:, 0]
 
 
 def generation_inputs(model: Any, tokenized: Tokenized, index: int) -> dict[str, torch.Tensor]:

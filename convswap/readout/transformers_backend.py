@@ -154,10 +154,11 @@ class TransformersBackend(Backend):
 
     def _generate_one(self, tokenized: prefix_cache.Tokenized, cache, index: int, max_new_tokens: int) -> Generation:
         inputs = prefix_cache.generation_inputs(self.model, tokenized, index)
-        if hasattr(self.model.model, "rope_deltas"):
+        base_model = getattr(self.model, "model", None)
+        if hasattr(base_model, "rope_deltas"):
             # Continuing a cache, generate() reuses the rotary offset kept from the model's last call (another
             # image, perhaps); cleared, it is recomputed from the full input_ids.
-            self.model.model.rope_deltas = None
+            base_model.rope_deltas = None
         output = self.model.generate(
             **inputs, cache=prefix_cache.branch(cache), max_new_tokens=max_new_tokens, do_sample=False
         )
