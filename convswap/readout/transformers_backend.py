@@ -162,7 +162,7 @@ class TransformersBackend(Backend):
         output = self.model.generate(
             **inputs, cache=prefix_cache.branch(cache), max_new_tokens=max_new_tokens, do_sample=False
         )
-        prompt_length = inputs["input_ids"].shape[1]
+        prompt_length = inputs["input_ids"].shape[1]  # every token the model read, the image's included
         new_tokens = output[0, prompt_length:].tolist()
         stopped = bool(new_tokens) and new_tokens[-1] in self._stop_ids
         return Generation(
