@@ -8,7 +8,7 @@ import math
 from pathlib import Path
 
 import pytest
-from analysis_factory import locate_trial, make_record, planted, write_jsonl
+from analysis_factory import color_trial, locate_trial, make_record, planted, write_jsonl
 from analysis_logs import LABEL_INTERACTION, write_logs
 from scipy import stats as scipy_stats
 
@@ -238,3 +238,57 @@ def test_tables_command_writes_outputs_and_refuses_bad_arguments(tmp_path, capsy
 def test_interaction_constant_is_the_closed_form():
     # logits [s, 0, 0, 0, 0, 0]: population standard deviation s * sqrt(5) / 6
     assert LABEL_INTERACTION == pytest.approx(4 / (math.sqrt(5) / 6))
+
+
+def test_hypotheses_are_tested_as_registered(generated):
+    out = generated[0]
+    pixels = row(out, "hypotheses", hypothesis="answer_side_pixels")
+    assert (pixels["estimate"], pixels["p"], pixels["outcome"]) == (
+        "+50.0 points (b 12, c 0)",
+        f"{sign_test(12, 0):.1e}",
+        "supported",
+    )
+    assert row(out, "hypotheses", hypothesis="question_side_pixels")["outcome"] == "not significant"
+    assert row(out, "hypotheses", hypothesis="answer_side_normalized")["outcome"] == "not supported"
+    crossing = row(out, "hypotheses", hypothesis="cue_crossover")
+    assert crossing["outcome"] == "supported" and crossing["estimate"].startswith("label: interaction 10.73")
+    assert row(out, "hypotheses", hypothesis="rank_inversions")["outcome"] == "inversion"
+    ungated = row(out, "hypotheses", hypothesis="per_model_pixel_gap", model="sim:c")
+    assert ungated["outcome"] == "uninformative: gate margin -1.1 under 20.0"
+    assert row(out, "hypotheses", hypothesis="inline_name_pull")["outcome"] == (
+        "uninformative: gate control word not run"
+    )
+    assert {r["status"] for r in rows(out, "hypotheses")} == {REGISTERED}
+
+
+def test_a_convention_with_no_scored_answer_shows_dashes_not_a_crash(tmp_path):
+    trials = [locate_trial(i) for i in range(6)]
+    names = planted(trials, "cell_name", lambda i: i < 5, experiment="coco_locate_identify")
+    failed = [
+        make_record(trial, "pixels", None, experiment="coco_locate_identify", readout="generate", parse_status="empty")
+        for trial in trials
+    ]
+    write_jsonl(tmp_path / "logs" / "a.jsonl", names + failed)
+    summary = generate(tmp_path / "logs", tmp_path / "out", plan_dir=PLAN_DIR, messages=io.StringIO())
+    assert summary.failed == []
+    pixels = row(tmp_path / "out", "table2_coco", convention="pixels")
+    assert (pixels["locate acc"], pixels["locate unscored"], pixels["locate Δ"]) == ("—", "empty 6", "—")
+    assert row(tmp_path / "out", "hypotheses", hypothesis="answer_side_pixels")["estimate"].startswith(
+        "no scored record"
+    )
+
+
+def test_a_problem_in_the_records_fails_its_table_and_the_command(tmp_path, capsys):
+    records = []
+    for index, (array, role, target) in enumerate(
+        [("A", "first", "green"), ("B", "first", "blue"), ("A", "second", "blue"), ("B", "second", "pink")]
+    ):
+        trial = color_trial(f"x{index}", target, meta=(("array", array), ("pair", "p0"), ("role", role)))
+        records.append(make_record(trial, "label", 1, experiment="color_ladder", condition="cached"))
+    write_jsonl(tmp_path / "logs" / "a.jsonl", records)
+    out = tmp_path / "out"
+    assert main(["tables", str(tmp_path / "logs"), "--out", str(out), "--plan-dir", str(PLAN_DIR)]) == 1
+    captured = capsys.readouterr()
+    assert "failed table1_color_ladder, table1_contrasts: crossover pair p0: arrays A and B do not swap" in captured.err
+    assert not (out / "table1_color_ladder.md").exists()
+    assert "## Failed (problems in the records)" in (out / "index.md").read_text()

@@ -22,7 +22,7 @@ from convswap.analysis.contrasts import (
     paired_contrast,
     shows_penalty,
 )
-from convswap.analysis.loading import chance, group_by, select
+from convswap.analysis.loading import NothingScored, chance, group_by, select
 from convswap.analysis.misread import misread_units
 from convswap.analysis.readership import readership_of
 from convswap.analysis.report import MISSING, Table, decimal, points, pvalue, ratio, signed
@@ -216,9 +216,13 @@ def readership_across_models(context: Context) -> list[Table]:
     mispaired = select(context.records, convention="pixels_mispaired", task="locate", condition="visible")
     if not mispaired:
         raise MissingInput("no pixels_mispaired locate records")
-    rows = []
+    rows, unscorable = [], []
     for (experiment, model), group in group_by(mispaired, "experiment", "model").items():
-        result = readership_of(group).readership
+        try:
+            result = readership_of(group).readership
+        except NothingScored:
+            unscorable.append(f"{experiment} {model}")
+            continue
         model_records = [
             record
             for record in select(context.records, experiment=experiment, task="locate", condition="visible")
@@ -262,7 +266,10 @@ def readership_across_models(context: Context) -> list[Table]:
                 "status",
             ),
             tuple(rows),
-            ("headroom: cell-name accuracy minus chance; gap: cell-name minus pixel accuracy; both in points.",),
+            (
+                "headroom: cell-name accuracy minus chance; gap: cell-name minus pixel accuracy; both in points.",
+                *_unscorable_note(unscorable),
+            ),
         )
     ]
 
@@ -275,11 +282,15 @@ def misread_units_table(context: Context) -> list[Table]:
     ]
     if not candidates:
         raise MissingInput("no normalized or pixels locate records with an object center (trial meta 'center')")
-    rows = []
+    rows, unscorable = [], []
     for (experiment, model, condition, convention), group in group_by(
         candidates, "experiment", "model", "condition", "convention"
     ).items():
-        result = misread_units(group)
+        try:
+            result = misread_units(group)
+        except NothingScored:
+            unscorable.append(f"{experiment} {model} {condition} {convention}")
+            continue
         rows.append(
             (
                 experiment,
@@ -324,6 +335,7 @@ def misread_units_table(context: Context) -> list[Table]:
                 "null: the model's marginal answer distribution times the misread-slot distribution; p: exact "
                 "one-sided binomial against 1/K. Accuracy from answer bias: the same product with the target "
                 "distribution. Normalized numbers are read as pixels, pixel numbers as thousandths of the image.",
+                *_unscorable_note(unscorable),
             ),
         )
     ]
@@ -333,12 +345,17 @@ def grid_transforms_table(context: Context) -> list[Table]:
     locate = [record for record in select(context.records, task="locate") if record.trial.get("grid")]
     if not locate:
         raise MissingInput("no locate records on a grid")
-    rows = []
+    rows, unscorable = [], []
     for (experiment, model, condition, convention), group in group_by(
         locate, "experiment", "model", "condition", "convention"
     ).items():
         status = context.registry.status(experiment, "grid_transforms")
-        for fit in grid_transforms(group):
+        try:
+            fits = grid_transforms(group)
+        except NothingScored:
+            unscorable.append(f"{experiment} {model} {condition} {convention}")
+            continue
+        for fit in fits:
             rows.append(
                 (
                     experiment,
@@ -359,7 +376,10 @@ def grid_transforms_table(context: Context) -> list[Table]:
             "Grid-transform hypotheses (post hoc) -- share of answers on the cell a grid transform sends the target to",
             ("experiment", "model", "condition", "convention", "hypothesis", "n", "hits", "rate", "p", "status"),
             tuple(rows),
-            ("p: exact one-sided binomial against 1/K. Shifts move one cell (row +1, column +1), cyclically.",),
+            (
+                "p: exact one-sided binomial against 1/K. Shifts move one cell (row +1, column +1), cyclically.",
+                *_unscorable_note(unscorable),
+            ),
         )
     ]
 
@@ -378,20 +398,29 @@ def breakdowns_table(context: Context) -> list[Table]:
             continue
         for result in breakdowns(control, treatment):
             contrast = result.contrast
+            cells = (
+                (
+                    str(contrast.pairs),
+                    points(contrast.second.rate),
+                    points(contrast.first.rate),
+                    signed(100 * contrast.difference),
+                    pvalue(contrast.test.pvalue),
+                )
+                if contrast is not None
+                else ("0", MISSING, MISSING, MISSING, MISSING)
+            )
             rows.append(
                 (
                     model,
                     result.factor,
                     result.label,
                     _range(result.low, result.high),
-                    str(contrast.pairs),
-                    points(contrast.second.rate),
-                    points(contrast.first.rate),
-                    signed(100 * contrast.difference),
-                    pvalue(contrast.test.pvalue),
+                    *cells,
                     context.registry.status("coco_locate_identify", registered[result.factor]),
                 )
             )
+            if contrast is None:
+                continue
             tally = held.setdefault((model, result.factor), [0, 0])
             tally[0] += contrast.difference < 0
             tally[1] += 1
@@ -413,6 +442,10 @@ def breakdowns_table(context: Context) -> list[Table]:
             tuple(notes),
         )
     ]
+
+
+def _unscorable_note(groups: list[str]) -> list[str]:
+    return [f"No scored record, so no row: {'; '.join(groups)}"] if groups else []
 
 
 def _range(low: float | None, high: float | None) -> str:

@@ -17,6 +17,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from convswap.analysis.contrasts import Contrast, paired_contrast
+from convswap.analysis.loading import NothingScored
 from convswap.core import ConvswapError, Record
 
 TERCILE_FACTORS = {"object size": "area_fraction", "distance to cell border": "margin"}
@@ -29,7 +30,7 @@ class BinContrast:
     label: str
     low: float | None
     high: float | None
-    contrast: Contrast
+    contrast: Contrast | None  # None: no trial of the bin was scored under both conventions
 
 
 def breakdowns(
@@ -43,8 +44,11 @@ def breakdowns(
         raise ConvswapError(f"breakdowns: control and treatment share {len(shared)} trials; terciles need three")
     meta = {trial_id: control_by_id[trial_id].trial.get("meta", {}) for trial_id in shared}
 
-    def contrast_on(trial_ids: Sequence[str]) -> Contrast:
-        return paired_contrast([treatment_by_id[t] for t in trial_ids], [control_by_id[t] for t in trial_ids])
+    def contrast_on(trial_ids: Sequence[str]) -> Contrast | None:
+        try:
+            return paired_contrast([treatment_by_id[t] for t in trial_ids], [control_by_id[t] for t in trial_ids])
+        except NothingScored:
+            return None
 
     results = []
     for factor, field in TERCILE_FACTORS.items():

@@ -18,7 +18,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "tables",
         help="regenerate every table and figure from a log folder",
         description="Regenerate the spec's tables (Markdown and CSV) and figures (PNG and PDF) from the JSONL "
-        "records and vocabulary files under LOGDIR. A table whose inputs are missing is skipped with a message.",
+        "records and vocabulary files under LOGDIR. A table whose inputs are missing is skipped with a message; "
+        "one that meets a problem in the records fails with it named (exit status 1), and the rest are written.",
     )
     tables.add_argument("logdir", type=Path, metavar="LOGDIR", help="folder searched recursively for *.jsonl records")
     tables.add_argument("--out", required=True, type=Path, metavar="DIR", help="folder to write the outputs into")
@@ -56,8 +57,11 @@ def run_tables(args: argparse.Namespace) -> int:
     if plan_dir is not None and not plan_dir.is_dir():
         raise ConvswapError(f"plan folder {plan_dir} does not exist")
     summary = generate(args.logdir, args.out, plan_dir=plan_dir, seed=args.seed, resamples=args.resamples)
-    print(f"{args.out}: {len(summary.written)} files written, {len(summary.skipped)} tables or figures skipped")
-    return 0
+    print(
+        f"{args.out}: {len(summary.written)} files written, {len(summary.skipped)} skipped for missing inputs, "
+        f"{len(summary.failed)} failed"
+    )
+    return 1 if summary.failed else 0
 
 
 def _default_plan_dir() -> Path | None:

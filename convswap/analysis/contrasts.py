@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from convswap.analysis.loading import is_scored, outcomes
+from convswap.analysis.loading import NothingScored, is_scored, outcomes
 from convswap.analysis.stats import (
     Accuracy,
     Interval,
@@ -54,7 +54,7 @@ def paired_contrast(
         if outcome is not None and second_outcomes.get(trial_id) is not None
     )
     if not shared:
-        raise ConvswapError("the two sides of a contrast share no trial scored on both")
+        raise NothingScored("the two sides of a contrast share no trial scored on both")
     first_paired = [bool(first_outcomes[trial_id]) for trial_id in shared]
     second_paired = [bool(second_outcomes[trial_id]) for trial_id in shared]
     test = paired_mcnemar(first_paired, second_paired)
@@ -97,7 +97,7 @@ def capability_gate(
     readout = contrast_readouts.pop()
     control_accuracy = accuracy_under(control, readout)
     if control_accuracy.rate is None:
-        raise ConvswapError(f"the gate's control has no record scored by the contrast's readout ({readout})")
+        raise NothingScored(f"the gate's control has no record scored by the contrast's readout ({readout})")
     return Gate(100.0 * (control_accuracy.rate - chance), threshold, readout)
 
 

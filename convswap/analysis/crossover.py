@@ -30,11 +30,20 @@ ARRAYS = ("A", "B")
 
 @dataclass(frozen=True)
 class Crossover:
+    """Mean shifts per location and their difference, all divided by the spread."""
+
     interaction: float
+    first: float
+    second: float
     untouched: float | None
     pairs: int
     incomplete_pairs: int
     spread: float
+
+    @property
+    def reverses(self) -> bool:
+        """The location-bound prediction: the two swapped locations shift in opposite directions."""
+        return self.first > 0 > self.second
 
 
 def is_crossover(record: Record) -> bool:
@@ -73,20 +82,23 @@ def crossover(records: Sequence[Record]) -> Crossover:
     }
     if not complete:
         raise ConvswapError(f"none of {len(cells)} crossover pairs has both arrays at both swapped locations")
-    interactions, untouched, spreads = [], [], []
+    shifts: dict[str, list[float]] = {role: [] for role in ROLES}
+    spreads = []
     for pair_id, pair in sorted(complete.items()):
         swapped = _swapped_colors(pair_id, pair)
-        shift = {role: _shift(pair, role, swapped) for role in ROLES if ("A", role) in pair and ("B", role) in pair}
-        interactions.append(shift["first"] - shift["second"])
-        if "untouched" in shift:
-            untouched.append(shift["untouched"])
+        for role in ROLES:
+            if ("A", role) in pair and ("B", role) in pair:
+                shifts[role].append(_shift(pair, role, swapped))
         spreads.extend(float(np.std(_logits(record))) for record in pair.values())
     spread = float(np.mean(spreads))
     if spread == 0:
         raise ConvswapError("candidate scores have no spread; the interaction cannot be normalized")
+    first, second = float(np.mean(shifts["first"])) / spread, float(np.mean(shifts["second"])) / spread
     return Crossover(
-        interaction=float(np.mean(interactions)) / spread,
-        untouched=float(np.mean(untouched)) / spread if untouched else None,
+        interaction=first - second,
+        first=first,
+        second=second,
+        untouched=float(np.mean(shifts["untouched"])) / spread if shifts["untouched"] else None,
         pairs=len(complete),
         incomplete_pairs=len(cells) - len(complete),
         spread=spread,

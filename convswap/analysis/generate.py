@@ -1,8 +1,10 @@
 """Regenerate every table and figure from a log folder.
 
-A builder whose inputs are missing is skipped with a message, and any file it
-wrote on an earlier run is removed, so that no stale number survives in the
-output folder for `check-numbers` to find.
+A builder whose inputs are missing is skipped with a message; one that meets a
+problem in the records (two copies of a trial that disagree, a crossover pair
+that does not swap) fails with the problem named, and the others still run.
+Either way any file it wrote on an earlier run is removed, so that no stale
+number survives in the output folder for `check-numbers` to find.
 """
 
 from __future__ import annotations
@@ -13,7 +15,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TextIO
 
-from convswap.analysis import appendix, figures, tables
+from convswap.analysis import appendix, figures, hypotheses, tables
 from convswap.analysis.context import Context, MissingInput
 from convswap.analysis.loading import load_records, load_vocabularies
 from convswap.analysis.registration import Registry
@@ -26,6 +28,7 @@ FIGURE_SUFFIXES = (".png", ".pdf")
 
 # (the files' names, their suffixes, the builder): a table builder returns tables, a figure builder writes files.
 BUILDERS: tuple[tuple[tuple[str, ...], tuple[str, ...], Callable], ...] = (
+    (("hypotheses",), TABLE_SUFFIXES, hypotheses.hypotheses_table),
     (("table1_color_ladder", "table1_contrasts"), TABLE_SUFFIXES, tables.table1_color_ladder),
     (("table2_coco",), TABLE_SUFFIXES, tables.table2_coco),
     (("table_coco_4x4",), TABLE_SUFFIXES, tables.table_coco_4x4),
@@ -49,6 +52,7 @@ BUILDERS: tuple[tuple[tuple[str, ...], tuple[str, ...], Callable], ...] = (
 class Summary:
     written: list[Path] = field(default_factory=list)
     skipped: list[tuple[str, str]] = field(default_factory=list)
+    failed: list[tuple[str, str]] = field(default_factory=list)
 
 
 def generate(
@@ -58,8 +62,9 @@ def generate(
     plan_dir: str | Path | None,
     seed: int = 0,
     resamples: int = 10_000,
-    messages: TextIO = sys.stderr,
+    messages: TextIO | None = None,
 ) -> Summary:
+    messages = messages or sys.stderr
     records = load_records(logdir)
     vocabularies = load_vocabularies(logdir)
     if not records and not vocabularies:
@@ -81,11 +86,19 @@ def generate(
         except MissingInput as missing:
             summary.skipped.append((", ".join(names), str(missing)))
             print(f"skipped {', '.join(names)}: {missing}", file=messages)
-            for name in names:
-                for suffix in suffixes:
-                    (out / f"{name}{suffix}").unlink(missing_ok=True)
+            _remove(out, names, suffixes)
+        except ConvswapError as problem:
+            summary.failed.append((", ".join(names), str(problem)))
+            print(f"failed {', '.join(names)}: {problem}", file=messages)
+            _remove(out, names, suffixes)
     atomic_write_text(out / "index.md", _index(summary, logdir, plan_dir, seed, resamples))
     return summary
+
+
+def _remove(out: Path, names: tuple[str, ...], suffixes: tuple[str, ...]) -> None:
+    for name in names:
+        for suffix in suffixes:
+            (out / f"{name}{suffix}").unlink(missing_ok=True)
 
 
 def _index(summary: Summary, logdir: str | Path, plan_dir: str | Path | None, seed: int, resamples: int) -> str:
@@ -101,4 +114,6 @@ def _index(summary: Summary, logdir: str | Path, plan_dir: str | Path | None, se
     ]
     if summary.skipped:
         lines += ["", "## Skipped (inputs missing)", *(f"- {names}: {why}" for names, why in summary.skipped)]
+    if summary.failed:
+        lines += ["", "## Failed (problems in the records)", *(f"- {names}: {why}" for names, why in summary.failed)]
     return "\n".join(lines) + "\n"

@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from itertools import combinations
 
 from convswap.analysis.contrasts import PENALTY_ALPHA, Contrast, paired_contrast
+from convswap.analysis.loading import NothingScored
 from convswap.core import Record
 
 
@@ -43,11 +44,16 @@ def model_pairs(
     """Every pair of models (in name order) over `conventions`; records_by_model[model][convention] -> records."""
     pairs = []
     for first, second in combinations(sorted(records_by_model), 2):
-        contrasts = tuple(
-            (convention, paired_contrast(records_by_model[first][convention], records_by_model[second][convention]))
-            for convention in conventions
-            if convention in records_by_model[first] and convention in records_by_model[second]
-        )
+        contrasts = []
+        for convention in conventions:
+            if convention in records_by_model[first] and convention in records_by_model[second]:
+                try:
+                    contrast = paired_contrast(
+                        records_by_model[first][convention], records_by_model[second][convention]
+                    )
+                except NothingScored:  # no trial both models answered parseably: no difference to rank by
+                    continue
+                contrasts.append((convention, contrast))
         if contrasts:
-            pairs.append(ModelPair(first, second, contrasts, alpha))
+            pairs.append(ModelPair(first, second, tuple(contrasts), alpha))
     return pairs

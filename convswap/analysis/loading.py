@@ -23,6 +23,10 @@ from convswap.experiments.logs import read_records
 VOCABULARY_PATTERNS = ("vocabulary*.json", "*.vocab.json")
 
 
+class NothingScored(ConvswapError):
+    """A statistic has no scored record to stand on (every answer unparsed, say); its cell shows a dash."""
+
+
 def record_identity(record: Record) -> tuple[str, str, str | None, str, str, str]:
     """What one run writes once: the unit, within its experiment, at its quantization."""
     return (record.experiment, record.model, record.quant, record.condition, record.convention, record.trial_id)

@@ -23,7 +23,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from convswap.analysis.loading import is_scored, score_key
+from convswap.analysis.loading import NothingScored, is_scored, score_key
 from convswap.analysis.stats import Binomial, binomial_test
 from convswap.core import ConvswapError, Record
 
@@ -90,7 +90,7 @@ def misread_units(records: Sequence[Record]) -> Misread:
     """The test over the locate records of one model and one coordinate convention."""
     scored = [record for record in records if is_scored(record)]
     if not scored:
-        raise ConvswapError("misread-units test: no scored record")
+        raise NothingScored("misread-units test: no scored record")
     conventions = {record.convention for record in scored}
     if len(conventions) != 1:
         raise ConvswapError(f"misread-units test takes one convention at a time, got {sorted(conventions)}")

@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from convswap.analysis.loading import is_scored, unscored_counts
+from convswap.analysis.loading import NothingScored, is_scored, unscored_counts
 from convswap.analysis.stats import Binomial, binomial_test
 from convswap.core import ConvswapError, Record
 
@@ -82,7 +82,7 @@ def readership_of(records: Sequence[Record]) -> ReadershipResult:
     k = ks.pop()
     cells = [record for record in mispaired if is_scored(record) and record.keys["coord"] != record.keys["name"]]
     if not cells:
-        raise ConvswapError("readership: no scored cell has disagreeing keys")
+        raise NothingScored("readership: no scored cell has disagreeing keys")
     coord = sum(1 for record in cells if record.correct["coord"])
     name = sum(1 for record in cells if record.correct["name"])
     result = readership(coord, len(cells), k, follows_name=name)

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from convswap.experiments.plan import load_plan, plan_files, registered_names
+from convswap.experiments.plan import Plan, load_plan, plan_files, registered_names
 
 REGISTERED = "registered"
 POST_HOC = "post hoc"
@@ -25,13 +25,12 @@ class Registry:
         self._registered: dict[str, frozenset[str]] = {}
         self._post_hoc: set[str] = set(SPEC_POST_HOC)
         self._gates: dict[str, tuple[str, float]] = {}
-        if self.plan_dir is not None:
-            for path in plan_files(self.plan_dir):
-                plan = load_plan(path)
-                self._registered[plan.id] = registered_names(plan)
-                self._post_hoc.update(plan.post_hoc)
-                if plan.gate is not None:
-                    self._gates[plan.id] = (plan.gate.control, plan.gate.threshold_points)
+        self.plans: list[Plan] = [load_plan(path) for path in plan_files(self.plan_dir)] if self.plan_dir else []
+        for plan in self.plans:
+            self._registered[plan.id] = registered_names(plan)
+            self._post_hoc.update(plan.post_hoc)
+            if plan.gate is not None:
+                self._gates[plan.id] = (plan.gate.control, plan.gate.threshold_points)
 
     def gate(self, experiment: str, default_control: str, default_threshold: float) -> tuple[str, float]:
         """The registered gate (control convention, threshold in points), else the spec's."""

@@ -68,6 +68,11 @@ def points(rate: float | None, digits: int = 1) -> str:
     return MISSING if rate is None else f"{100.0 * rate:.{digits}f}"
 
 
+def chance_points(rate: float) -> str:
+    """A chance rate in points to three significant digits: 11.1, 16.7, 6.25 (1/16)."""
+    return f"{100.0 * rate:.3g}"
+
+
 def signed(value_points: float | None, digits: int = 1) -> str:
     if value_points is None:
         return MISSING

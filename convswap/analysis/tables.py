@@ -14,16 +14,17 @@ from collections.abc import Sequence
 
 from convswap.analysis.appendix import gated_models
 from convswap.analysis.context import Context, MissingInput, experiment_records, ordered, readout_names
-from convswap.analysis.contrasts import Contrast, paired_contrast
+from convswap.analysis.contrasts import paired_contrast
 from convswap.analysis.crossover import Crossover, crossover, has_scores, is_crossover
 from convswap.analysis.inversions import model_pairs
-from convswap.analysis.loading import chance, group_by, vocabulary_label
+from convswap.analysis.loading import NothingScored, chance, group_by, unscored_counts, vocabulary_label
 from convswap.analysis.readership import readership_of
 from convswap.analysis.report import (
     MISSING,
     Table,
     accuracy_cells,
     accuracy_headers,
+    chance_points,
     decimal,
     points,
     pvalue,
@@ -74,7 +75,7 @@ def table1_color_ladder(context: Context) -> list[Table]:
                 (
                     model,
                     rung,
-                    points(chance(visible or cached)),
+                    chance_points(chance(visible or cached)),
                     *accuracy_cells(accuracy(visible) if visible else None),
                     *accuracy_cells(accuracy(cached) if cached else None),
                     *_crossover_cells(crossings[0]),
@@ -159,7 +160,17 @@ def _color_contrasts(context: Context, model: str, by_rung: dict[tuple, list[Rec
             treatment_records = by_rung.get((treatment, condition))
             if not control_records or not treatment_records:
                 continue
-            result = paired_contrast(control_records, treatment_records)
+            try:
+                result = paired_contrast(control_records, treatment_records)
+                cells = (
+                    signed(-100 * result.difference),
+                    str(result.test.b),
+                    str(result.test.c),
+                    str(result.pairs),
+                    pvalue(result.test.pvalue),
+                )
+            except NothingScored:
+                cells = (MISSING, MISSING, MISSING, "0", MISSING)
             rows.append(
                 (
                     model,
@@ -167,11 +178,7 @@ def _color_contrasts(context: Context, model: str, by_rung: dict[tuple, list[Rec
                     control,
                     treatment,
                     hypothesis,
-                    signed(-100 * result.difference),
-                    str(result.test.b),
-                    str(result.test.c),
-                    str(result.pairs),
-                    pvalue(result.test.pvalue),
+                    *cells,
                     readout_names(control_records + treatment_records),
                     context.registry.status("color_ladder", hypothesis),
                 )
@@ -231,12 +238,13 @@ def _convention_cells(
 ) -> list[str]:
     if not subject:
         return [MISSING] * 10
-    cells = [points(chance(subject)), *accuracy_cells(accuracy(subject))]
+    cells = [chance_points(chance(subject)), *accuracy_cells(accuracy(subject))]
     if convention == "cell_name" or not control:
         return [*cells, MISSING, MISSING, MISSING, MISSING, readout_names(subject)]
-    result: Contrast = paired_contrast(
-        subject, control, with_interval=True, seed=context.seed, resamples=context.resamples
-    )
+    try:
+        result = paired_contrast(subject, control, with_interval=True, seed=context.seed, resamples=context.resamples)
+    except NothingScored:
+        return [*cells, MISSING, MISSING, MISSING, "0", readout_names(subject)]
     interval = result.interval
     return [
         *cells,
@@ -311,17 +319,14 @@ def table3_readership(context: Context) -> list[Table]:
     for (experiment, model, condition, task, convention), group in group_by(
         mispaired, "experiment", "model", "condition", "task", "convention"
     ).items():
-        result = readership_of(group)
-        share = result.readership
-        rows.append(
-            (
-                experiment,
-                model,
-                condition,
-                task,
-                convention,
-                str(share.k),
-                points(share.chance),
+        try:
+            result = readership_of(group)
+        except NothingScored:
+            cells = (MISSING,) * 6 + ("0", unscored_text(dict(unscored_counts(group))), MISSING, MISSING)
+        else:
+            share = result.readership
+            cells = (
+                chance_points(share.chance),
                 points(share.coord_share),
                 points(share.name_share),
                 points(share.neither_share),
@@ -330,8 +335,10 @@ def table3_readership(context: Context) -> list[Table]:
                 unscored_text(result.unscored),
                 pvalue(result.below_chance.pvalue),
                 pvalue(result.two_sided.pvalue),
-                context.registry.status(experiment, "key_table"),
             )
+            cells = (str(share.k), *cells)
+        rows.append(
+            (experiment, model, condition, task, convention, *cells, context.registry.status(experiment, "key_table"))
         )
     return [
         Table(

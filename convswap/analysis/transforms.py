@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
-from convswap.analysis.loading import is_scored, score_key
+from convswap.analysis.loading import NothingScored, is_scored, score_key
 from convswap.analysis.stats import Binomial, binomial_test
 from convswap.core import ConvswapError, Record
 
@@ -57,7 +57,7 @@ def grid_transforms(records: Sequence[Record]) -> list[TransformFit]:
     """Every hypothesis over the scored locate records of one model and convention."""
     scored = [record for record in records if is_scored(record)]
     if not scored:
-        raise ConvswapError("grid-transform test: no scored record")
+        raise NothingScored("grid-transform test: no scored record")
     k = len(scored[0].slots)
     fits = []
     for name, transform in TRANSFORMS.items():

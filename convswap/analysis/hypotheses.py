@@ -1,0 +1,297 @@
+"""Every registered hypothesis, tested as its plan states it, for every model the records hold (spec §3.6).
+
+One row per hypothesis, model and condition (a model pair for the inversion
+search).  The plan gives the contrast, the test, the direction and alpha.  The
+outcome is "supported" / "not supported" for a directional hypothesis (significant
+at alpha and in the registered direction), "significant" / "not significant" for a
+two-sided one; a failed prediction is reported like any other.  A hypothesis
+whose conventions a model was not run in has no row for that model.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, replace
+
+from convswap.analysis.appendix import gated_models
+from convswap.analysis.context import Context, MissingInput
+from convswap.analysis.contrasts import capability_gate, paired_contrast
+from convswap.analysis.crossover import crossover, has_scores, is_crossover
+from convswap.analysis.inversions import model_pairs
+from convswap.analysis.loading import NothingScored, chance, group_by, is_scored, score_key, select
+from convswap.analysis.readership import readership_of
+from convswap.analysis.report import MISSING, Table, decimal, points, pvalue, ratio, signed
+from convswap.analysis.stats import accuracy, binomial_test
+from convswap.core import ConvswapError, Record
+from convswap.experiments.plan import Hypothesis, Plan
+
+ALTERNATIVES = {"greater": "greater", "less": "less", "two_sided": "two-sided"}
+
+
+@dataclass(frozen=True)
+class Result:
+    estimate: str
+    n: int | None
+    p: float | None
+    outcome: str
+
+
+def verdict(hypothesis: Hypothesis, effect: float, significant: bool) -> str:
+    if hypothesis.direction == "two_sided":
+        return "significant" if significant else "not significant"
+    in_direction = effect > 0 if hypothesis.direction == "greater" else effect < 0
+    return "supported" if significant and in_direction else "not supported"
+
+
+# Each test below takes the records of one model and condition and returns its results (none when the model
+# was not run in the hypothesis's conventions).
+
+
+def mcnemar_results(context: Context, hypothesis: Hypothesis, group: Sequence[Record]) -> list[Result]:
+    first, second = (select(group, convention=name) for name in hypothesis.contrast)
+    if not first or not second:
+        return []
+    result = paired_contrast(first, second)
+    significant = result.test.pvalue < hypothesis.alpha
+    return [
+        Result(
+            f"{signed(100 * result.difference)} points (b {result.test.b}, c {result.test.c})",
+            result.pairs,
+            result.test.pvalue,
+            verdict(hypothesis, result.difference, significant),
+        )
+    ]
+
+
+def bootstrap_results(context: Context, hypothesis: Hypothesis, group: Sequence[Record]) -> list[Result]:
+    first, second = (select(group, convention=name) for name in hypothesis.contrast)
+    if not first or not second:
+        return []
+    result = paired_contrast(first, second, with_interval=True, seed=context.seed, resamples=context.resamples)
+    interval = result.interval
+    excludes_zero = interval.low > 0 or interval.high < 0
+    return [
+        Result(
+            f"{signed(100 * result.difference)} [{signed(100 * interval.low)}, {signed(100 * interval.high)}]",
+            result.pairs,
+            None,
+            verdict(hypothesis, result.difference, excludes_zero),
+        )
+    ]
+
+
+def binomial_results(context: Context, hypothesis: Hypothesis, group: Sequence[Record]) -> list[Result]:
+    records = select(group, convention=hypothesis.contrast[0])
+    scored = [record for record in records if is_scored(record)]
+    if not records:
+        return []
+    if not scored:
+        raise NothingScored(f"no scored record of {hypothesis.contrast[0]}")
+    hits = sum(1 for record in scored if record.correct[hypothesis.key or score_key(record)])
+    null = chance(scored) if hypothesis.null in (None, "chance") else float(hypothesis.null)
+    test = binomial_test(hits, len(scored), null, ALTERNATIVES[hypothesis.direction])
+    return [
+        Result(
+            f"{points(test.rate)}% against {points(null)}%",
+            len(scored),
+            test.pvalue,
+            verdict(hypothesis, test.rate - null, test.pvalue < hypothesis.alpha),
+        )
+    ]
+
+
+def readership_results(context: Context, hypothesis: Hypothesis, group: Sequence[Record]) -> list[Result]:
+    mispaired = select(group, convention=hypothesis.contrast[0])
+    if not mispaired:
+        return []
+    share = readership_of(mispaired).readership
+    test = binomial_test(share.follows_coord, share.n, share.chance, ALTERNATIVES[hypothesis.direction])
+    return [
+        Result(
+            f"{ratio(share.rho)} ({points(share.coord_share)}% follow the coordinate)",
+            share.n,
+            test.pvalue,
+            verdict(hypothesis, share.rho - 1, test.pvalue < hypothesis.alpha),
+        )
+    ]
+
+
+def crossover_results(context: Context, hypothesis: Hypothesis, group: Sequence[Record]) -> list[Result]:
+    """Per rung: the shifts at the two swapped locations reverse sign, and the untouched one moves less than either."""
+    results = []
+    for convention in hypothesis.contrast:
+        crossing = [record for record in select(group, convention=convention) if is_crossover(record)]
+        if not crossing or not all(has_scores(record) for record in crossing):
+            continue
+        result = crossover(crossing)
+        untouched_smaller = result.untouched is None or abs(result.untouched) < min(
+            abs(result.first), abs(result.second)
+        )
+        results.append(
+            Result(
+                f"{convention}: interaction {decimal(result.interaction)}, shifts {decimal(result.first)} / "
+                f"{decimal(result.second)}, untouched {decimal(result.untouched)}",
+                result.pairs,
+                None,
+                "supported" if result.reverses and untouched_smaller else "not supported",
+            )
+        )
+    return results
+
+
+def monotone_results(context: Context, hypothesis: Hypothesis, group: Sequence[Record]) -> list[Result]:
+    """Accuracy ordered as readership (of each convention's mispaired form) orders the conventions."""
+    measured = []
+    for convention in hypothesis.contrast:
+        plain, mispaired = select(group, convention=convention), select(group, convention=f"{convention}_mispaired")
+        if not plain or not mispaired:
+            return []
+        rate = accuracy(plain).rate
+        if rate is None:
+            raise NothingScored(f"no scored record of {convention}")
+        measured.append((readership_of(mispaired).readership.rho, rate, convention))
+    measured.sort()
+    rates = [rate for _, rate, _ in measured]
+    monotone = all(low <= high for low, high in zip(rates, rates[1:], strict=False))
+    return [
+        Result(
+            "; ".join(f"{name} {ratio(rho)} {points(rate)}%" for rho, rate, name in measured),
+            None,
+            None,
+            "supported" if monotone else "not supported",
+        )
+    ]
+
+
+def inversion_results(
+    context: Context, experiment: str, hypothesis: Hypothesis, records: Sequence[Record]
+) -> list[tuple[str, str, Result]]:
+    """(model pair, condition, result) for every pair of gated models."""
+    passing, _ = gated_models(context, experiment, records)
+    results = []
+    for (condition,), group in group_by(records, "condition").items():
+        by_model = {
+            model: {convention: list(rows) for (convention,), rows in group_by(model_records, "convention").items()}
+            for (model,), model_records in group_by(group, "model").items()
+            if model in passing
+        }
+        for pair in model_pairs(by_model, hypothesis.contrast, hypothesis.alpha):
+            differences = ", ".join(
+                f"{convention} {signed(100 * contrast.difference)} (p {pvalue(contrast.test.pvalue)})"
+                for convention, contrast in pair.contrasts
+            )
+            result = Result(
+                differences,
+                min(contrast.pairs for _, contrast in pair.contrasts),
+                None,
+                "inversion" if pair.inverted else "no inversion",
+            )
+            results.append((f"{pair.first} vs {pair.second}", condition, result))
+    return results
+
+
+PER_MODEL_TESTS: dict[str, Callable[[Context, Hypothesis, Sequence[Record]], list[Result]]] = {
+    "mcnemar_exact": mcnemar_results,
+    "bootstrap": bootstrap_results,
+    "binomial_exact": binomial_results,
+    "readership": readership_results,
+    "crossover_sign_reversal": crossover_results,
+    "monotone_in_readership": monotone_results,
+}
+
+
+def _results(context: Context, plan: Plan, hypothesis: Hypothesis, records: Sequence[Record]):
+    """(model, condition, result) rows; a model that fails the plan's gate is reported as uninformative."""
+    if hypothesis.test == "inversion_search":
+        return inversion_results(context, plan.id, hypothesis, records)
+    if hypothesis.test not in PER_MODEL_TESTS:
+        raise ConvswapError(f"hypothesis {hypothesis.id} of {plan.id} uses a test this analysis lacks")
+    results = []
+    for (model, condition), group in group_by(records, "model", "condition").items():
+        try:
+            found = PER_MODEL_TESTS[hypothesis.test](context, hypothesis, group)
+        except NothingScored as why:
+            found = [Result(f"no scored record ({why})", 0, None, MISSING)]
+        gate = _gate_failure(plan, hypothesis, group) if found else None
+        if gate is not None:
+            found = [replace(result, outcome=gate) for result in found]
+        results.extend((model, condition, result) for result in found)
+    return results
+
+
+def _gate_failure(plan: Plan, hypothesis: Hypothesis, group: Sequence[Record]) -> str | None:
+    """Why the plan's gate makes this model's result uninformative, or None when it clears the gate."""
+    if plan.gate is None:
+        return None
+    control = select(group, convention=plan.gate.control)
+    contrast = [record for record in group if record.convention in hypothesis.contrast]
+    if not control:
+        return f"uninformative: gate control {plan.gate.control} not run"
+    try:
+        gate = capability_gate(control, contrast, chance(control), plan.gate.threshold_points)
+    except ConvswapError as why:
+        return f"uninformative: gate not measured ({why})"
+    if gate.passed:
+        return None
+    return f"uninformative: gate margin {decimal(gate.margin, 1)} under {decimal(gate.threshold, 1)}"
+
+
+def hypotheses_table(context: Context) -> list[Table]:
+    if not context.registry.plans:
+        raise MissingInput("no analysis plan, so no registered hypotheses")
+    rows = []
+    for plan in context.registry.plans:
+        records = select(context.records, experiment=plan.id)
+        for hypothesis in plan.hypotheses:
+            scoped = select(records, task=hypothesis.task)
+            if hypothesis.condition is not None:
+                scoped = select(scoped, condition=hypothesis.condition)
+            for model, condition, result in _results(context, plan, hypothesis, scoped):
+                rows.append(
+                    (
+                        plan.id,
+                        hypothesis.id,
+                        hypothesis.test,
+                        model,
+                        condition,
+                        hypothesis.task,
+                        " vs ".join(hypothesis.contrast),
+                        result.estimate,
+                        str(result.n) if result.n is not None else MISSING,
+                        pvalue(result.p),
+                        f"{hypothesis.alpha:g}",
+                        hypothesis.direction,
+                        result.outcome,
+                        context.registry.status(plan.id, hypothesis.id),
+                    )
+                )
+    if not rows:
+        raise MissingInput("no records for any registered hypothesis")
+    return [
+        Table(
+            "hypotheses",
+            "Registered hypotheses -- each tested as the analysis plan states it",
+            (
+                "experiment",
+                "hypothesis",
+                "test",
+                "model",
+                "condition",
+                "task",
+                "contrast",
+                "estimate",
+                "n",
+                "p",
+                "alpha",
+                "direction",
+                "outcome",
+                "status",
+            ),
+            tuple(rows),
+            (
+                "McNemar and bootstrap: first minus second convention of the contrast, in points, on trials scored "
+                "under both (b: first-only right, c: second-only right); p two-sided exact. Binomial and "
+                "readership: exact binomial against the null in the registered direction.",
+            ),
+        )
+    ]
