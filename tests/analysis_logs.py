@@ -150,6 +150,22 @@ def synthetic_records() -> list:
     return records
 
 
+def new_conventions_records() -> list:
+    """Readership orders grid_ref < pixels < percent < normalized; accuracy does not follow (as in spec 6)."""
+    trials = [locate_trial(300 + i) for i in range(18)]
+    accuracy_plants = {"cell_name": 14, "pixels": 4, "normalized": 11, "grid_ref": 6, "percent": 5}
+    coord_plants = {"grid_ref_mispaired": 1, "pixels_mispaired": 2, "percent_mispaired": 3, "normalized_mispaired": 8}
+    records = []
+    for convention, right in accuracy_plants.items():
+        records += planted(trials, convention, lambda i, right=right: i < right, experiment="new_conventions")
+    for convention, right in coord_plants.items():
+        for index, trial in enumerate(trials):
+            keys = dict(render(trial, convention).keys)
+            answer = keys["coord"] if index < right else keys["name"]
+            records.append(make_record(trial, convention, answer, experiment="new_conventions"))
+    return records
+
+
 def agreeing_records() -> list:
     """Both readouts on 10 records of one rung, disagreeing on 2."""
     records = []
@@ -179,6 +195,7 @@ def write_logs(logdir: Path) -> Path:
     write_jsonl(logdir / "color" / "readership.jsonl", color_readership_records())
     write_jsonl(logdir / "synthetic.jsonl", synthetic_records())
     write_jsonl(logdir / "agreement.jsonl", agreeing_records())
+    write_jsonl(logdir / "new_conventions.jsonl", new_conventions_records())
     vocabulary = build_vocabulary(
         vocabulary_namings(), model={"spec": "sim:a", "backend": "sim", "revision": "r", "quant": None}
     )

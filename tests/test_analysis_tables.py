@@ -89,7 +89,8 @@ def test_table3_reports_readership_per_mispaired_convention(generated):
     assert (hue["follows coord"], hue["follows name"], hue["neither"]) == ("8.3", "66.7", "25.0")
     assert hue["readership"] == f"{1 / 12 * 6:.2f}x" and hue["n"] == "12"
     assert hue["p below chance"] == f"{scipy_stats.binom.cdf(1, 12, 1 / 6):.2g}"
-    assert row(out, "table3_readership", convention="pixels_mispaired")["readership"] == f"{4 / 24 * 9:.2f}x"
+    coco = row(out, "table3_readership", experiment="coco_locate_identify", convention="pixels_mispaired")
+    assert coco["readership"] == f"{4 / 24 * 9:.2f}x"
 
 
 def test_table4_finds_the_planted_inversion_and_leaves_out_the_ungated_model(generated):
@@ -135,7 +136,7 @@ def test_appendix_tables_carry_their_registration(generated):
     assert {r["status"] for r in rows(out, "breakdowns")} == {REGISTERED}
     agreement = row(out, "instrument_agreement", experiment="agreement_probe")
     assert (agreement["n"], agreement["agree"], agreement["% agree"]) == ("10", "8", "80.0")
-    across = row(out, "readership_across_models", model="sim:a")
+    across = row(out, "readership_across_models", experiment="coco_locate_identify")
     assert across["% of headroom lost"] == str(round(100 * 0.5 / (0.75 - 1 / 9)))
 
 
@@ -258,6 +259,13 @@ def test_hypotheses_are_tested_as_registered(generated):
     assert row(out, "hypotheses", hypothesis="inline_name_pull")["outcome"] == (
         "uninformative: gate control word not run"
     )
+    monotone = row(out, "hypotheses", hypothesis="accuracy_monotone_in_readership")
+    assert monotone["estimate"] == (
+        f"grid_ref {9 / 18:.2f}x 33.3%; pixels {2 * 9 / 18:.2f}x 22.2%; percent {3 * 9 / 18:.2f}x 27.8%; "
+        f"normalized {8 * 9 / 18:.2f}x 61.1%"
+    )
+    assert monotone["outcome"] == "not supported"
+    assert row(out, "hypotheses", hypothesis="grid_ref_readership")["estimate"].startswith(f"{9 / 18:.2f}x")
     assert {r["status"] for r in rows(out, "hypotheses")} == {REGISTERED}
 
 
