@@ -4,7 +4,6 @@ The statistics scripts and notebooks call directly are re-exported here.
 """
 
 from convswap.analysis.agreement import Agreement, readout_agreement
-from convswap.analysis.breakdowns import BinContrast, breakdowns
 from convswap.analysis.contrasts import (
     Contrast,
     Gate,
@@ -14,11 +13,11 @@ from convswap.analysis.contrasts import (
     paired_contrast,
     shows_penalty,
 )
-from convswap.analysis.crossover import Crossover, crossover
+from convswap.analysis.cue_crossover import Crossover, crossover
 from convswap.analysis.inversions import ModelPair, model_pairs
 from convswap.analysis.loading import load_records, load_vocabularies
+from convswap.analysis.mispaired import Readership, ReadershipResult, readership, readership_of
 from convswap.analysis.misread import Misread, misread_slot, misread_units
-from convswap.analysis.readership import Readership, ReadershipResult, readership, readership_of
 from convswap.analysis.stats import (
     Accuracy,
     Binomial,
@@ -31,6 +30,7 @@ from convswap.analysis.stats import (
     mcnemar,
     paired_mcnemar,
 )
+from convswap.analysis.subgroups import BinContrast, breakdowns
 from convswap.analysis.transforms import TRANSFORMS, TransformFit, grid_transforms
 
 __all__ = [

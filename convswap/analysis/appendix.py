@@ -11,7 +11,6 @@ from collections.abc import Sequence
 from dataclasses import dataclass, replace
 
 from convswap.analysis.agreement import has_both_readouts, readout_agreement
-from convswap.analysis.breakdowns import breakdowns
 from convswap.analysis.context import Context, MissingInput, experiment_records
 from convswap.analysis.contrasts import (
     GATE_POINTS,
@@ -23,10 +22,11 @@ from convswap.analysis.contrasts import (
     shows_penalty,
 )
 from convswap.analysis.loading import NothingScored, chance, group_by, select
+from convswap.analysis.mispaired import readership_of
 from convswap.analysis.misread import misread_units
-from convswap.analysis.readership import readership_of
 from convswap.analysis.report import MISSING, Table, decimal, points, pvalue, ratio, signed
 from convswap.analysis.stats import accuracy
+from convswap.analysis.subgroups import breakdowns
 from convswap.analysis.transforms import grid_transforms
 from convswap.core import ConvswapError, Record
 

@@ -16,10 +16,10 @@ from dataclasses import dataclass, replace
 from convswap.analysis.appendix import gated_models
 from convswap.analysis.context import Context, MissingInput
 from convswap.analysis.contrasts import capability_gate, paired_contrast
-from convswap.analysis.crossover import crossover, has_scores, is_crossover
+from convswap.analysis.cue_crossover import crossover, has_scores, is_crossover
 from convswap.analysis.inversions import model_pairs
 from convswap.analysis.loading import NothingScored, chance, group_by, is_scored, score_key, select
-from convswap.analysis.readership import readership_of
+from convswap.analysis.mispaired import readership_of
 from convswap.analysis.report import MISSING, Table, decimal, points, pvalue, ratio, signed
 from convswap.analysis.stats import accuracy, binomial_test
 from convswap.core import ConvswapError, Record

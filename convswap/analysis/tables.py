@@ -15,10 +15,10 @@ from collections.abc import Sequence
 from convswap.analysis.appendix import gated_models
 from convswap.analysis.context import Context, MissingInput, experiment_records, ordered, readout_names
 from convswap.analysis.contrasts import paired_contrast
-from convswap.analysis.crossover import Crossover, crossover, has_scores, is_crossover
+from convswap.analysis.cue_crossover import Crossover, crossover, has_scores, is_crossover
 from convswap.analysis.inversions import model_pairs
 from convswap.analysis.loading import NothingScored, chance, group_by, unscored_counts, vocabulary_label
-from convswap.analysis.readership import readership_of
+from convswap.analysis.mispaired import readership_of
 from convswap.analysis.report import (
     MISSING,
     Table,
