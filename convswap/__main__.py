@@ -1,0 +1,7 @@
+"""`python -m convswap`, which is also how `accelerate launch -m convswap run ...` starts each process."""
+
+import sys
+
+from convswap.cli import main
+
+sys.exit(main())
