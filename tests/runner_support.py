@@ -70,7 +70,7 @@ def save_sim_vocabulary(path: Path, preset: str = "qwen3vl-like") -> Path:
     return path
 
 
-def spatial_request(out: Path, vocabulary: Path, **changes: object) -> RunRequest:
+def spatial_request(out: Path, vocabulary: Path | None = None, **changes: object) -> RunRequest:
     request = RunRequest(SPATIAL, SIM, out=out, plan_dir=PLAN_DIR, vocabulary=vocabulary, limit=4)
     return replace(request, **changes)
 

@@ -39,6 +39,7 @@ else `<out>/calibration/<model-slug>/vocabulary.json`, which is calibrated
 from __future__ import annotations
 
 import os
+import tempfile
 from collections.abc import Iterable, Sequence
 from dataclasses import asdict, dataclass, field, replace
 from datetime import UTC, datetime
@@ -75,7 +76,14 @@ from convswap.experiments.logs import (
     write_expected,
 )
 from convswap.experiments.plan import Plan, default_plan_dir, find_experiment, load_plan
-from convswap.experiments.trials import Sources, build_trials, coco_annotations, needs_vocabulary, shard_trials
+from convswap.experiments.trials import (
+    Sources,
+    build_trials,
+    check_limit,
+    coco_annotations,
+    needs_vocabulary,
+    shard_trials,
+)
 from convswap.readout.base import ACKNOWLEDGEMENT, MEMORIZE_INSTRUCTION, Backend, Query
 from convswap.readout.first_token import first_token_readout
 from convswap.readout.parse import parse_answer
@@ -181,15 +189,18 @@ def registered_plan(plan_dir: Path | None, experiment: str) -> tuple[Plan, str]:
 
 
 def prepare_out(out: Path) -> Path:
-    """The output folder, created if only its last component is missing; refused if it cannot be written."""
+    """The output folder, created if only its last component is missing; refused if a file cannot be made in it."""
     if out.exists() and not out.is_dir():
         raise ConvswapError(f"output folder {out} is a file")
     if not out.exists():
         if not out.parent.is_dir():
             raise ConvswapError(f"output folder {out} cannot be created: {out.parent} does not exist")
         _mkdir(out)
-    if not os.access(out, os.W_OK):
-        raise ConvswapError(f"output folder {out} is not writable")
+    try:  # a real attempt: permission bits say nothing to root, and read-only mounts ignore them
+        with tempfile.TemporaryFile(dir=out):
+            pass
+    except OSError as error:
+        raise ConvswapError(f"output folder {out} is not writable: {error.strerror}") from error
     return out
 
 
@@ -242,6 +253,7 @@ def check_plan_versions(experiment_folder: Path, plan_hash: str) -> None:
 def run_experiment(request: RunRequest, backend: Backend | None = None, progress: bool = True) -> RunResult:
     """Run (or resume) one registered experiment on one model; see the module docstring."""
     plan, plan_hash = registered_plan(request.plan_dir, request.experiment)
+    check_limit(request.limit)
     shard = request.shard or launcher_shard()
     conditions = _conditions(plan, request.conditions)
     split_spec(request.model)

@@ -64,11 +64,15 @@ def coco_annotations(folder: Path) -> Path:
     return annotations
 
 
+def check_limit(limit: int | None) -> None:
+    if limit is not None and limit < 1:
+        raise ConvswapError(f"--limit must be at least 1, got {limit}")
+
+
 def build_trials(plan: Plan, sources: Sources, limit: int | None = None) -> list[Trial]:
     """The whole trial list of a plan (every seed), checked for unique ids and the plan's K."""
     design = plan.design
-    if limit is not None and limit < 1:
-        raise ConvswapError(f"--limit must be at least 1, got {limit}")
+    check_limit(limit)
     n = design.n if limit is None else min(design.n, limit)
     if design.stimuli in VOCABULARY_STIMULI and sources.vocabulary is None:
         raise ConvswapError(f"{plan.id}: {design.stimuli} stimuli are drawn from the model's color vocabulary")

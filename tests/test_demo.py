@@ -1,0 +1,38 @@
+"""`convswap demo`: the whole program on the simulated observer, ending in the main tables."""
+
+from __future__ import annotations
+
+from convswap.cli import main
+
+LOGS = {
+    "color_ladder": ("visible.jsonl", "cached.jsonl"),
+    "color_readership": ("visible.jsonl", "cached.jsonl"),
+    "synthetic_spatial": ("visible.jsonl", "cached.jsonl"),
+    "coco_locate_identify": ("visible.jsonl",),
+}
+
+
+def test_demo_runs_every_experiment_and_prints_the_main_tables(tmp_path, coco_annotations, capsys):
+    coco = coco_annotations.parent.parent
+    out = tmp_path / "demo"
+    assert main(["demo", "--out", str(out), "--coco", str(coco), "--limit", "6"]) == 0
+    printed = capsys.readouterr().out
+    vocabulary = out / "calibration" / "sim-qwen3vl-like" / "vocabulary.json"
+    assert f"calibration: vocabulary at {vocabulary}" in printed
+    for experiment, names in LOGS.items():
+        for name in names:
+            log = out / experiment / "sim-qwen3vl-like" / name
+            assert log.stat().st_size > 0
+            assert f"log: {log}" in printed
+    for heading in ("# Table 1: color ladder", "# Table 2: COCO", "# Table 3: readership", "# Table 8: synthetic"):
+        assert heading in printed
+    assert printed.rstrip().endswith(f"logs: {out}\ntables and figures: {out / 'tables'}")
+    assert (out / "tables" / "table2_coco.md").is_file()
+
+
+def test_demo_without_coco_skips_the_photographs(tmp_path, capsys):
+    out = tmp_path / "demo"
+    assert main(["demo", "--out", str(out), "--limit", "2"]) == 0
+    printed = capsys.readouterr().out
+    assert "# Table 1: color ladder" in printed and "# Table 2: COCO" not in printed
+    assert not (out / "coco_locate_identify").exists()
