@@ -332,7 +332,7 @@ def _backend_options(request: RunRequest, shard: tuple[int, int]) -> dict[str, A
         import torch
 
         if torch.cuda.is_available():  # one whole model per process, on that process's own GPU
-            options["device_map"] = {"": local_rank()}
+            options["device_map"] = {"": local_rank() % torch.cuda.device_count()}
     return options
 
 
