@@ -21,6 +21,7 @@ COMMAND_MODULES = (
     "convswap.experiments.plan_commands",
     "convswap.calibration.commands",
     "convswap.analysis.commands",
+    "convswap.audits.commands",
     "convswap.experiments.commands",
 )
 

@@ -1,0 +1,329 @@
+"""Scorer-integrity checks over records (spec section 8).
+
+Each check reads only records and returns how many it checked and the ones
+that fail, each failure with its reason; the report prints the raw model output
+beside the stored score, because every error in section 8 was invisible in the
+score and obvious in the text.  A record the check cannot even read (a prompt
+without the shape its convention promises, a trial that does not load) fails
+that check with the reason rather than stopping the audit.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+
+import numpy as np
+from scipy.stats import binomtest
+
+from convswap.analysis.loading import group_by, score_key
+from convswap.audits.prompt_text import PromptUnreadable, question_position, read_options, referent_of, split_gloss
+from convswap.conventions.render import CONVENTIONS, Convention
+from convswap.core import ConvswapError, Generation, Prompt, Record, Trial, score_answer
+from convswap.experiments.runner import parse_generation
+from convswap.readout.parse import normalize_word
+
+MIN_CANDIDATE_MASS = 0.5
+# Each (experiment, model, condition, convention) group is one binomial test; at this level a clean run of
+# a hundred groups raises a false alarm about one time in ten.
+PAIRING_BREAK_ALPHA = 1e-3
+PAIRING_BREAK_MIN_RECORDS = 20
+TRUNCATED_SHOWN = 3
+
+
+@dataclass(frozen=True)
+class Failure:
+    record: Record
+    reason: str
+
+
+@dataclass
+class CheckResult:
+    name: str
+    description: str
+    checked: int = 0
+    failures: list[Failure] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+
+    @property
+    def passed(self) -> bool:
+        return not self.failures
+
+
+RecordProblem = Callable[[Record], str | None]
+
+
+def per_record(name: str, description: str, records: Sequence[Record], problem: RecordProblem,
+               applies: Callable[[Record], bool] = lambda record: True) -> CheckResult:  # fmt: skip
+    """Run `problem` on every record it applies to; a record it cannot read fails with the reason."""
+    result = CheckResult(name, description)
+    for record in records:
+        if not applies(record):
+            continue
+        result.checked += 1
+        try:
+            reason = problem(record)
+        except (PromptUnreadable, ConvswapError, KeyError, ValueError, TypeError) as error:
+            reason = f"record unreadable: {type(error).__name__}: {error}"
+        if reason:
+            result.failures.append(Failure(record, reason))
+    return result
+
+
+def convention(record: Record) -> Convention:
+    if record.convention not in CONVENTIONS:
+        raise ConvswapError(f"unknown convention {record.convention!r}")
+    return CONVENTIONS[record.convention]
+
+
+def trial_of(record: Record) -> Trial:
+    return Trial.from_json(record.trial)
+
+
+def generation_of(record: Record) -> Generation | None:
+    return Generation(**record.generation) if record.generation is not None else None
+
+
+def prompt_of(record: Record) -> Prompt:
+    return Prompt(record.trial_id, record.convention, record.task, record.prompt, record.slots, record.alphabet,
+                  tuple(record.keys.items()), convention(record).output, record.glosses)  # fmt: skip
+
+
+def is_mispaired(record: Record) -> bool:
+    return convention(record).gloss == "mispaired"
+
+
+# --- prompt-target ---------------------------------------------------------------------------------
+
+
+def prompt_target(records: Sequence[Record]) -> CheckResult:
+    """The option at each stored key, read from the prompt text itself, names the target referent."""
+    return per_record("prompt-target", "the option at each stored key names the target in the prompt text",
+                      records, _prompt_target_problem)  # fmt: skip
+
+
+def _prompt_target_problem(record: Record) -> str | None:
+    trial = trial_of(record)
+    coordinate = convention(record).coordinate
+    if record.task == "identify":
+        position, _ = split_gloss(question_position(record.prompt))
+        described = referent_of(position, trial, coordinate)
+        if described != trial.cell:
+            return f"the question's position {position!r} denotes {described!r}, not the object's cell {trial.cell!r}"
+        coordinate = "label"  # the options are plain category names
+    options = read_options(record.prompt, trial, coordinate)
+    for key, slot in record.keys.items():
+        if not 1 <= slot <= len(options):
+            return f"key {key}={slot} is not an option of the prompt (1..{len(options)})"
+        option = options[slot - 1]
+        named = option.gloss if key == "name" else option.referent
+        if named != trial.target:
+            what = "is glossed" if key == "name" else "denotes"
+            return f"key {key}={slot}: option {option.description!r} {what} {named!r}, not the target {trial.target!r}"
+    return None
+
+
+# --- relabel ---------------------------------------------------------------------------------------
+
+
+def relabel(records: Sequence[Record]) -> CheckResult:
+    """Every parsed slot, first-token slot, answer slot and correctness flag recomputes from the raw output."""
+    return per_record("relabel", "parsed slots and correctness recompute from the raw output with the current parser",
+                      records, _relabel_problem)  # fmt: skip
+
+
+def _relabel_problem(record: Record) -> str | None:
+    generation = generation_of(record)
+    if generation is not None:
+        parsed = parse_generation(generation, prompt_of(record))
+        if (parsed.slot, parsed.status) != (record.parsed_slot, record.parse_status):
+            return (f"stored parse (slot {record.parsed_slot}, {record.parse_status}) but the text parses to "
+                    f"(slot {parsed.slot}, {parsed.status})")  # fmt: skip
+    elif record.parsed_slot is not None:
+        return f"parsed slot {record.parsed_slot} stored without any generated text"
+    first_token_slot = None
+    if record.first_token is not None:
+        first_token_slot = record.first_token["slot"]
+        argmax = int(np.argmax(record.first_token["candidate_logits"])) + 1
+        if argmax != first_token_slot:
+            return f"stored first-token slot {first_token_slot} but the candidate logits' argmax is slot {argmax}"
+    readout_slot = first_token_slot if record.readout == "first_token" else record.parsed_slot
+    if record.answer_slot != readout_slot:
+        return f"answer slot {record.answer_slot} is not the {record.readout} readout's slot {readout_slot}"
+    recomputed = score_answer(record.answer_slot, record.keys)
+    if recomputed != record.correct:
+        return f"stored correctness {record.correct} but answer slot {record.answer_slot} scores {recomputed}"
+    return None
+
+
+# --- pairing-break ---------------------------------------------------------------------------------
+
+
+def pairing_break(records: Sequence[Record], seed: int = 0) -> CheckResult:
+    """Score each answer against another trial's keys, within each convention: accuracy must fall to chance.
+
+    A score that survives the shuffle does not depend on which trial was asked: the
+    keys sit where the answers go anyway (an unshuffled option order meeting a
+    position bias, a key written from the answer), and the scorer leaks.
+    """
+    result = CheckResult("pairing-break", "answers scored against a shuffled trial's keys score at chance")
+    rng = np.random.default_rng(seed)
+    scored = [record for record in records if record.answer_slot is not None]
+    groups = group_by(scored, "experiment", "model", "condition", "convention")
+    for (experiment, model, condition, convention_name), group in groups.items():
+        for k in sorted({len(record.slots) for record in group}):
+            members = [record for record in group if len(record.slots) == k]
+            where = f"{experiment} {model} {condition} {convention_name} (K={k})"
+            result.checked += len(members)
+            if len(members) < PAIRING_BREAK_MIN_RECORDS:
+                result.notes.append(f"{where}: {len(members)} scored records, too few to test")
+                continue
+            key = score_key(members[0])
+            partners = rng.permutation(len(members))
+            hits = sum(score_answer(record.answer_slot, members[j].keys)[key]
+                       for record, j in zip(members, partners, strict=True))  # fmt: skip
+            pvalue = binomtest(hits, len(members), 1 / k).pvalue
+            line = f"{where}: shuffled accuracy {hits}/{len(members)} against chance 1/{k}, p = {pvalue:.3g}"
+            result.notes.append(line)
+            if pvalue < PAIRING_BREAK_ALPHA:
+                result.failures.append(Failure(members[0], f"scorer leaks: {line}"))
+    return result
+
+
+# --- alphabet --------------------------------------------------------------------------------------
+
+
+def alphabet(records: Sequence[Record]) -> CheckResult:
+    """No record is scored by first token with candidate mass under 0.5 or candidates sharing a first token."""
+    return per_record("alphabet", f"first-token scores have candidate mass >= {MIN_CANDIDATE_MASS} and one distinct "
+                      "first token per answer", records, _alphabet_problem,
+                      applies=lambda record: record.readout == "first_token")  # fmt: skip
+
+
+def _alphabet_problem(record: Record) -> str | None:
+    if record.first_token_refused:
+        return f"scored by first token although that readout was refused: {record.first_token_refused}"
+    if record.first_token is None:
+        return "scored by first token but no first-token readout is stored"
+    ids = list(record.first_token["candidate_token_ids"])
+    if len(ids) != len(record.alphabet):
+        return f"{len(ids)} candidate tokens for an alphabet of {len(record.alphabet)}"
+    shared = sorted({i for i in ids if ids.count(i) > 1})
+    if shared:
+        return f"candidates share first token(s) {shared}: {ids} (surface {record.first_token['surface']!r})"
+    mass = float(record.first_token["candidate_mass"])
+    if mass < MIN_CANDIDATE_MASS:
+        return f"candidate mass {mass:.3f} < {MIN_CANDIDATE_MASS} (surface {record.first_token['surface']!r})"
+    return None
+
+
+# --- truncation ------------------------------------------------------------------------------------
+
+
+def truncation(records: Sequence[Record]) -> CheckResult:
+    """Empty and length-stopped generations are counted apart and shown, never scored as answers or as wrong.
+
+    A generation the budget cut before its answer must be recorded `truncated`
+    and an empty one `empty` (the parser's statuses), and neither may carry an
+    answer when it is the readout scored.  Correctly flagged ones pass and are
+    shown per convention with their texts: whether a budget suits a model is
+    judged before a run, by `convswap audit-model`.
+    """
+    result = per_record("truncation", "empty and length-stopped generations are counted apart, never as answers",
+                        records, _truncation_problem, applies=lambda record: record.generation is not None)  # fmt: skip
+    stopped = [r for r in records if r.generation is not None and _is_cut_or_empty(generation_of(r))]
+    for (model, condition, convention_name), group in group_by(stopped, "model", "condition", "convention").items():
+        statuses = Counter(record.parse_status for record in group)
+        length = sum(record.generation["finish_reason"] == "length" for record in group)
+        examples = "; ".join(repr(record.generation["text"]) for record in group[:TRUNCATED_SHOWN])
+        result.notes.append(
+            f"{model} {condition} {convention_name}: {len(group)} empty or length-stopped ({length} at the token "
+            f"budget), recorded as {dict(sorted(statuses.items()))}; texts: {examples}"
+        )
+    if not stopped:
+        result.notes.append("no empty or length-stopped generation")
+    return result
+
+
+def _is_cut_or_empty(generation: Generation) -> bool:
+    return generation.finish_reason == "length" or not (generation.text or "").strip()
+
+
+def _truncation_problem(record: Record) -> str | None:
+    generation = generation_of(record)
+    if not _is_cut_or_empty(generation):
+        return None
+    expected = parse_generation(generation, prompt_of(record))
+    if expected.status in ("truncated", "empty") and record.parse_status != expected.status:
+        return (f"a generation stopped by {generation.finish_reason!r} with text {generation.text!r} is recorded as "
+                f"{record.parse_status!r}, not {expected.status!r}")  # fmt: skip
+    if (
+        record.readout == "generate"
+        and expected.slot is None
+        and (record.answer_slot is not None or any(record.correct.values()))
+    ):
+        return f"a {expected.status} generation is scored: answer slot {record.answer_slot}, correct {record.correct}"
+    return None
+
+
+# --- derangement -----------------------------------------------------------------------------------
+
+
+def derangement(records: Sequence[Record]) -> CheckResult:
+    """Every mispaired record, read from its prompt text, glosses no option with its own name and has
+    distinct coord and name keys."""
+    return per_record("derangement", "mispaired glosses have no fixed point and distinct keys", records,
+                      _derangement_problem, applies=is_mispaired)  # fmt: skip
+
+
+def _derangement_problem(record: Record) -> str | None:
+    trial = trial_of(record)
+    if record.task == "identify":
+        position, gloss = split_gloss(question_position(record.prompt))
+        if gloss is None or gloss == trial.cell:
+            return f"the question's position {position!r} is glossed {gloss!r}, the object's own cell"
+        return None
+    if record.keys.get("coord") == record.keys.get("name"):
+        return f"coord and name keys coincide at slot {record.keys.get('coord')}"
+    options = read_options(record.prompt, trial, convention(record).coordinate)
+    fixed = [slot for slot, option in enumerate(options, start=1) if option.referent == option.gloss]
+    if fixed:
+        return f"slot(s) {fixed} glossed with their own name: {[options[s - 1].description for s in fixed]}"
+    referents, glosses = [o.referent for o in options], [o.gloss for o in options]
+    if sorted(map(str, glosses)) != sorted(map(str, referents)):
+        return f"the glosses {glosses} do not name every option {referents} exactly once"
+    if tuple(glosses) != record.glosses:
+        return f"stored glosses {list(record.glosses)} differ from the prompt text's {glosses}"
+    return None
+
+
+# --- index space -----------------------------------------------------------------------------------
+
+
+def index_space(records: Sequence[Record]) -> CheckResult:
+    """Answer slots, keys and the alphabet all index one list: the prompt's own options, in slot order."""
+    return per_record("index-space", "answers and keys index the prompt's own option list", records,
+                      _index_space_problem)  # fmt: skip
+
+
+def _index_space_problem(record: Record) -> str | None:
+    k = len(record.slots)
+    if len(record.alphabet) != k:
+        return f"alphabet has {len(record.alphabet)} answers for {k} slots"
+    for label, slot in (*record.keys.items(), ("parsed", record.parsed_slot), ("answer", record.answer_slot)):
+        if slot is not None and not 1 <= slot <= k:
+            return f"{label} slot {slot} is outside slots 1..{k}"
+    target = record.trial["target"]
+    for key, holds in (("target", record.slots), ("coord", record.slots), ("name", record.glosses)):
+        if key in record.keys and holds[record.keys[key] - 1] != target:
+            return f"key {key}={record.keys[key]} holds {holds[record.keys[key] - 1]!r}, not the target {target!r}"
+    if convention(record).output == "word":
+        if record.alphabet != record.slots:
+            return f"word alphabet {list(record.alphabet)} is not the options in slot order {list(record.slots)}"
+        generation = generation_of(record)
+        if record.parse_status == "ok" and generation is not None:
+            said, held = normalize_word(generation.text or ""), normalize_word(record.slots[record.parsed_slot - 1])
+            if said != held:
+                return f"parsed slot {record.parsed_slot} holds {held!r} but the text says {said!r}"
+    return None

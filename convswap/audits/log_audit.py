@@ -1,0 +1,41 @@
+"""`convswap audit LOGDIR`: every scorer-integrity check over every record of a log folder."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from pathlib import Path
+
+from convswap.analysis.loading import load_records
+from convswap.audits import checks
+from convswap.audits.held_out import Vocabularies, find_vocabularies, held_out
+from convswap.core import ConvswapError, Record
+
+
+def audit_records(records: Sequence[Record], vocabularies: Vocabularies, seed: int = 0) -> list[checks.CheckResult]:
+    """Every check, in the order the report prints them."""
+    return [
+        checks.prompt_target(records),
+        checks.relabel(records),
+        checks.pairing_break(records, seed=seed),
+        checks.alphabet(records),
+        checks.truncation(records),
+        checks.derangement(records),
+        checks.index_space(records),
+        held_out(records, vocabularies),
+    ]
+
+
+def audit_folder(
+    logdir: str | Path, vocabularies: Sequence[Path] = (), seed: int = 0
+) -> tuple[list[Record], list[checks.CheckResult]]:
+    """The records under `logdir` and every check's result over them; a folder without records is an error.
+
+    Vocabulary files are those under `logdir` and the ones given in `vocabularies`.
+    """
+    records = load_records(logdir)
+    if not records:
+        raise ConvswapError(f"no records found under {logdir}")
+    for path in vocabularies:
+        if not Path(path).is_file():
+            raise ConvswapError(f"vocabulary file not found: {path}")
+    return records, audit_records(records, find_vocabularies(logdir, vocabularies), seed)

@@ -1,0 +1,148 @@
+"""Reading a stored prompt back: which referent does each option (or the question) actually name?
+
+The audit must not trust the code that rendered the prompt, so it reads the
+text: the numbered options ("1=(320, 213) [center], 2=..."), the bare word list
+of the color-word rung, the position in an identify question, and the color
+legend; and it decodes each description with the stored trial's geometry.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+from convswap.conventions.cells import cell_names, cell_of_point
+from convswap.core import Trial
+
+_GLOSS = re.compile(r"^(?P<body>.*?)\s*(?:\[(?P<square>[^\]]+)\]|\((?P<round>[A-Za-z][^)]*)\))$")
+_PAIR = re.compile(r"^\((?P<x>\d+)%?, (?P<y>\d+)%?\)$")
+_GRID_REF = re.compile(r"^(?P<col>[A-D])(?P<row>[1-4])$")
+_LEGEND = re.compile(r"on a color wheel where (?P<pairs>.*?)\. ")
+_POSITION = re.compile(r"what object is at position (?P<position>.*?)\? ")
+_OPTION_LISTS = ("one of these positions: ", "It is one of these: ", "one of these colors: ", "one of these hues: ")
+
+
+class PromptUnreadable(ValueError):
+    """The stored text does not have the shape its convention promises."""
+
+
+def option_descriptions(text: str, k: int) -> list[str]:
+    """The K option descriptions in slot order."""
+    start = _after_any(text, _OPTION_LISTS)
+    body = text[start:]
+    if not body.startswith("1="):
+        # The color-word rung lists bare words: "blue, green, red. Which ..."
+        words = body[: body.index(". ")].split(", ") if ". " in body else []
+        if len(words) != k:
+            raise PromptUnreadable(f"expected {k} options, found {len(words)}")
+        return words
+    descriptions = []
+    position = 0
+    for slot in range(1, k + 1):
+        marker = f"{slot}="
+        if not body.startswith(marker, position):
+            raise PromptUnreadable(f"option {slot} is missing")
+        position += len(marker)
+        end = body.find(f", {slot + 1}=", position) if slot < k else body.find(". ", position)
+        if end < 0:
+            raise PromptUnreadable(f"option {slot} has no end")
+        descriptions.append(body[position:end])
+        position = end + 2
+    return descriptions
+
+
+def _after_any(text: str, markers: tuple[str, ...]) -> int:
+    for marker in markers:
+        index = text.find(marker)
+        if index >= 0:
+            return index + len(marker)
+    raise PromptUnreadable("no option list found")
+
+
+def split_gloss(description: str) -> tuple[str, str | None]:
+    """ "(320, 213) [center]" -> ("(320, 213)", "center"); "145 (green)" -> ("145", "green")."""
+    match = _GLOSS.match(description)
+    if not match:
+        return description, None
+    return match["body"], match["square"] or match["round"]
+
+
+def question_position(text: str) -> str:
+    match = _POSITION.search(text)
+    if not match:
+        raise PromptUnreadable("identify question names no position")
+    return match["position"]
+
+
+def legend_pairs(text: str) -> dict[int, str]:
+    """angle -> word as the legend sentence states it; empty when there is none."""
+    match = _LEGEND.search(text)
+    if not match:
+        return {}
+    pairs = {}
+    for item in match["pairs"].split(", "):
+        angle, _, word = item.partition(" is ")
+        pairs[int(angle)] = word
+    return pairs
+
+
+def cell_named_by(description: str, trial: Trial, scale: str = "pixels") -> str | None:
+    """The grid cell a spatial description denotes under the stored trial's image size, or None.
+
+    scale: how a bare "(x, y)" pair is read -- "pixels" or "normalized" (0-999).
+    """
+    n, width, height = trial.grid, trial.width, trial.height
+    if description in cell_names(n):
+        return description
+    grid_ref = _GRID_REF.match(description)
+    if grid_ref:
+        row, col = int(grid_ref["row"]) - 1, "ABCD".index(grid_ref["col"])
+        return cell_names(n)[row * n + col] if row < n and col < n else None
+    pair = _PAIR.match(description)
+    if not pair:
+        return None
+    x, y = int(pair["x"]), int(pair["y"])
+    if "%" in description:
+        x, y = x * width / 100, y * height / 100
+    elif scale == "normalized":
+        x, y = x * width / 1000, y * height / 1000
+    if not (0 <= x < width and 0 <= y < height):
+        return None
+    return cell_of_point(x, y, width, height, n)
+
+
+def referent_of(description: str, trial: Trial, coordinate: str) -> str | None:
+    """The referent an option description names, decoded by the convention's coordinate system.
+
+    coordinate: the convention's coordinate ("cell_name", "pixels", "normalized",
+    "grid_ref", "percent", "word", "label", "hue").
+    """
+    body, _ = split_gloss(description)
+    if coordinate in ("word", "label"):
+        return body if body in trial.referents else None
+    if coordinate == "hue":
+        angle_words = {anchor.angle: anchor.word for anchor in trial.anchors}
+        return angle_words.get(int(body)) if body.isdigit() else None
+    return cell_named_by(body, trial, scale="normalized" if coordinate == "normalized" else "pixels")
+
+
+@dataclass(frozen=True)
+class ReadOption:
+    """One option as the text states it: its description, the referent that description denotes, and the
+    name attached to it (a bracketed or parenthesized gloss, or the legend's word for its angle), if any."""
+
+    description: str
+    referent: str | None
+    gloss: str | None
+
+
+def read_options(text: str, trial: Trial, coordinate: str) -> tuple[ReadOption, ...]:
+    """The trial's K options in slot order, each decoded from `text` by the convention's coordinate system."""
+    legend = legend_pairs(text)
+    options = []
+    for description in option_descriptions(text, trial.k):
+        body, gloss = split_gloss(description)
+        if gloss is None and body.isdigit():
+            gloss = legend.get(int(body))
+        options.append(ReadOption(description, referent_of(body, trial, coordinate), gloss))
+    return tuple(options)

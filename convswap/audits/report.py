@@ -1,0 +1,49 @@
+"""Printing audit results: one row per check, then each failure's raw output beside its stored score."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from convswap.audits.checks import CheckResult, Failure
+
+FAILURES_SHOWN_PER_CHECK = 20
+
+
+def raw_output(failure: Failure) -> str:
+    """What the model produced, by every readout the record holds."""
+    record = failure.record
+    parts = []
+    if record.first_token is not None:
+        top = ", ".join(f"{t['text']!r}:{t['prob']:.2f}" for t in record.first_token.get("top", ())[:3])
+        parts.append(f"first tokens {top} (candidate mass {record.first_token.get('candidate_mass', 0.0):.2f})")
+    if record.generation is not None:
+        parts.append(f"text={record.generation.get('text')!r} finish={record.generation.get('finish_reason')}")
+    return "; ".join(parts) or "no raw output stored"
+
+
+def format_failure(failure: Failure) -> str:
+    record = failure.record
+    stored = (
+        f"answer_slot={record.answer_slot} keys={record.keys} correct={record.correct} status={record.parse_status}"
+    )
+    where = f"{record.model} {record.condition} {record.convention} {record.trial_id}"
+    return f"    {where}: {failure.reason}\n      raw: {raw_output(failure)}\n      stored: {stored}"
+
+
+def format_report(results: Sequence[CheckResult]) -> str:
+    width = max(len(result.name) for result in results)
+    lines = [f"{'check':<{width}}  {'checked':>8}  {'failures':>8}  verdict", "-" * (width + 30)]
+    for result in results:
+        verdict = "pass" if result.passed else "FAIL"
+        lines.append(f"{result.name:<{width}}  {result.checked:>8}  {len(result.failures):>8}  {verdict}")
+    for result in results:
+        if result.notes:
+            lines.append(f"\n{result.name}: {result.description}")
+            lines.extend(f"    {note}" for note in result.notes)
+        if result.failures:
+            lines.append(f"\n{result.name} failures ({len(result.failures)}):")
+            lines.extend(format_failure(failure) for failure in result.failures[:FAILURES_SHOWN_PER_CHECK])
+            hidden = len(result.failures) - FAILURES_SHOWN_PER_CHECK
+            if hidden > 0:
+                lines.append(f"    ... and {hidden} more")
+    return "\n".join(lines)

@@ -1,0 +1,354 @@
+"""`convswap audit` on a clean run of every experiment kind, and each check against a planted defect in one record."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import replace
+
+import pytest
+from audit_runs import audit, failing, run
+
+from convswap.analysis.loading import load_records
+from convswap.audits import checks
+from convswap.audits.held_out import find_vocabularies, held_out
+from convswap.cli import main
+from convswap.core import ColorAnchor, Trial
+
+MISPAIRED = {"pixels_mispaired", "normalized_mispaired", "hue_glossed_mispaired", "hue_legend_mispaired"}
+
+
+@pytest.fixture(scope="module")
+def clean(tmp_path_factory, coco_annotations):
+    """Calibration, the color ladder (with enough trials for the pairing break), readership, synthetic and COCO."""
+    out = tmp_path_factory.mktemp("clean") / "runs"
+    run("calibration", out)
+    run("color_ladder", out, limit=20)
+    run("color_readership", out, limit=6)
+    run("synthetic_spatial", out, limit=6)
+    run("coco_locate_identify", out, limit=6, coco=coco_annotations.parents[1])
+    return out
+
+
+@pytest.fixture(scope="module")
+def records(clean):
+    return load_records(clean)
+
+
+def one(records, **fields):
+    return next(r for r in records if all(getattr(r, name) == value for name, value in fields.items()))
+
+
+def reasons(result) -> list[str]:
+    return [failure.reason for failure in result.failures]
+
+
+def test_a_clean_run_passes_every_check(clean, records, capsys):
+    status, report, rows = audit(capsys, clean)
+    assert status == 0, report
+    assert list(rows) == ["prompt-target", "relabel", "pairing-break", "alphabet", "truncation", "derangement",
+                          "index-space", "held-out"]  # fmt: skip
+    assert not failing(rows)
+    n = len(records)
+    assert rows["prompt-target"][0] == rows["relabel"][0] == rows["index-space"][0] == n
+    assert rows["derangement"][0] == sum(r.convention in MISPAIRED for r in records)
+    assert rows["alphabet"][0] == sum(r.readout == "first_token" for r in records)
+    assert rows["held-out"][0] == sum(r.task == "color" and r.trial["held_out"] for r in records)
+    assert {r.task for r in records} == {"color", "locate", "identify"}
+    # The ladder's 20 trials and their crossover pairs give groups large enough to test.
+    assert "color_ladder sim:qwen3vl-like visible label (K=6): shuffled accuracy" in report
+    assert report.rstrip().endswith(f"{n} records audited; every check passed")
+
+
+# --- prompt-target ----------------------------------------------------------------------------------
+
+
+def test_a_key_at_another_option_fails_prompt_target(records):
+    record = one(records, convention="label", condition="visible")
+    wrong = record.keys["target"] % len(record.slots) + 1
+    result = checks.prompt_target([replace(record, keys={"target": wrong})])
+    description = record.prompt.split(f"{wrong}=")[1].split(",")[0].split(".")[0]
+    assert reasons(result) == [
+        f"key target={wrong}: option {description!r} denotes {description!r}, not the target {record.trial['target']!r}"
+    ]
+
+
+def test_a_coordinate_outside_the_target_cell_fails_prompt_target(records):
+    record = one(records, convention="pixels", task="locate")
+    key = record.keys["target"]
+    other = record.keys["target"] % len(record.slots) + 1
+    options = checks.read_options(record.prompt, checks.trial_of(record), "pixels")
+    text = record.prompt.replace(f"{key}={options[key - 1].description}", f"{key}={options[other - 1].description}")
+    result = checks.prompt_target([replace(record, prompt=text)])
+    assert reasons(result) == [
+        f"key target={key}: option {options[other - 1].description!r} denotes {record.slots[other - 1]!r}, "
+        f"not the target {record.trial['target']!r}"
+    ]
+
+
+def test_an_identify_question_about_another_cell_fails_prompt_target(records):
+    record = one(records, convention="cell_name", task="identify")
+    cell = record.trial["cell"]
+    other = "center" if cell != "center" else "top-left"
+    result = checks.prompt_target(
+        [replace(record, prompt=record.prompt.replace(f"position {cell}?", f"position {other}?"))]
+    )
+    assert reasons(result) == [f"the question's position {other!r} denotes {other!r}, not the object's cell {cell!r}"]
+
+
+def test_a_name_key_whose_gloss_is_not_the_target_fails_prompt_target(records):
+    record = one(records, convention="pixels_mispaired", task="locate")
+    coord = record.keys["coord"]
+    result = checks.prompt_target([replace(record, keys={"coord": coord, "name": coord})])
+    assert reasons(result) == [
+        f"key name={coord}: option {checks.read_options(record.prompt, checks.trial_of(record), 'pixels')[coord - 1].description!r} "
+        f"is glossed {record.glosses[coord - 1]!r}, not the target {record.trial['target']!r}"
+    ]
+
+
+def test_an_unreadable_prompt_fails_instead_of_stopping_the_audit(records):
+    record = one(records, convention="hue_bare")
+    result = checks.prompt_target([replace(record, prompt="Which one?")])
+    assert reasons(result) == ["record unreadable: PromptUnreadable: no option list found"]
+
+
+# --- relabel -----------------------------------------------------------------------------------------
+
+
+def test_a_stored_parse_the_text_does_not_give_fails_relabel(records):
+    record = one(records, convention="word", condition="visible")
+    other = record.parsed_slot % len(record.slots) + 1
+    result = checks.relabel([replace(record, parsed_slot=other)])
+    assert reasons(result) == [
+        f"stored parse (slot {other}, ok) but the text parses to (slot {record.parsed_slot}, ok)"
+    ]
+
+
+def test_a_first_token_slot_that_is_not_the_argmax_fails_relabel(records):
+    record = one(records, convention="label", condition="cached")
+    slot = record.first_token["slot"]
+    other = slot % len(record.slots) + 1
+    first_token = {**record.first_token, "slot": other}
+    result = checks.relabel([replace(record, first_token=first_token, answer_slot=other)])
+    assert reasons(result) == [f"stored first-token slot {other} but the candidate logits' argmax is slot {slot}"]
+
+
+def test_correctness_that_the_answer_does_not_give_fails_relabel(records):
+    record = one(records, convention="hue_legend", condition="visible")
+    flipped = {key: not value for key, value in record.correct.items()}
+    result = checks.relabel([replace(record, correct=flipped)])
+    assert reasons(result) == [
+        f"stored correctness {flipped} but answer slot {record.answer_slot} scores {record.correct}"
+    ]
+
+
+def test_an_answer_slot_from_the_other_readout_fails_relabel(records):
+    record = one(records, convention="label", condition="visible")
+    other = record.answer_slot % len(record.slots) + 1
+    result = checks.relabel([replace(record, answer_slot=other)])
+    assert reasons(result) == [f"answer slot {other} is not the first_token readout's slot {record.answer_slot}"]
+
+
+# --- pairing-break ----------------------------------------------------------------------------------
+
+
+def test_a_score_that_survives_the_shuffle_fails_pairing_break(records):
+    """Every target in slot 1 and every answer slot 1: right on every trial, whichever trial it is scored against."""
+    group = [
+        r for r in records if r.experiment == "color_ladder" and r.convention == "label" and r.condition == "visible"
+    ]
+    assert len(group) == 44
+    leaking = [replace(r, keys={"target": 1}, answer_slot=1, correct={"target": True}) for r in group]
+    result = checks.pairing_break(leaking)
+    assert result.checked == 44
+    assert reasons(result) == [
+        "scorer leaks: color_ladder sim:qwen3vl-like visible label (K=6): shuffled accuracy 44/44 against chance 1/6, "
+        f"p = {6.0**-44:.3g}"  # all 44 right: no other count is as unlikely under chance
+    ]
+    assert checks.pairing_break(group).passed
+
+
+def test_small_groups_are_named_untested_by_pairing_break(records):
+    group = [r for r in records if r.experiment == "color_readership" and r.convention == "word"][:5]
+    result = checks.pairing_break(group)
+    assert result.passed and result.checked == 5
+    assert result.notes == [
+        f"color_readership sim:qwen3vl-like {group[0].condition} word (K=6): 5 scored records, too few to test"
+    ]
+
+
+# --- alphabet ----------------------------------------------------------------------------------------
+
+
+def test_candidate_mass_under_half_fails_alphabet(records):
+    record = one(records, convention="word", condition="visible")
+    result = checks.alphabet([replace(record, first_token={**record.first_token, "candidate_mass": 0.3})])
+    assert reasons(result) == [f"candidate mass 0.300 < 0.5 (surface {record.first_token['surface']!r})"]
+
+
+def test_candidates_sharing_a_first_token_fail_alphabet(records):
+    record = one(records, convention="label", condition="visible")
+    ids = [216] * len(record.alphabet)
+    result = checks.alphabet([replace(record, first_token={**record.first_token, "candidate_token_ids": ids})])
+    assert reasons(result) == [f"candidates share first token(s) [216]: {ids} (surface 'bare')"]
+
+
+def test_a_first_token_score_despite_a_refusal_fails_alphabet(records):
+    record = one(records, convention="label", condition="visible")
+    result = checks.alphabet([replace(record, first_token_refused="no surface carries 0.5")])
+    assert reasons(result) == ["scored by first token although that readout was refused: no surface carries 0.5"]
+
+
+def test_generated_records_are_not_alphabet_checked(records):
+    record = one(records, convention="label", condition="visible")
+    assert checks.alphabet([replace(record, readout="generate", first_token=None)]).checked == 0
+
+
+# --- truncation --------------------------------------------------------------------------------------
+
+
+def cut(record, text, finish_reason, status, answer=None):
+    generation = {**record.generation, "text": text, "finish_reason": finish_reason}
+    correct = {key: answer == slot for key, slot in record.keys.items()}
+    return replace(record, generation=generation, parse_status=status, parsed_slot=answer, answer_slot=answer,
+                   readout="generate", first_token=None, correct=correct)  # fmt: skip
+
+
+def test_truncations_flagged_as_such_pass_and_are_shown(records):
+    record = one(records, convention="label", condition="visible")
+    result = checks.truncation([cut(record, "", "length", "truncated"), cut(record, " ", "stop", "empty")])
+    assert result.passed and result.checked == 2
+    assert result.notes == [
+        "sim:qwen3vl-like visible label: 2 empty or length-stopped (1 at the token budget), recorded as "
+        "{'empty': 1, 'truncated': 1}; texts: ''; ' '"
+    ]
+
+
+def test_a_truncation_recorded_as_a_parse_failure_fails_truncation(records):
+    record = one(records, convention="label", condition="visible")
+    result = checks.truncation([cut(record, "The answer is", "length", "unparseable")])
+    assert reasons(result) == [
+        "a generation stopped by 'length' with text 'The answer is' is recorded as 'unparseable', not 'truncated'"
+    ]
+
+
+def test_a_scored_truncation_fails_truncation(records):
+    record = one(records, convention="label", condition="visible")
+    result = checks.truncation([cut(record, "1", "length", "truncated", answer=1)])
+    assert reasons(result) == [
+        f"a truncated generation is scored: answer slot 1, correct {cut(record, '1', 'length', 'truncated', 1).correct}"
+    ]
+
+
+# --- derangement -------------------------------------------------------------------------------------
+
+
+def test_an_option_glossed_with_its_own_name_fails_derangement(records):
+    record = one(records, convention="pixels_mispaired", task="locate")
+    options = checks.read_options(record.prompt, checks.trial_of(record), "pixels")
+    own = f"1={options[0].description.split(' [')[0]} [{record.slots[0]}]"
+    text = record.prompt.replace(f"1={options[0].description}", own)
+    result = checks.derangement([replace(record, prompt=text)])
+    assert reasons(result) == [f"slot(s) [1] glossed with their own name: {[own[2:]]}"]
+
+
+def test_coinciding_keys_fail_derangement(records):
+    record = one(records, convention="hue_glossed_mispaired")
+    coord = record.keys["coord"]
+    result = checks.derangement([replace(record, keys={"coord": coord, "name": coord})])
+    assert reasons(result) == [f"coord and name keys coincide at slot {coord}"]
+
+
+def test_a_legend_pairing_an_angle_with_its_own_word_fails_derangement(records):
+    record = one(records, convention="hue_legend_mispaired")
+    trial = checks.trial_of(record)
+    angle_of = {anchor.word: anchor.angle for anchor in trial.anchors}
+    first = record.slots[0]
+    stated = f"{angle_of[first]} is {record.glosses[0]}"
+    text = record.prompt.replace(stated, f"{angle_of[first]} is {first}")
+    result = checks.derangement([replace(record, prompt=text)])
+    assert reasons(result) == [f"slot(s) [1] glossed with their own name: [{str(angle_of[first])!r}]"]
+
+
+def test_stored_glosses_that_differ_from_the_text_fail_derangement(records):
+    record = one(records, convention="hue_glossed_mispaired")
+    rotated = record.glosses[1:] + record.glosses[:1]
+    result = checks.derangement([replace(record, glosses=rotated)])
+    assert reasons(result) == [f"stored glosses {list(rotated)} differ from the prompt text's {list(record.glosses)}"]
+
+
+def test_an_identify_question_glossed_with_its_own_cell_fails_derangement(records):
+    record = one(records, convention="pixels_mispaired", task="identify")
+    position = record.prompt.split("at position ")[1].split("?")[0]
+    body = position.split(" [")[0]
+    text = record.prompt.replace(position, f"{body} [{record.trial['cell']}]")
+    result = checks.derangement([replace(record, prompt=text)])
+    assert reasons(result) == [
+        f"the question's position {body!r} is glossed {record.trial['cell']!r}, the object's own cell"
+    ]
+
+
+# --- index space -------------------------------------------------------------------------------------
+
+
+def test_a_word_alphabet_in_canonical_order_fails_index_space(records):
+    record = next(r for r in records if r.convention == "word" and r.referents != r.slots)
+    result = checks.index_space([replace(record, alphabet=record.referents)])
+    assert reasons(result) == [
+        f"word alphabet {list(record.referents)} is not the options in slot order {list(record.slots)}"
+    ]
+
+
+def test_a_parsed_word_at_another_slot_fails_index_space(records):
+    record = one(records, convention="word", condition="cached")
+    other = record.parsed_slot % len(record.slots) + 1
+    result = checks.index_space([replace(record, parsed_slot=other)])
+    said = record.generation["text"].strip().lower()
+    assert reasons(result) == [f"parsed slot {other} holds {record.slots[other - 1]!r} but the text says {said!r}"]
+
+
+def test_a_key_outside_the_options_fails_index_space(records):
+    record = one(records, convention="cell_name", task="locate")
+    result = checks.index_space([replace(record, keys={"target": 10})])
+    assert reasons(result) == ["target slot 10 is outside slots 1..9"]
+
+
+# --- held-out ----------------------------------------------------------------------------------------
+
+
+def held_out_record(records):
+    return next(r for r in records if r.task == "color" and r.trial["held_out"])
+
+
+def test_trial_anchors_other_than_the_vocabulary_fail_held_out(clean, records):
+    record = held_out_record(records)
+    trial = Trial.from_json(record.trial)
+    moved = tuple(ColorAnchor(a.word, (a.angle + 1) % 360) for a in trial.anchors)
+    result = held_out([replace(record, trial=replace(trial, anchors=moved).to_json())], find_vocabularies(clean))
+    assert len(result.failures) == 1
+    assert result.failures[0].reason.startswith("the trial's anchors ")
+
+
+def test_a_vocabulary_file_that_does_not_load_is_named(clean, records, tmp_path):
+    broken = tmp_path / "vocabulary.json"
+    data = json.loads(next(clean.rglob("vocabulary.json")).read_text())
+    data["held_out"] = data["held_out"][1:]
+    broken.write_text(json.dumps(data))
+    result = held_out([held_out_record(records)], find_vocabularies(tmp_path))
+    (reason,) = reasons(result)
+    assert reason.startswith(f"cannot verify: no vocabulary file for sim:qwen3vl-like; {broken} does not load: ")
+    assert "stored 'held_out' does not follow from the recorded answers" in reason
+
+
+# --- the command's refusals -------------------------------------------------------------------------
+
+
+def test_bad_folders_and_files_exit_2_naming_them(tmp_path, capsys, clean):
+    assert main(["audit", str(tmp_path / "nowhere")]) == 2
+    assert f"log folder {tmp_path / 'nowhere'} does not exist" in capsys.readouterr().err
+    assert main(["audit", str(tmp_path)]) == 2
+    assert f"no records found under {tmp_path}" in capsys.readouterr().err
+    assert main(["audit", str(clean), "--vocabulary", str(tmp_path / "missing.json")]) == 2
+    assert f"vocabulary file not found: {tmp_path / 'missing.json'}" in capsys.readouterr().err
+    (tmp_path / "bad.jsonl").write_text("{not json}\n")
+    assert main(["audit", str(tmp_path)]) == 2
+    assert f"{tmp_path / 'bad.jsonl'}:1: not a log record" in capsys.readouterr().err
