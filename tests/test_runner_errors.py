@@ -122,6 +122,7 @@ def test_a_log_drawn_from_another_vocabulary_is_refused(tmp_path, vocabulary):
         ({"experiment": COCO}, r"--vocabulary: coco_locate_identify \(coco stimuli\) reads no color vocabulary"),
         ({"coco": Path("/tmp")}, r"--coco: synthetic_spatial \(synthetic_spatial stimuli\) reads no COCO"),
         ({"limit": 0}, r"--limit must be at least 1, got 0"),
+        ({"experiment": "calibration", "vocabulary": None}, r"--limit: calibration names every swatch of its grid"),
         ({"model": "llama"}, r"model spec 'llama' is not one of hf:<name>"),
         ({"model": "sim:nonesuch"}, r"unknown simulated observer sim:nonesuch"),
     ],

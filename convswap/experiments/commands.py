@@ -17,7 +17,7 @@ QUANTIZATIONS = ("4bit", "8bit")
 
 DEFAULT_DEMO_MODEL = "sim:qwen3vl-like"
 DEFAULT_DEMO_OUT = Path("runs") / "demo"
-DEFAULT_DEMO_LIMIT = 40
+DEFAULT_DEMO_LIMIT = 30  # coco-mini admits 38 photographs on the 3x3 grid
 DEMO_EXPERIMENTS = ("color_ladder", "color_readership", "synthetic_spatial")
 DEMO_COCO_EXPERIMENT = "coco_locate_identify"
 MAIN_TABLES = ("table1_color_ladder", "table2_coco", "table3_readership", "table8_synthetic_spatial")

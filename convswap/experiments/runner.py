@@ -259,6 +259,10 @@ def run_experiment(request: RunRequest, backend: Backend | None = None, progress
     split_spec(request.model)
     if plan.design.stimuli == CALIBRATION_EXPERIMENT:
         check_calibration_design(plan)
+        if request.limit is not None:
+            raise ConvswapError(
+                f"--limit: {plan.id} names every swatch of its grid; a partial calibration means nothing"
+            )
     _check_sources(plan, request)
     vocabulary = load_vocabulary(request.vocabulary) if request.vocabulary is not None else None
     out = prepare_out(request.out)
