@@ -60,6 +60,7 @@ def test_killed_at_several_points_and_resumed_the_log_equals_an_uninterrupted_ru
     folder = out / SPATIAL / "sim-qwen3vl-like"
     for records in (3, 90, 260):
         kill_after(start_run(out, vocabulary), folder, records)
+        assert records <= lines_written(folder) < 400  # killed mid-run, not after it finished
     resumed = subprocess.run(
         [sys.executable, "-m", "convswap", "run", SPATIAL, "--model", SIM, "--vocabulary", str(vocabulary),
          "--limit", str(LIMIT), "--out", str(out), "--no-progress"],

@@ -253,39 +253,32 @@ def check_plan_versions(experiment_folder: Path, plan_hash: str) -> None:
 def run_experiment(request: RunRequest, backend: Backend | None = None, progress: bool = True) -> RunResult:
     """Run (or resume) one registered experiment on one model; see the module docstring."""
     plan, plan_hash = registered_plan(request.plan_dir, request.experiment)
-    check_limit(request.limit)
     shard = request.shard or launcher_shard()
     conditions = _conditions(plan, request.conditions)
-    split_spec(request.model)
-    if plan.design.stimuli == CALIBRATION_EXPERIMENT:
-        check_calibration_design(plan)
-        if request.limit is not None:
-            raise ConvswapError(
-                f"--limit: {plan.id} names every swatch of its grid; a partial calibration means nothing"
-            )
-    _check_sources(plan, request)
+    _check_request(plan, request)
     vocabulary = load_vocabulary(request.vocabulary) if request.vocabulary is not None else None
     out = prepare_out(request.out)
-    folder = model_folder(out, plan.id, request.model, request.quant)
     check_plan_versions(out / plan.id, plan_hash)
     if backend is None:
         backend = load_backend(request.model, **_backend_options(request, shard))
     if plan.design.stimuli == CALIBRATION_EXPERIMENT:
         path, _ = _calibrated(backend, out, request, shard, plan.id)
         return RunResult(plan, plan_hash, path.parent, shard, vocabulary=path)
-    result = RunResult(plan, plan_hash, folder, shard, vocabulary=request.vocabulary)
+    result = RunResult(plan, plan_hash, model_folder(out, plan.id, request.model, request.quant), shard)
+    result.vocabulary = request.vocabulary
     if needs_vocabulary(plan) and vocabulary is None:
         result.vocabulary, vocabulary = _calibrated(backend, out, request, shard, plan.id)
     trials = build_trials(plan, Sources(vocabulary, request.coco), request.limit)
-    _mkdir(folder)
+    _mkdir(result.folder)
     for condition in conditions:
-        write_expected(folder, _expected(plan, plan_hash, request, condition, trials))
-    done = _units_on_disk(folder, conditions, shard, {t.trial_id: t for t in trials})
-    work = _pending(plan, request.model, shard_trials(trials, shard), conditions, done)
+        write_expected(result.folder, _expected(plan, plan_hash, request, condition, trials))
+    done = _units_on_disk(result.folder, conditions, shard, {t.trial_id: t for t in trials})
+    mine = shard_trials(trials, shard)
+    work = _pending(plan, request.model, mine, conditions, done)
     pending = sum(len(prompts) for _, asks in work for _, prompts in asks)
-    result.already_done = _unit_count(plan, shard_trials(trials, shard), conditions) - pending
+    result.already_done = _unit_count(plan, mine, conditions) - pending
     reader = _Reader(backend, plan.design.readout)
-    writers = {condition: RecordWriter(folder / log_name(condition, shard)) for condition in conditions}
+    writers = {condition: RecordWriter(result.folder / log_name(condition, shard)) for condition in conditions}
     try:
         with tqdm(
             total=pending, desc=_describe(plan.id, request.model, shard), unit="answer", disable=not progress
@@ -303,8 +296,28 @@ def run_experiment(request: RunRequest, backend: Backend | None = None, progress
             writer.close()
     result.logs = [writer.path for writer in writers.values()]
     result.first_token_refused = reader.refusals()
-    result.summary = summarize(_all_records(folder, conditions), plan)
+    result.summary = summarize(_all_records(result.folder, conditions), plan)
     return result
+
+
+def _check_request(plan: Plan, request: RunRequest) -> None:
+    """Everything about a request that can be refused before a file is touched or a model loaded."""
+    check_limit(request.limit)
+    split_spec(request.model)
+    if plan.design.stimuli == CALIBRATION_EXPERIMENT:
+        check_calibration_design(plan)
+        if request.limit is not None:
+            raise ConvswapError(
+                f"--limit: {plan.id} names every swatch of its grid; a partial calibration means nothing"
+            )
+    if request.vocabulary is not None and not needs_vocabulary(plan):
+        raise ConvswapError(f"--vocabulary: {plan.id} ({plan.design.stimuli} stimuli) reads no color vocabulary")
+    if request.coco is not None and plan.design.stimuli != "coco":
+        raise ConvswapError(f"--coco: {plan.id} ({plan.design.stimuli} stimuli) reads no COCO photographs")
+    if plan.design.stimuli == "coco":
+        if request.coco is None:
+            raise ConvswapError(f"{plan.id} runs on COCO photographs: give the COCO folder with --coco DIR")
+        coco_annotations(request.coco)
 
 
 def _conditions(plan: Plan, asked: Sequence[str]) -> tuple[str, ...]:
@@ -314,17 +327,6 @@ def _conditions(plan: Plan, asked: Sequence[str]) -> tuple[str, ...]:
                 f"{plan.id} does not run the {condition} condition (its conditions: {', '.join(plan.design.conditions)})"
             )
     return tuple(c for c in plan.design.conditions if not asked or c in asked)
-
-
-def _check_sources(plan: Plan, request: RunRequest) -> None:
-    if request.vocabulary is not None and not needs_vocabulary(plan):
-        raise ConvswapError(f"--vocabulary: {plan.id} ({plan.design.stimuli} stimuli) reads no color vocabulary")
-    if request.coco is not None and plan.design.stimuli != "coco":
-        raise ConvswapError(f"--coco: {plan.id} ({plan.design.stimuli} stimuli) reads no COCO photographs")
-    if plan.design.stimuli == "coco":
-        if request.coco is None:
-            raise ConvswapError(f"{plan.id} runs on COCO photographs: give the COCO folder with --coco DIR")
-        coco_annotations(request.coco)
 
 
 def _backend_options(request: RunRequest, shard: tuple[int, int]) -> dict[str, Any]:
