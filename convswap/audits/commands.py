@@ -6,7 +6,15 @@ import argparse
 from pathlib import Path
 
 from convswap.audits.log_audit import audit_folder
+from convswap.audits.model_audit import DEFAULT_COLOR_WORDS, audit_model, default_alphabets, effective_budget
+from convswap.audits.model_report import format_model_audit
 from convswap.audits.report import format_report
+from convswap.calibration.vocabulary import load_vocabulary
+from convswap.core import ConvswapError
+from convswap.readout.base import DEFAULT_MAX_NEW_TOKENS
+from convswap.readout.registry import load_backend
+
+QUANTIZATIONS = ("4bit", "8bit")
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -30,6 +38,36 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     audit.add_argument("--seed", type=int, default=0, help="seed of the pairing-break shuffle (default 0)")
     audit.set_defaults(handler=run_audit)
 
+    model = subparsers.add_parser(
+        "audit-model",
+        help="before a model is scored: which readouts of which alphabets can be trusted",
+        description="Probe a model with known-answer prompts in every answer alphabet (integer labels 1-6, 1-9 and "
+        "1-16; color words) and judge each readout. First token: the surface of every variant, shared first "
+        "tokens, candidate mass and the top first tokens of each probe. Generate: greedy generation at the run's "
+        "token budget, parsed, with truncation counted. Prints one verdict per alphabet and readout (usable, or "
+        "refused with the reason); exits 0 when every alphabet has at least one usable readout, else 1.",
+    )
+    model.add_argument("--model", required=True, help="model spec: hf:<path or hub id>, openai:<model>, "
+                       "gemini:<model> or sim:<preset>")  # fmt: skip
+    model.add_argument("--quant", choices=QUANTIZATIONS, help="load a transformers model quantized by bitsandbytes")
+    model.add_argument("--dtype", help="weight dtype of a transformers model (e.g. bfloat16; default float32)")
+    model.add_argument(
+        "--vocabulary",
+        type=Path,
+        metavar="FILE",
+        help="the model's calibrated color vocabulary, whose words form the color alphabet "
+        f"(default: {', '.join(DEFAULT_COLOR_WORDS)})",
+    )
+    model.add_argument(
+        "--max-new-tokens",
+        type=int,
+        default=DEFAULT_MAX_NEW_TOKENS,
+        metavar="N",
+        help=f"generation budget to check, as `convswap run` generates (default {DEFAULT_MAX_NEW_TOKENS}; API "
+        "backends never send less than their own max_output_tokens)",
+    )
+    model.set_defaults(handler=run_audit_model)
+
 
 def run_audit(args: argparse.Namespace) -> int:
     records, results = audit_folder(args.logdir, args.vocabulary, seed=args.seed)
@@ -37,3 +75,19 @@ def run_audit(args: argparse.Namespace) -> int:
     failed = [result.name for result in results if not result.passed]
     print(f"\n{len(records)} records audited; " + (f"FAILED: {', '.join(failed)}" if failed else "every check passed"))
     return 1 if failed else 0
+
+
+def run_audit_model(args: argparse.Namespace) -> int:
+    if args.max_new_tokens < 1:
+        raise ConvswapError(f"--max-new-tokens must be at least 1, got {args.max_new_tokens}")
+    if args.vocabulary is not None:
+        alphabets = default_alphabets(load_vocabulary(args.vocabulary).words, f"vocabulary {args.vocabulary}")
+    else:
+        alphabets = default_alphabets()
+    options = {name: value for name, value in (("quant", args.quant), ("dtype", args.dtype)) if value}
+    backend = load_backend(args.model, **options)
+    audits = audit_model(backend, alphabets, args.max_new_tokens)
+    print(format_model_audit(backend.info(), effective_budget(backend, args.max_new_tokens), audits))
+    unusable = [audit.alphabet.name for audit in audits if not audit.usable]
+    print("\n" + (f"NO USABLE READOUT: {', '.join(unusable)}" if unusable else "every alphabet has a usable readout"))
+    return 1 if unusable else 0

@@ -28,7 +28,10 @@ Its tokenizer is a small greedy longest-match vocabulary of real token strings:
 single characters, digits as single tokens ("12" is "1" then "2"), " 0".." 9",
 every color word in four surfaces ("green", " green", "Green", " Green"), and a
 few fillers.  Logits put the answer's first token highest within the surface
-the preset emits, lower mass on the other candidates and other surfaces.
+the preset emits, lower mass on the other candidates and other surfaces.  A
+preset that reasons first (`Preset.reasoning_tokens`) spends that many hidden
+tokens of its budget before the answer, and its most probable first token is
+the reasoning's own (REASONING_FIRST).
 """
 
 from __future__ import annotations
@@ -57,6 +60,8 @@ UNKNOWN = "<unk>"
 ANSWER_LOGIT = 10.0  # the chosen answer's first token
 CANDIDATE_LOGIT = 5.0  # the other candidates, shifted by the log of their bias weight
 SHADOW_LOGIT = 3.0  # the answer spelled in surfaces the preset does not emit
+REASONING_LOGIT = 16.0  # a reasons-first preset's first token, far above any answer
+REASONING_FIRST = "The"
 GRAY_CHROMA = 8  # a pixel whose channels differ by at most this much is background
 
 
@@ -175,19 +180,24 @@ class SimulatedObserver(Backend):
             for candidate, weight in zip(candidates, self._bias(len(candidates)), strict=True):
                 row[self._first_token(candidate)] = CANDIDATE_LOGIT + math.log(weight)
             row[self._first_token(candidates[decision.first])] = ANSWER_LOGIT
+            if self.preset.reasoning_tokens:
+                row[self._first_token(REASONING_FIRST)] = REASONING_LOGIT
         return rows
 
     def generate(self, query: Query, max_new_tokens: int = DEFAULT_MAX_NEW_TOKENS) -> list[Generation]:
         generations = []
+        reasoning = self.preset.reasoning_tokens
         for prompt, decision in zip(query.prompts, self._decide(query), strict=True):
             tokens = self.encode(decision.spelled()[decision.generated])
-            kept = tokens[:max_new_tokens]
+            kept = tokens[: max(max_new_tokens - reasoning, 0)]
+            spent = min(reasoning, max_new_tokens)
             generations.append(
                 Generation(
                     text="".join(self.decode_token(t) for t in kept),
-                    finish_reason="stop" if len(tokens) <= max_new_tokens else "length",
+                    finish_reason="stop" if reasoning + len(tokens) <= max_new_tokens else "length",
                     prompt_tokens=len(self.encode(prompt.text)),
-                    completion_tokens=len(kept),
+                    completion_tokens=spent + len(kept),
+                    reasoning_tokens=spent if reasoning else None,
                 )
             )
         return generations

@@ -18,7 +18,12 @@ A preset says how the observer answers once it has perceived the stimulus
 - the surfaces it emits (bare "green" or " Green"; bare "3" or " 3");
 - hues: how it names a free-report swatch -- the word that begins at each
   start angle -- and hue_margin, the degrees either side of a boundary where
-  the name depends on the render, so that calibration discards those angles.
+  the name depends on the render, so that calibration discards those angles;
+- reasoning_tokens: how many tokens it reasons before answering, as reasoning
+  models do (hidden, as reasoning APIs return them: counted in the
+  generation's reasoning_tokens, absent from its text).  A token budget that
+  does not cover them stops at its length with an empty text, and its first
+  token is the reasoning's, so it has no first-token readout.
 
 The qualitative pattern of each "-like" preset follows the spec's findings for
 the model it is named after; the numbers are chosen to reproduce them roughly,
@@ -55,6 +60,7 @@ class Preset:
     digit_surface: str = "bare"
     hues: tuple[tuple[int, str], ...] = ()  # (start angle, word), ascending; empty: cannot name colors
     hue_margin: float = 0.0
+    reasoning_tokens: int = 0
 
     def __post_init__(self) -> None:
         for (task, convention, condition), reading in self.readings:
@@ -67,6 +73,8 @@ class Preset:
                 raise ConvswapError(f"{where}: a misreading needs units, one of {', '.join(UNITS)}")
         if any(w <= 0 for w in self.bias) or not 0 <= self.agreement <= 1:
             raise ConvswapError(f"preset {self.name!r}: bias weights must be positive and agreement in [0, 1]")
+        if self.reasoning_tokens < 0:
+            raise ConvswapError(f"preset {self.name!r}: reasoning_tokens must be at least 0")
         if self.word_surface not in SURFACES or self.digit_surface not in SURFACES:
             raise ConvswapError(f"preset {self.name!r}: surfaces must be among {', '.join(SURFACES)}")
         starts = [start for start, _ in self.hues]
@@ -189,6 +197,9 @@ QWEN25VL_HUES = ((22, "orange"), (72, "yellow"), (122, "green"), (188, "teal"), 
                  (347, "red"))  # fmt: skip
 SMOLVLM_HUES = ((28, "orange"), (68, "yellow"), (128, "green"), (198, "blue"), (268, "pink"), (338, "red"))
 
+# Reasons before answering: a budget of 8 tokens (spec section 8) returns nothing, the default of 16 the answer.
+REASONS_FIRST_TOKENS = 12
+
 NO_NOISE = tuple((condition, 0.0) for condition in CONDITIONS)
 
 PRESETS: dict[str, Preset] = {
@@ -200,6 +211,8 @@ PRESETS: dict[str, Preset] = {
                hues=QWEN25VL_HUES, hue_margin=6.0),
         Preset("smolvlm-like", SMOLVLM_LIKE, (("visible", 0.05), ("cached", 0.05)), bias=(1.5,), agreement=0.97,
                word_surface="space_capitalized", hues=SMOLVLM_HUES, hue_margin=8.0),
+        Preset("reasons-first", QWEN3VL_LIKE, (("visible", 0.02), ("cached", 0.03)), bias=(1.3, 1.1),
+               hues=QWEN3VL_HUES, hue_margin=6.0, reasoning_tokens=REASONS_FIRST_TOKENS),
         Preset("perfect", _everywhere(1.0), NO_NOISE, hues=QWEN3VL_HUES),
         Preset("blind", _everywhere(0.0), NO_NOISE),
     )
