@@ -24,6 +24,9 @@ def atomic_open(path: str | os.PathLike[str], mode: str = "w") -> Iterator[TextI
     except OSError as error:
         raise ConvswapError(f"cannot write to {folder}: {error.strerror}") from error
     try:
+        # mkstemp creates the file private (0600); the result should carry the
+        # permissions any other file written here would get.
+        os.fchmod(fd, 0o666 & ~_current_umask())
         with os.fdopen(fd, mode) as handle:
             yield handle
             handle.flush()
@@ -33,6 +36,12 @@ def atomic_open(path: str | os.PathLike[str], mode: str = "w") -> Iterator[TextI
         with contextlib.suppress(FileNotFoundError):
             os.unlink(tmp_name)
         raise
+
+
+def _current_umask() -> int:
+    mask = os.umask(0)
+    os.umask(mask)
+    return mask
 
 
 def atomic_write_text(path: str | os.PathLike[str], text: str) -> None:
