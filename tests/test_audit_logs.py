@@ -11,6 +11,7 @@ from audit_runs import audit, failing, run
 from convswap.analysis.loading import load_records
 from convswap.audits import checks
 from convswap.audits.held_out import find_vocabularies, held_out
+from convswap.audits.log_audit import audit_records
 from convswap.cli import main
 from convswap.core import ColorAnchor, Trial
 
@@ -19,13 +20,15 @@ MISPAIRED = {"pixels_mispaired", "normalized_mispaired", "hue_glossed_mispaired"
 
 @pytest.fixture(scope="module")
 def clean(tmp_path_factory, coco_annotations):
-    """Calibration, the color ladder (with enough trials for the pairing break), readership, synthetic and COCO."""
+    """Calibration, the color ladder (with enough trials for the pairing break), readership, synthetic, COCO on
+    3x3 and on 4x4 (whose labels 1-16 have no first-token readout, so they are generated and parsed)."""
     out = tmp_path_factory.mktemp("clean") / "runs"
     run("calibration", out)
     run("color_ladder", out, limit=20)
     run("color_readership", out, limit=6)
     run("synthetic_spatial", out, limit=6)
     run("coco_locate_identify", out, limit=6, coco=coco_annotations.parents[1])
+    run("coco_4x4", out, limit=6, coco=coco_annotations.parents[1])
     return out
 
 
@@ -54,6 +57,7 @@ def test_a_clean_run_passes_every_check(clean, records, capsys):
     assert rows["alphabet"][0] == sum(r.readout == "first_token" for r in records)
     assert rows["held-out"][0] == sum(r.task == "color" and r.trial["held_out"] for r in records)
     assert {r.task for r in records} == {"color", "locate", "identify"}
+    assert {r.readout for r in records} == {"first_token", "generate"}
     # The ladder's 20 trials and their crossover pairs give groups large enough to test.
     assert "color_ladder sim:qwen3vl-like visible label (K=6): shuffled accuracy" in report
     assert report.rstrip().endswith(f"{n} records audited; every check passed")
@@ -307,9 +311,9 @@ def test_a_parsed_word_at_another_slot_fails_index_space(records):
 
 
 def test_a_key_outside_the_options_fails_index_space(records):
-    record = one(records, convention="cell_name", task="locate")
-    result = checks.index_space([replace(record, keys={"target": 10})])
-    assert reasons(result) == ["target slot 10 is outside slots 1..9"]
+    record = one(records, experiment="coco_4x4", convention="cell_name")
+    result = checks.index_space([replace(record, keys={"target": 17})])
+    assert reasons(result) == ["target slot 17 is outside slots 1..16"]
 
 
 # --- held-out ----------------------------------------------------------------------------------------
@@ -337,6 +341,18 @@ def test_a_vocabulary_file_that_does_not_load_is_named(clean, records, tmp_path)
     (reason,) = reasons(result)
     assert reason.startswith(f"cannot verify: no vocabulary file for sim:qwen3vl-like; {broken} does not load: ")
     assert "stored 'held_out' does not follow from the recorded answers" in reason
+
+
+def test_garbled_records_fail_every_check_that_reads_them_without_stopping_the_audit(records, tmp_path):
+    record = one(records, convention="label", condition="visible")
+    garbled = [replace(record, trial={}), replace(record, generation={"text": "1"}), replace(record, convention="x")]
+    results = {result.name: result for result in audit_records(garbled, find_vocabularies(tmp_path), seed=0)}
+    assert reasons(results["prompt-target"])[0] == "record unreadable: KeyError: 'trial_id'"
+    assert reasons(results["relabel"]) == [
+        "record unreadable: TypeError: Generation.__init__() missing 1 required positional argument: 'finish_reason'",
+        "record unreadable: ConvswapError: unknown convention 'x'",
+    ]
+    assert results["derangement"].checked == 0
 
 
 # --- the command's refusals -------------------------------------------------------------------------

@@ -143,9 +143,10 @@ def test_the_reasons_first_preset_puts_its_first_token_on_its_reasoning():
 
 
 @pytest.fixture(scope="module")
-def tiny_smolvlm(tmp_path_factory):
+def tiny_smolvlm(tmp_path_factory, smolvlm_assets):
     """Every prompt's next token: "3" at logit 14, the leading space at 12, everything else 0."""
-    return build_tiny("smolvlm", tmp_path_factory.mktemp("audit_smolvlm"), edit=planting({THREE: 14.0, SPACE: 12.0}))
+    folder = tmp_path_factory.mktemp("audit_smolvlm")
+    return build_tiny("smolvlm", folder, edit=planting({THREE: 14.0, SPACE: 12.0}), tokenizers=smolvlm_assets.parent)
 
 
 def test_audit_model_on_a_transformers_model(capsys, tiny_smolvlm):

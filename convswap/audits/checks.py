@@ -91,7 +91,9 @@ def prompt_of(record: Record) -> Prompt:
 
 
 def is_mispaired(record: Record) -> bool:
-    return convention(record).gloss == "mispaired"
+    """Whether the record's convention is a mispaired gloss (an unknown convention fails the other checks)."""
+    known = CONVENTIONS.get(record.convention)
+    return known is not None and known.gloss == "mispaired"
 
 
 # --- prompt-target ---------------------------------------------------------------------------------
@@ -181,7 +183,7 @@ def pairing_break(records: Sequence[Record], seed: int = 0) -> CheckResult:
                 continue
             key = score_key(members[0])
             partners = rng.permutation(len(members))
-            hits = sum(score_answer(record.answer_slot, members[j].keys)[key]
+            hits = sum(score_answer(record.answer_slot, members[j].keys).get(key, False)
                        for record, j in zip(members, partners, strict=True))  # fmt: skip
             pvalue = binomtest(hits, len(members), 1 / k).pvalue
             line = f"{where}: shuffled accuracy {hits}/{len(members)} against chance 1/{k}, p = {pvalue:.3g}"
@@ -232,11 +234,11 @@ def truncation(records: Sequence[Record]) -> CheckResult:
     """
     result = per_record("truncation", "empty and length-stopped generations are counted apart, never as answers",
                         records, _truncation_problem, applies=lambda record: record.generation is not None)  # fmt: skip
-    stopped = [r for r in records if r.generation is not None and _is_cut_or_empty(generation_of(r))]
+    stopped = [r for r in records if _is_cut_or_empty(r.generation)]
     for (model, condition, convention_name), group in group_by(stopped, "model", "condition", "convention").items():
         statuses = Counter(record.parse_status for record in group)
-        length = sum(record.generation["finish_reason"] == "length" for record in group)
-        examples = "; ".join(repr(record.generation["text"]) for record in group[:TRUNCATED_SHOWN])
+        length = sum(record.generation.get("finish_reason") == "length" for record in group)
+        examples = "; ".join(repr(record.generation.get("text")) for record in group[:TRUNCATED_SHOWN])
         result.notes.append(
             f"{model} {condition} {convention_name}: {len(group)} empty or length-stopped ({length} at the token "
             f"budget), recorded as {dict(sorted(statuses.items()))}; texts: {examples}"
@@ -246,14 +248,17 @@ def truncation(records: Sequence[Record]) -> CheckResult:
     return result
 
 
-def _is_cut_or_empty(generation: Generation) -> bool:
-    return generation.finish_reason == "length" or not (generation.text or "").strip()
+def _is_cut_or_empty(generation: dict | None) -> bool:
+    """A stored generation that stopped at its budget or said nothing."""
+    if generation is None:
+        return False
+    return generation.get("finish_reason") == "length" or not str(generation.get("text") or "").strip()
 
 
 def _truncation_problem(record: Record) -> str | None:
-    generation = generation_of(record)
-    if not _is_cut_or_empty(generation):
+    if not _is_cut_or_empty(record.generation):
         return None
+    generation = generation_of(record)
     expected = parse_generation(generation, prompt_of(record))
     if expected.status in ("truncated", "empty") and record.parse_status != expected.status:
         return (f"a generation stopped by {generation.finish_reason!r} with text {generation.text!r} is recorded as "
