@@ -10,8 +10,7 @@ import pytest
 from api_servers import LoopbackServer, gemini_reply, openai_reply, question_of
 from audit_runs import audit, brown_vocabulary, failing, run
 from calibration_fakes import planted_mass
-from test_surfaces_tiny import planting
-from tiny_models import build_tiny
+from tiny_models import build_tiny, planting
 from transformers import AutoTokenizer
 
 from convswap.calibration.surfaces import Surface, first_token_ids, probe_image, variant_strings

@@ -4,8 +4,7 @@ from __future__ import annotations
 
 import pytest
 from runner_support import PLAN_DIR, SPATIAL, SPATIAL_CONVENTIONS, records_in, save_sim_vocabulary
-from test_surfaces_tiny import planting
-from tiny_models import build_tiny
+from tiny_models import build_tiny, planting
 from transformers import AutoTokenizer
 
 from convswap.experiments.runner import RunRequest, run_experiment

@@ -3,9 +3,8 @@
 from __future__ import annotations
 
 import pytest
-import torch
 from calibration_fakes import planted_mass
-from tiny_models import build_tiny
+from tiny_models import build_tiny, planting
 
 from convswap.calibration.surfaces import SurfaceRefused, first_token_ids, probe_query, resolve_surface, variant_strings
 from convswap.readout.first_token import first_token_readout
@@ -13,29 +12,6 @@ from convswap.readout.transformers_backend import TransformersBackend
 
 COLORS = ("red", "green", "blue")
 GREEN, BARE_GREEN, CAPITAL_GREEN = 4910, 9298, 15420  # " Green", "green", "Green" in SmolVLM's vocabulary
-
-
-def planting(logits: dict[int, float]):
-    """An edit after which every prompt's next-token logits are exactly `logits` (0 elsewhere).
-
-    With attention and MLP outputs zeroed and one embedding for every token, the
-    last position's final hidden state is the same vector z for any input; output
-    rows l * z / |z|^2 then give logit l.
-    """
-
-    def edit(model) -> None:
-        text = model.model.text_model
-        for layer in text.layers:
-            layer.self_attn.o_proj.weight.zero_()
-            layer.mlp.down_proj.weight.zero_()
-        embeddings = text.embed_tokens.weight
-        embeddings[:] = torch.linspace(-1.0, 1.0, embeddings.shape[1])
-        z = text.norm(embeddings[:1])[0]
-        model.lm_head.weight.zero_()
-        for token_id, logit in logits.items():
-            model.lm_head.weight[token_id] = logit * z / z.dot(z)
-
-    return edit
 
 
 def tiny_smolvlm(tmp_path_factory, logits: dict[int, float]) -> TransformersBackend:

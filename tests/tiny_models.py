@@ -291,3 +291,26 @@ def build_tiny(
     model.save_pretrained(path)
     processor.save_pretrained(path)
     return path
+
+
+def planting(logits: dict[int, float]) -> Callable[[PreTrainedModel], None]:
+    """A SmolVLM edit after which every prompt's next-token logits are exactly `logits` (0 elsewhere).
+
+    With attention and MLP outputs zeroed and one embedding for every token, the
+    last position's final hidden state is the same vector z for any input; output
+    rows l * z / |z|^2 then give logit l.
+    """
+
+    def edit(model) -> None:
+        text = model.model.text_model
+        for layer in text.layers:
+            layer.self_attn.o_proj.weight.zero_()
+            layer.mlp.down_proj.weight.zero_()
+        embeddings = text.embed_tokens.weight
+        embeddings[:] = torch.linspace(-1.0, 1.0, embeddings.shape[1])
+        z = text.norm(embeddings[:1])[0]
+        model.lm_head.weight.zero_()
+        for token_id, logit in logits.items():
+            model.lm_head.weight[token_id] = logit * z / z.dot(z)
+
+    return edit
