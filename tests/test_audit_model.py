@@ -17,7 +17,7 @@ from convswap.calibration.surfaces import Surface, first_token_ids, probe_image,
 from convswap.calibration.vocabulary import save_vocabulary
 from convswap.cli import main
 from convswap.core import Prompt
-from convswap.experiments import runner
+from convswap.experiments import reading
 from convswap.readout.base import Query
 from convswap.readout.registry import load_backend
 from convswap.readout.sim import ANSWER_LOGIT, CANDIDATE_LOGIT, SHADOW_LOGIT, SimTokenizer
@@ -192,7 +192,7 @@ def test_labels_sharing_a_first_token_are_caught_in_a_run(capsys, tiny_smolvlm, 
 
     status, report, rows = audit(capsys, spatial(tmp_path / "measured"))
     assert status == 0, report
-    monkeypatch.setattr(runner, "resolve_surface", assume_spaced)
+    monkeypatch.setattr(reading, "resolve_surface", assume_spaced)
     status, report, rows = audit(capsys, spatial(tmp_path / "assumed"))
     assert status == 1
     assert failing(rows) == {"alphabet"}

@@ -20,7 +20,7 @@ from convswap.calibration.surfaces import Surface, first_token_ids
 from convswap.calibration.vocabulary import HeldOut, save_vocabulary
 from convswap.conventions import render
 from convswap.core import Parsed
-from convswap.experiments import runner
+from convswap.experiments import reading, runner
 from convswap.readout.base import Query
 from convswap.readout.parse import parse_answer
 from convswap.readout.sim import SimulatedObserver
@@ -62,7 +62,7 @@ def test_the_wrong_token_surface_is_caught_by_the_alphabet_check(out, capsys, mo
     measured = readership(out / "measured", model="sim:smolvlm-like")
     assert audit(capsys, measured)[0] == 0
 
-    monkeypatch.setattr(runner, "resolve_surface", assume_bare)
+    monkeypatch.setattr(reading, "resolve_surface", assume_bare)
     status, report, rows = audit(capsys, readership(out / "assumed", model="sim:smolvlm-like"))
     assert status == 1
     assert failing(rows) == {"alphabet"}
@@ -157,7 +157,7 @@ def test_output_truncated_before_the_answer_is_caught(out, capsys, monkeypatch):
             f"recorded as {{'truncated': {LIMIT}}}; texts: ''; ''; ''"
         ) in report
 
-    monkeypatch.setattr(runner, "parse_generation", parse_ignoring_budget)
+    monkeypatch.setattr(reading, "parse_generation", parse_ignoring_budget)
     status, report, rows = audit(capsys, readership(out / "silent", "sim:reasons-first", backend))
     assert status == 1
     assert failing(rows) == {"relabel", "truncation"}

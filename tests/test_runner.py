@@ -23,13 +23,8 @@ from convswap import __version__
 from convswap.cli import main
 from convswap.core import ConvswapError, Generation, ImageSpec
 from convswap.experiments.logs import read_expected
-from convswap.experiments.runner import (
-    ACKNOWLEDGEMENT,
-    MEMORIZE_INSTRUCTION,
-    RunRequest,
-    run_experiment,
-    vocabulary_path,
-)
+from convswap.experiments.runner import RunRequest, run_experiment, vocabulary_path
+from convswap.readout.base import ACKNOWLEDGEMENT, MEMORIZE_INSTRUCTION
 from convswap.readout.sim import SimulatedObserver
 from convswap.readout.sim_presets import get_preset
 from convswap.stimuli.render import render_image

@@ -21,8 +21,7 @@ from convswap.analysis.loading import group_by, score_key
 from convswap.audits.prompt_text import PromptUnreadable, question_position, read_options, referent_of, split_gloss
 from convswap.conventions.render import CONVENTIONS, Convention
 from convswap.core import ConvswapError, Generation, Prompt, Record, Trial, score_answer
-from convswap.experiments.runner import parse_generation
-from convswap.readout.parse import normalize_word
+from convswap.readout.parse import normalize_word, parse_generation
 
 MIN_CANDIDATE_MASS = 0.5
 # Each (experiment, model, condition, convention) group is one binomial test; at this level a clean run of

@@ -13,23 +13,7 @@ A run
    the units already on disk, so a run killed at any moment and started again
    ends with every unit exactly once.
 
-Readouts.  A logit backend gets a first-token readout when the plan's readout
-is `first_token` or `both` and the prompt's alphabet has a resolved surface;
-an alphabet without one (`NoFirstTokenReadout`, `SurfaceRefused`) records the
-reason in `first_token_refused` and is generated and parsed instead.  A
-generation is made when the plan's readout is `generate` or `both`, when the
-backend has no logits, or when the first token was refused.  `readout` names the
-readout the record is scored on: `first_token` whenever one exists, else
-`generate`.
-
-Scoring.  `answer_slot` is the first-token slot (readout `first_token`) or the
-parsed slot; `correct[key]` is whether it equals each of the prompt's keys.  A
-generation that does not parse is not scored: `answer_slot` is None, every
-`correct` entry is False, and `parse_status` says why, so an analysis tells a
-parse failure (answer_slot None) from a wrong answer (answer_slot set, correct
-False).  `parse_status` is the generation's status when a generation was made
-(a generation stopped by a content filter is `refused`, whatever its text), and
-`ok` for a first-token-only record, whose restricted argmax always names a slot.
+How each query is read and scored is `convswap.experiments.reading`'s.
 
 Color experiments read the model's calibrated vocabulary: `--vocabulary FILE`,
 else `<out>/calibration/<model-slug>/vocabulary.json`, which is calibrated
@@ -38,19 +22,14 @@ else `<out>/calibration/<model-slug>/vocabulary.json`, which is calibrated
 
 from __future__ import annotations
 
-import os
 import tempfile
 from collections.abc import Iterable, Sequence
-from dataclasses import asdict, dataclass, field, replace
-from datetime import UTC, datetime
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from tqdm import tqdm
 
-from convswap import __version__
-from convswap.analysis.stats import Accuracy, accuracy
-from convswap.calibration.surfaces import NoFirstTokenReadout, Surface, SurfaceRefused, probe_query, resolve_surface
 from convswap.calibration.vocabulary import (
     HELD_OUT_CLEARANCE,
     HELD_OUT_FAR,
@@ -62,7 +41,8 @@ from convswap.calibration.vocabulary import (
     save_vocabulary,
 )
 from convswap.conventions import CONVENTIONS, render
-from convswap.core import ConvswapError, FirstTokenReadout, Generation, Parsed, Prompt, Record, Trial
+from convswap.core import ConvswapError, Prompt, Trial
+from convswap.experiments.launcher import launcher_shard, local_rank
 from convswap.experiments.ledger import Ledger
 from convswap.experiments.logs import (
     Expected,
@@ -76,6 +56,8 @@ from convswap.experiments.logs import (
     write_expected,
 )
 from convswap.experiments.plan import Plan, default_plan_dir, find_experiment, load_plan
+from convswap.experiments.reading import Reader, RecordContext
+from convswap.experiments.summary import ConventionSummary, all_records, summarize
 from convswap.experiments.trials import (
     Sources,
     build_trials,
@@ -84,9 +66,7 @@ from convswap.experiments.trials import (
     needs_vocabulary,
     shard_trials,
 )
-from convswap.readout.base import ACKNOWLEDGEMENT, MEMORIZE_INSTRUCTION, Backend, Query
-from convswap.readout.first_token import first_token_readout
-from convswap.readout.parse import parse_answer
+from convswap.readout.base import Backend, Query
 from convswap.readout.registry import load_backend, split_spec
 from convswap.stimuli.arrays import SWATCH_GRID_STEP, SWATCH_PLACEMENTS
 from convswap.stimuli.render import image_sha256, render_image
@@ -94,14 +74,6 @@ from convswap.stimuli.render import image_sha256, render_image
 DEFAULT_OUT = Path("runs")
 CALIBRATION_EXPERIMENT = "calibration"
 VOCABULARY_NAME = "vocabulary.json"
-
-# Finish reasons of a generation stopped by the provider's content policy (OpenAI's
-# content_filter; Gemini's reasons, lower-cased, and blocked_<reason> for a blocked prompt).
-REFUSAL_FINISH_REASONS = frozenset(
-    {"content_filter", "safety", "recitation", "blocklist", "prohibited_content", "spii", "image_safety",
-     "image_prohibited_content", "image_recitation"}
-)  # fmt: skip
-BLOCKED_PREFIX = "blocked_"
 
 
 @dataclass(frozen=True)
@@ -121,24 +93,6 @@ class RunRequest:
     shard: tuple[int, int] | None = None  # None: from the launcher's environment
 
 
-@dataclass(frozen=True)
-class ConventionSummary:
-    condition: str
-    task: str
-    convention: str
-    records: int
-    accuracy: Accuracy
-    readouts: tuple[str, ...]
-
-    @property
-    def refused(self) -> int:
-        return self.accuracy.unscored.get("refused", 0)
-
-    @property
-    def parse_failures(self) -> int:
-        return self.accuracy.unscored_total - self.refused
-
-
 @dataclass
 class RunResult:
     plan: Plan
@@ -151,33 +105,6 @@ class RunResult:
     vocabulary: Path | None = None
     summary: list[ConventionSummary] = field(default_factory=list)
     first_token_refused: dict[tuple[str, ...], str] = field(default_factory=dict)
-
-
-# The variables `accelerate launch` leaves for each process (torchrun's, then MPI's), read directly:
-# accelerate's own reader imports torch, which a simulated or API run never needs.
-RANK_VARIABLES = ("RANK", "PMI_RANK", "OMPI_COMM_WORLD_RANK", "MV2_COMM_WORLD_RANK")
-WORLD_SIZE_VARIABLES = ("WORLD_SIZE", "PMI_SIZE", "OMPI_COMM_WORLD_SIZE", "MV2_COMM_WORLD_SIZE")
-LOCAL_RANK_VARIABLES = ("LOCAL_RANK", "MPI_LOCALRANKID", "OMPI_COMM_WORLD_LOCAL_RANK", "MV2_COMM_WORLD_LOCAL_RANK")
-
-
-def _int_from_env(names: Sequence[str], default: int) -> int:
-    for name in names:
-        value = os.environ.get(name)
-        if value is not None:
-            try:
-                return int(value)
-            except ValueError as error:
-                raise ConvswapError(f"environment variable {name}={value!r} is not an integer") from error
-    return default
-
-
-def launcher_shard() -> tuple[int, int]:
-    """(process index, process count) as `accelerate launch` sets them; (0, 1) for a plain run."""
-    return _int_from_env(RANK_VARIABLES, 0), _int_from_env(WORLD_SIZE_VARIABLES, 1)
-
-
-def local_rank() -> int:
-    return _int_from_env(LOCAL_RANK_VARIABLES, 0)
 
 
 def registered_plan(plan_dir: Path | None, experiment: str) -> tuple[Plan, str]:
@@ -277,7 +204,7 @@ def run_experiment(request: RunRequest, backend: Backend | None = None, progress
     work = _pending(plan, request.model, mine, conditions, done)
     pending = sum(len(prompts) for _, asks in work for _, prompts in asks)
     result.already_done = _unit_count(plan, mine, conditions) - pending
-    reader = _Reader(backend, plan.design.readout)
+    reader = Reader(backend, plan.design.readout)
     writers = {condition: RecordWriter(result.folder / log_name(condition, shard)) for condition in conditions}
     try:
         with tqdm(
@@ -285,7 +212,9 @@ def run_experiment(request: RunRequest, backend: Backend | None = None, progress
         ) as bar:
             for trial, asks in work:
                 image = render_image(trial.image)
-                context = _RecordContext(plan, plan_hash, request, backend, shard, image_sha256(image))
+                context = RecordContext(
+                    plan, plan_hash, request.model, request.quant, backend, shard, image_sha256(image)
+                )
                 for condition, prompts in asks:
                     for record in reader.read(Query(image, tuple(prompts), condition, trial), context):
                         writers[condition].write(record)
@@ -296,7 +225,7 @@ def run_experiment(request: RunRequest, backend: Backend | None = None, progress
             writer.close()
     result.logs = [writer.path for writer in writers.values()]
     result.first_token_refused = reader.refusals()
-    result.summary = summarize(_all_records(result.folder, conditions), plan)
+    result.summary = summarize(all_records(result.folder, conditions), plan)
     return result
 
 
@@ -433,148 +362,3 @@ def _unit_count(plan: Plan, trials: Iterable[Trial], conditions: Sequence[str]) 
 def _describe(experiment: str, model: str, shard: tuple[int, int]) -> str:
     index, count = shard
     return f"{experiment} {model}" + (f" shard {index + 1}/{count}" if count > 1 else "")
-
-
-@dataclass(frozen=True)
-class _RecordContext:
-    plan: Plan
-    plan_hash: str
-    request: RunRequest
-    backend: Backend
-    shard: tuple[int, int]
-    image_sha256: str
-
-
-class _Reader:
-    """Both readouts of one query, with each alphabet's surface resolved once per run."""
-
-    def __init__(self, backend: Backend, readout: str) -> None:
-        self.backend = backend
-        self.want_first_token = backend.has_logits and readout in ("first_token", "both")
-        self.want_generation = readout in ("generate", "both") or not backend.has_logits
-        self._surfaces: dict[tuple[str, ...], Surface | str] = {}
-
-    def refusals(self) -> dict[tuple[str, ...], str]:
-        return {alphabet: found for alphabet, found in self._surfaces.items() if isinstance(found, str)}
-
-    def surface(self, prompt: Prompt) -> Surface | str:
-        """The prompt's surface in its own slot order, or why its alphabet has no first-token readout."""
-        canonical = prompt.alphabet if prompt.output == "integer" else tuple(sorted(prompt.alphabet))
-        if canonical not in self._surfaces:
-            try:
-                probes = [probe_query(canonical, prompt.output)]
-                self._surfaces[canonical] = resolve_surface(self.backend, canonical, probes)
-            except (NoFirstTokenReadout, SurfaceRefused) as refusal:
-                self._surfaces[canonical] = str(refusal)
-        found = self._surfaces[canonical]
-        if isinstance(found, str) or found.alphabet == prompt.alphabet:
-            return found
-        token_of = dict(zip(found.alphabet, found.token_ids, strict=True))
-        return replace(found, alphabet=prompt.alphabet, token_ids=tuple(token_of[a] for a in prompt.alphabet))
-
-    def read(self, query: Query, context: _RecordContext) -> list[Record]:
-        surfaces = [self.surface(p) if self.want_first_token else None for p in query.prompts]
-        first_tokens: list[FirstTokenReadout | None] = [None] * len(query.prompts)
-        if any(isinstance(s, Surface) for s in surfaces):
-            logits = self.backend.next_token_logits(query)
-            for i, surface in enumerate(surfaces):
-                if isinstance(surface, Surface):
-                    first_tokens[i] = first_token_readout(logits[i], surface, self.backend.decode_token)
-        generations: list[Generation | None] = [None] * len(query.prompts)
-        asked = [i for i, s in enumerate(surfaces) if self.want_generation or isinstance(s, str)]
-        if asked:
-            answers = self.backend.generate(replace(query, prompts=tuple(query.prompts[i] for i in asked)))
-            for i, generation in zip(asked, answers, strict=True):
-                generations[i] = generation
-        return [
-            _record(context, query, prompt, first_token, surface, generation)
-            for prompt, first_token, surface, generation in zip(
-                query.prompts, first_tokens, surfaces, generations, strict=True
-            )
-        ]
-
-
-def parse_generation(generation: Generation, prompt: Prompt) -> Parsed:
-    """The parser's verdict, except that a generation stopped by a content policy is `refused`."""
-    reason = generation.finish_reason
-    if reason in REFUSAL_FINISH_REASONS or reason.startswith(BLOCKED_PREFIX):
-        return Parsed(None, "refused")
-    return parse_answer(generation, prompt)
-
-
-def _record(
-    context: _RecordContext,
-    query: Query,
-    prompt: Prompt,
-    first_token: FirstTokenReadout | None,
-    surface: Surface | str | None,
-    generation: Generation | None,
-) -> Record:
-    parsed = parse_generation(generation, prompt) if generation is not None else None
-    answer_slot = first_token.slot if first_token is not None else parsed.slot
-    info = context.backend.info()
-    cached = query.condition == "cached"
-    extra: dict[str, Any] = {}
-    if cached:
-        extra["memorize_instruction"] = MEMORIZE_INSTRUCTION
-    if isinstance(surface, Surface):
-        extra["surface"] = surface.to_json()
-    return Record(
-        experiment=context.plan.id,
-        plan_hash=context.plan_hash,
-        package_version=__version__,
-        model=context.request.model,
-        model_revision=info.revision,
-        quant=context.request.quant,
-        backend=info.backend,
-        condition=query.condition,
-        convention=prompt.convention,
-        task=prompt.task,
-        trial_id=prompt.trial_id,
-        referents=query.trial.referents,
-        slots=prompt.slots,
-        glosses=prompt.glosses,
-        keys=dict(prompt.keys),
-        prompt=prompt.text,
-        prompt_sha256=prompt.sha256,
-        acknowledgement=ACKNOWLEDGEMENT if cached else None,
-        image_sha256=context.image_sha256,
-        alphabet=prompt.alphabet,
-        readout="first_token" if first_token is not None else "generate",
-        first_token=asdict(first_token) if first_token is not None else None,
-        first_token_refused=surface if isinstance(surface, str) else None,
-        generation=asdict(generation) if generation is not None else None,
-        parsed_slot=parsed.slot if parsed is not None else None,
-        parse_status=parsed.status if parsed is not None else "ok",
-        answer_slot=answer_slot,
-        correct={key: answer_slot is not None and answer_slot == slot for key, slot in prompt.keys},
-        trial=query.trial.to_json(),
-        timestamp=datetime.now(UTC).isoformat(timespec="milliseconds"),
-        shard=context.shard,
-        extra=extra,
-    )
-
-
-def _all_records(folder: Path, conditions: Sequence[str]) -> list[Record]:
-    """Every record of the folder in these conditions, from every process's log, each unit once."""
-    records: dict[Unit, Record] = {}
-    for condition in conditions:
-        for path in log_files(folder, condition):
-            for record in read_records(path):
-                records.setdefault(record.unit, record)
-    return list(records.values())
-
-
-def summarize(records: Iterable[Record], plan: Plan) -> list[ConventionSummary]:
-    """Accuracy, parse failures and refusals per condition, task and convention, in the plan's order."""
-    groups: dict[tuple[str, str, str], list[Record]] = {}
-    for record in records:
-        groups.setdefault((record.condition, record.task, record.convention), []).append(record)
-    design = plan.design
-    order = [(c, t, v) for c in design.conditions for t in design.tasks for v in design.conventions]
-    return [
-        ConventionSummary(*unit, len(group), accuracy(group), tuple(sorted({r.readout for r in group})))
-        for unit, group in sorted(
-            groups.items(), key=lambda item: order.index(item[0]) if item[0] in order else len(order)
-        )
-    ]

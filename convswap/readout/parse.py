@@ -130,3 +130,20 @@ def parse_answer(generation: Generation, prompt: Prompt) -> Parsed:
     if slot is not None and (complete or not length_stop):
         return Parsed(slot, "ok")
     return Parsed(None, "truncated" if length_stop else "unparseable")
+
+
+# Finish reasons of a generation stopped by the provider's content policy (OpenAI's
+# content_filter; Gemini's reasons, lower-cased, and blocked_<reason> for a blocked prompt).
+REFUSAL_FINISH_REASONS = frozenset(
+    {"content_filter", "safety", "recitation", "blocklist", "prohibited_content", "spii", "image_safety",
+     "image_prohibited_content", "image_recitation"}
+)  # fmt: skip
+BLOCKED_PREFIX = "blocked_"
+
+
+def parse_generation(generation: Generation, prompt: Prompt) -> Parsed:
+    """The parser's verdict on a whole generation: one stopped by a content policy is `refused`, whatever its text."""
+    reason = generation.finish_reason
+    if reason in REFUSAL_FINISH_REASONS or reason.startswith(BLOCKED_PREFIX):
+        return Parsed(None, "refused")
+    return parse_answer(generation, prompt)

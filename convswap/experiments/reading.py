@@ -1,0 +1,147 @@
+"""Reading a model: both readouts of one query, each alphabet's surface resolved once, one record per prompt.
+
+Readouts.  A logit backend gets a first-token readout when the plan's readout
+is `first_token` or `both` and the prompt's alphabet has a resolved surface;
+an alphabet without one (`NoFirstTokenReadout`, `SurfaceRefused`) records the
+reason in `first_token_refused` and is generated and parsed instead.  A
+generation is made when the plan's readout is `generate` or `both`, when the
+backend has no logits, or when the first token was refused.  `readout` names the
+readout the record is scored on: `first_token` whenever one exists, else
+`generate`.
+
+Scoring.  `answer_slot` is the first-token slot (readout `first_token`) or the
+parsed slot; `correct[key]` is whether it equals each of the prompt's keys.  A
+generation that does not parse is not scored: `answer_slot` is None, every
+`correct` entry is False, and `parse_status` says why, so an analysis tells a
+parse failure (answer_slot None) from a wrong answer (answer_slot set, correct
+False).  `parse_status` is the generation's status when a generation was made
+(a generation stopped by a content filter is `refused`, whatever its text), and
+`ok` for a first-token-only record, whose restricted argmax always names a slot.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, replace
+from datetime import UTC, datetime
+from typing import Any
+
+from convswap import __version__
+from convswap.calibration.surfaces import NoFirstTokenReadout, Surface, SurfaceRefused, probe_query, resolve_surface
+from convswap.core import FirstTokenReadout, Generation, Prompt, Record, score_answer
+from convswap.experiments.plan import Plan
+from convswap.readout.base import ACKNOWLEDGEMENT, MEMORIZE_INSTRUCTION, Backend, Query
+from convswap.readout.first_token import first_token_readout
+from convswap.readout.parse import parse_generation
+
+
+@dataclass(frozen=True)
+class RecordContext:
+    plan: Plan
+    plan_hash: str
+    model: str
+    quant: str | None
+    backend: Backend
+    shard: tuple[int, int]
+    image_sha256: str
+
+
+class Reader:
+    """Both readouts of one query, with each alphabet's surface resolved once per run."""
+
+    def __init__(self, backend: Backend, readout: str) -> None:
+        self.backend = backend
+        self.want_first_token = backend.has_logits and readout in ("first_token", "both")
+        self.want_generation = readout in ("generate", "both") or not backend.has_logits
+        self._surfaces: dict[tuple[str, ...], Surface | str] = {}
+
+    def refusals(self) -> dict[tuple[str, ...], str]:
+        return {alphabet: found for alphabet, found in self._surfaces.items() if isinstance(found, str)}
+
+    def surface(self, prompt: Prompt) -> Surface | str:
+        """The prompt's surface in its own slot order, or why its alphabet has no first-token readout."""
+        canonical = prompt.alphabet if prompt.output == "integer" else tuple(sorted(prompt.alphabet))
+        if canonical not in self._surfaces:
+            try:
+                probes = [probe_query(canonical, prompt.output)]
+                self._surfaces[canonical] = resolve_surface(self.backend, canonical, probes)
+            except (NoFirstTokenReadout, SurfaceRefused) as refusal:
+                self._surfaces[canonical] = str(refusal)
+        found = self._surfaces[canonical]
+        if isinstance(found, str) or found.alphabet == prompt.alphabet:
+            return found
+        token_of = dict(zip(found.alphabet, found.token_ids, strict=True))
+        return replace(found, alphabet=prompt.alphabet, token_ids=tuple(token_of[a] for a in prompt.alphabet))
+
+    def read(self, query: Query, context: RecordContext) -> list[Record]:
+        surfaces = [self.surface(p) if self.want_first_token else None for p in query.prompts]
+        first_tokens: list[FirstTokenReadout | None] = [None] * len(query.prompts)
+        if any(isinstance(s, Surface) for s in surfaces):
+            logits = self.backend.next_token_logits(query)
+            for i, surface in enumerate(surfaces):
+                if isinstance(surface, Surface):
+                    first_tokens[i] = first_token_readout(logits[i], surface, self.backend.decode_token)
+        generations: list[Generation | None] = [None] * len(query.prompts)
+        asked = [i for i, s in enumerate(surfaces) if self.want_generation or isinstance(s, str)]
+        if asked:
+            answers = self.backend.generate(replace(query, prompts=tuple(query.prompts[i] for i in asked)))
+            for i, generation in zip(asked, answers, strict=True):
+                generations[i] = generation
+        return [
+            build_record(context, query, prompt, first_token, surface, generation)
+            for prompt, first_token, surface, generation in zip(
+                query.prompts, first_tokens, surfaces, generations, strict=True
+            )
+        ]
+
+
+def build_record(
+    context: RecordContext,
+    query: Query,
+    prompt: Prompt,
+    first_token: FirstTokenReadout | None,
+    surface: Surface | str | None,
+    generation: Generation | None,
+) -> Record:
+    parsed = parse_generation(generation, prompt) if generation is not None else None
+    answer_slot = first_token.slot if first_token is not None else parsed.slot
+    info = context.backend.info()
+    cached = query.condition == "cached"
+    extra: dict[str, Any] = {}
+    if cached:
+        extra["memorize_instruction"] = MEMORIZE_INSTRUCTION
+    if isinstance(surface, Surface):
+        extra["surface"] = surface.to_json()
+    return Record(
+        experiment=context.plan.id,
+        plan_hash=context.plan_hash,
+        package_version=__version__,
+        model=context.model,
+        model_revision=info.revision,
+        quant=context.quant,
+        backend=info.backend,
+        condition=query.condition,
+        convention=prompt.convention,
+        task=prompt.task,
+        trial_id=prompt.trial_id,
+        referents=query.trial.referents,
+        slots=prompt.slots,
+        glosses=prompt.glosses,
+        keys=dict(prompt.keys),
+        prompt=prompt.text,
+        prompt_sha256=prompt.sha256,
+        acknowledgement=ACKNOWLEDGEMENT if cached else None,
+        image_sha256=context.image_sha256,
+        alphabet=prompt.alphabet,
+        readout="first_token" if first_token is not None else "generate",
+        first_token=asdict(first_token) if first_token is not None else None,
+        first_token_refused=surface if isinstance(surface, str) else None,
+        generation=asdict(generation) if generation is not None else None,
+        parsed_slot=parsed.slot if parsed is not None else None,
+        parse_status=parsed.status if parsed is not None else "ok",
+        answer_slot=answer_slot,
+        correct=score_answer(answer_slot, dict(prompt.keys)),
+        trial=query.trial.to_json(),
+        timestamp=datetime.now(UTC).isoformat(timespec="milliseconds"),
+        shard=context.shard,
+        extra=extra,
+    )

@@ -1,0 +1,55 @@
+"""The end-of-run summary: accuracy, parse failures and refusals per condition, task and convention."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+from convswap.analysis.stats import Accuracy, accuracy
+from convswap.core import Record
+from convswap.experiments.logs import Unit, log_files, read_records
+from convswap.experiments.plan import Plan
+
+
+@dataclass(frozen=True)
+class ConventionSummary:
+    condition: str
+    task: str
+    convention: str
+    records: int
+    accuracy: Accuracy
+    readouts: tuple[str, ...]
+
+    @property
+    def refused(self) -> int:
+        return self.accuracy.unscored.get("refused", 0)
+
+    @property
+    def parse_failures(self) -> int:
+        return self.accuracy.unscored_total - self.refused
+
+
+def all_records(folder: Path, conditions: Sequence[str]) -> list[Record]:
+    """Every record of the folder in these conditions, from every process's log, each unit once."""
+    records: dict[Unit, Record] = {}
+    for condition in conditions:
+        for path in log_files(folder, condition):
+            for record in read_records(path):
+                records.setdefault(record.unit, record)
+    return list(records.values())
+
+
+def summarize(records: Iterable[Record], plan: Plan) -> list[ConventionSummary]:
+    """Accuracy, parse failures and refusals per condition, task and convention, in the plan's order."""
+    groups: dict[tuple[str, str, str], list[Record]] = {}
+    for record in records:
+        groups.setdefault((record.condition, record.task, record.convention), []).append(record)
+    design = plan.design
+    order = [(c, t, v) for c in design.conditions for t in design.tasks for v in design.conventions]
+    return [
+        ConventionSummary(*unit, len(group), accuracy(group), tuple(sorted({r.readout for r in group})))
+        for unit, group in sorted(
+            groups.items(), key=lambda item: order.index(item[0]) if item[0] in order else len(order)
+        )
+    ]
