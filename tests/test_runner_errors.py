@@ -100,11 +100,22 @@ def test_a_log_from_another_plan_version_is_refused_and_left_alone(tmp_path, voc
     assert tree(tmp_path) == before
 
 
-def test_a_log_drawn_from_another_vocabulary_is_refused(tmp_path, vocabulary):
+def test_the_vocabulary_given_is_kept_with_the_logs(tmp_path, vocabulary):
+    run_experiment(spatial_request(tmp_path / "out", vocabulary, limit=1), progress=False)
+    kept = tmp_path / "out" / "calibration" / "sim-qwen3vl-like" / "vocabulary.json"
+    assert kept.read_bytes() == vocabulary.read_bytes()
+
+
+def test_another_vocabulary_for_the_same_logs_is_refused(tmp_path, vocabulary):
     run_experiment(spatial_request(tmp_path, vocabulary, limit=1), progress=False)
     other = save_sim_vocabulary(tmp_path / "other.vocab.json", "qwen25vl-like")
     log = tmp_path / SPATIAL / "sim-qwen3vl-like" / "visible.jsonl"
+    kept = tmp_path / "calibration" / "sim-qwen3vl-like" / "vocabulary.json"
     before = log.read_bytes()
+    refused(spatial_request(tmp_path, other, limit=1), f"--vocabulary {other} differs from {kept}")
+    assert log.read_bytes() == before
+    # Without the kept copy, the trials themselves show the logs were drawn from another vocabulary.
+    kept.unlink()
     refused(
         spatial_request(tmp_path, other, limit=1),
         f"{log}: trial spatial-0-0 was run on other stimuli than this run draws",

@@ -15,9 +15,11 @@ A run
 
 How each query is read and scored is `convswap.experiments.reading`'s.
 
-Color experiments read the model's calibrated vocabulary: `--vocabulary FILE`,
-else `<out>/calibration/<model-slug>/vocabulary.json`, which is calibrated
-(the registered `calibration` experiment) and written there when missing.
+Color experiments read the model's calibrated vocabulary from
+`<out>/calibration/<model-slug>/vocabulary.json`: copied there from
+`--vocabulary FILE` when given, else calibrated (the registered `calibration`
+experiment) and written there when missing.  Either way the logs carry the
+vocabulary that drew their stimuli.
 """
 
 from __future__ import annotations
@@ -186,14 +188,17 @@ def run_experiment(request: RunRequest, backend: Backend | None = None, progress
     vocabulary = load_vocabulary(request.vocabulary) if request.vocabulary is not None else None
     out = prepare_out(request.out)
     check_plan_versions(out / plan.id, plan_hash)
+    if vocabulary is not None:
+        _check_kept_vocabulary(vocabulary, out, request)
     if backend is None:
         backend = load_backend(request.model, **_backend_options(request, shard))
     if plan.design.stimuli == CALIBRATION_EXPERIMENT:
         path, _ = _calibrated(backend, out, request, shard, plan.id)
         return RunResult(plan, plan_hash, path.parent, shard, vocabulary=path)
     result = RunResult(plan, plan_hash, model_folder(out, plan.id, request.model, request.quant), shard)
-    result.vocabulary = request.vocabulary
-    if needs_vocabulary(plan) and vocabulary is None:
+    if vocabulary is not None:
+        result.vocabulary = _keep_with_logs(vocabulary, out, request)
+    elif needs_vocabulary(plan):
         result.vocabulary, vocabulary = _calibrated(backend, out, request, shard, plan.id)
     trials = build_trials(plan, Sources(vocabulary, request.coco), request.limit)
     _mkdir(result.folder)
@@ -289,6 +294,26 @@ def _calibrated(
     _mkdir(path.parent)
     save_vocabulary(path, vocabulary)
     return path, vocabulary
+
+
+def _check_kept_vocabulary(vocabulary: Vocabulary, out: Path, request: RunRequest) -> None:
+    """Refuse a --vocabulary that differs from the one this output folder's runs of the model already used."""
+    path = vocabulary_path(out, request.model, request.quant)
+    if path.exists() and load_vocabulary(path).to_json() != vocabulary.to_json():
+        raise ConvswapError(
+            f"--vocabulary {request.vocabulary} differs from {path}, the vocabulary this output folder's runs "
+            "of the model already used; write this run to another --out"
+        )
+
+
+def _keep_with_logs(vocabulary: Vocabulary, out: Path, request: RunRequest) -> Path:
+    """Copy a --vocabulary to the model's vocabulary path under OUT, so that the logs carry what drew their
+    stimuli (the tables and the held-out audit read it there)."""
+    path = vocabulary_path(out, request.model, request.quant)
+    if not path.exists():
+        _mkdir(path.parent)
+        save_vocabulary(path, vocabulary)
+    return path
 
 
 def _expected(plan: Plan, plan_hash: str, request: RunRequest, condition: str, trials: list[Trial]) -> Expected:
