@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import subprocess
 import sys
@@ -154,11 +155,24 @@ def test_reproduce_regenerates_the_tables_and_checks_the_manuscript(tmp_path):
     done = run_reproduce(str(logdir), str(paper), str(out))
     assert done.returncode == 0, done.stderr
     assert (out / "table2_coco.csv").is_file()
+    assert "every check passed" in done.stdout
     assert "all 2 decimal numbers" in done.stdout
     paper.write_text("Cell names score 68.5%.\n")
     failed = run_reproduce(str(logdir), str(paper), str(out))
     assert failed.returncode == 1
     assert f"{paper}:1: 68.5 does not appear" in failed.stdout
+
+
+def test_reproduce_stops_at_a_failed_audit_before_writing_tables(tmp_path):
+    trials = [locate_trial(i) for i in range(8)]
+    records = planted(trials, "cell_name", lambda i: i < 7, experiment="coco_locate_identify")
+    records[0] = dataclasses.replace(records[0], correct={"target": not records[0].correct["target"]})
+    logdir = tmp_path / "logs"
+    write_jsonl(logdir / "coco.jsonl", records)
+    result = run_reproduce(str(logdir), "", str(tmp_path / "out"))
+    assert result.returncode == 1
+    assert "FAILED: relabel" in result.stdout
+    assert not (tmp_path / "out").exists()
 
 
 def test_reproduce_refuses_wrong_usage_and_a_missing_log_folder(tmp_path):
