@@ -15,14 +15,16 @@ import sys
 from convswap import __version__
 from convswap.core import ConvswapError
 
+# In the order a study uses them: stimuli and prompts, the plan, calibration,
+# runs, audits, then tables.
 COMMAND_MODULES = (
     "convswap.conventions.commands",
     "convswap.stimuli.commands",
     "convswap.experiments.plan_commands",
     "convswap.calibration.commands",
-    "convswap.analysis.commands",
-    "convswap.audits.commands",
     "convswap.experiments.commands",
+    "convswap.audits.commands",
+    "convswap.analysis.commands",
 )
 
 
