@@ -185,6 +185,17 @@ def test_grid_transforms_recover_a_planted_transpose():
     assert max(fit.k for name, fit in fits.items() if name != "transpose") < 18
 
 
+def test_grid_transforms_refuse_records_that_mix_option_counts():
+    records = [
+        make_record(locate_trial(0), "normalized", 1, experiment="x"),
+        make_record(color_trial("color-0", "green"), "word", 1, experiment="x"),
+    ]
+    with pytest.raises(
+        ConvswapError, match=r"mix option counts \(K=6 in trial color-0 \(word\), K=9 in trial coco-0 \(normalized\)\)"
+    ):
+        grid_transforms(records)
+
+
 @pytest.mark.parametrize(
     "name, cell, expected",
     [

@@ -5,9 +5,10 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
-from convswap.analysis.loading import is_scored, select
+from convswap.analysis.loading import readouts, select
 from convswap.analysis.registration import Registry
 from convswap.analysis.report import MISSING
+from convswap.analysis.stats import MIN_RESAMPLES
 from convswap.calibration.vocabulary import Vocabulary
 from convswap.core import Record
 
@@ -22,7 +23,7 @@ class Context:
     registry: Registry
     vocabularies: list[Vocabulary] = field(default_factory=list)
     seed: int = 0
-    resamples: int = 10_000
+    resamples: int = MIN_RESAMPLES
 
 
 def experiment_records(context: Context, experiment: str, **criteria: object) -> list[Record]:
@@ -39,5 +40,5 @@ def ordered(present: Sequence[str] | set[str], order: Sequence[str]) -> list[str
 
 
 def readout_names(records: Sequence[Record]) -> str:
-    """The readouts that scored these records (unscored records were scored by none)."""
-    return ", ".join(sorted({record.readout for record in records if is_scored(record)})) or MISSING
+    """The readouts that scored these records, as a table cell."""
+    return ", ".join(sorted(readouts(records))) or MISSING

@@ -11,8 +11,9 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from convswap.analysis.loading import NothingScored, is_scored, outcomes
+from convswap.analysis.loading import NothingScored, outcomes, readouts
 from convswap.analysis.stats import (
+    MIN_RESAMPLES,
     Accuracy,
     Interval,
     McNemar,
@@ -45,7 +46,7 @@ def paired_contrast(
     *,
     with_interval: bool = False,
     seed: int = 0,
-    resamples: int = 10_000,
+    resamples: int = MIN_RESAMPLES,
 ) -> Contrast:
     first_outcomes, second_outcomes = outcomes(first), outcomes(second)
     shared = sorted(
@@ -61,11 +62,6 @@ def paired_contrast(
     interval = bootstrap_diff(first_paired, second_paired, seed=seed, resamples=resamples) if with_interval else None
     difference = (test.b - test.c) / len(shared)
     return Contrast(accuracy(first), accuracy(second), len(shared), difference, test, interval)
-
-
-def readouts(records: Sequence[Record]) -> set[str]:
-    """The readouts that scored these records (an unscored record was scored by none)."""
-    return {record.readout for record in records if is_scored(record)}
 
 
 @dataclass(frozen=True)

@@ -105,6 +105,15 @@ def crossover(records: Sequence[Record]) -> Crossover:
     )
 
 
+def crossover_if_scored(records: Sequence[Record]) -> Crossover | None:
+    """The interaction over the crossover records among `records`, or None where there are no crossover
+    records or some lack the candidate scores (a generate-only run): a missing cell, not an error."""
+    crossing = [record for record in records if is_crossover(record)]
+    if not crossing or not all(has_scores(record) for record in crossing):
+        return None
+    return crossover(crossing)
+
+
 def _swapped_colors(pair_id: str, pair: dict[tuple[str, str], Record]) -> tuple[str, str]:
     """(X, Y): A's and B's colors at the first location, checked to be swapped at the second."""
     x, y = pair[("A", "first")].trial["target"], pair[("B", "first")].trial["target"]

@@ -20,6 +20,7 @@ from convswap.analysis.context import Context, MissingInput
 from convswap.analysis.loading import load_records, load_vocabularies
 from convswap.analysis.registration import Registry
 from convswap.analysis.report import write_table
+from convswap.analysis.stats import MIN_RESAMPLES
 from convswap.core import ConvswapError
 from convswap.fileio import atomic_write_text
 
@@ -61,7 +62,7 @@ def generate(
     *,
     plan_dir: str | Path | None,
     seed: int = 0,
-    resamples: int = 10_000,
+    resamples: int = MIN_RESAMPLES,
     messages: TextIO | None = None,
 ) -> Summary:
     messages = messages or sys.stderr

@@ -16,9 +16,9 @@ from dataclasses import dataclass, replace
 from convswap.analysis.appendix import gated_models
 from convswap.analysis.context import Context, MissingInput
 from convswap.analysis.contrasts import capability_gate, paired_contrast
-from convswap.analysis.cue_crossover import crossover, has_scores, is_crossover
-from convswap.analysis.inversions import model_pairs
-from convswap.analysis.loading import NothingScored, chance, group_by, is_scored, score_key, select
+from convswap.analysis.cue_crossover import crossover_if_scored
+from convswap.analysis.inversions import by_model_and_convention, model_pairs
+from convswap.analysis.loading import NothingScored, chance, group_by, select
 from convswap.analysis.mispaired import readership_of
 from convswap.analysis.report import MISSING, Table, decimal, points, pvalue, ratio, signed
 from convswap.analysis.stats import accuracy, binomial_test
@@ -47,11 +47,17 @@ def verdict(hypothesis: Hypothesis, effect: float, significant: bool) -> str:
 # was not run in the hypothesis's conventions).
 
 
-def mcnemar_results(context: Context, hypothesis: Hypothesis, group: Sequence[Record]) -> list[Result]:
+def _contrast_sides(hypothesis: Hypothesis, group: Sequence[Record]) -> tuple[list[Record], list[Record]] | None:
+    """The records of the contrast's two conventions, or None when the model was not run in both."""
     first, second = (select(group, convention=name) for name in hypothesis.contrast)
-    if not first or not second:
+    return (first, second) if first and second else None
+
+
+def mcnemar_results(context: Context, hypothesis: Hypothesis, group: Sequence[Record]) -> list[Result]:
+    sides = _contrast_sides(hypothesis, group)
+    if sides is None:
         return []
-    result = paired_contrast(first, second)
+    result = paired_contrast(*sides)
     significant = result.test.pvalue < hypothesis.alpha
     return [
         Result(
@@ -64,10 +70,10 @@ def mcnemar_results(context: Context, hypothesis: Hypothesis, group: Sequence[Re
 
 
 def bootstrap_results(context: Context, hypothesis: Hypothesis, group: Sequence[Record]) -> list[Result]:
-    first, second = (select(group, convention=name) for name in hypothesis.contrast)
-    if not first or not second:
+    sides = _contrast_sides(hypothesis, group)
+    if sides is None:
         return []
-    result = paired_contrast(first, second, with_interval=True, seed=context.seed, resamples=context.resamples)
+    result = paired_contrast(*sides, with_interval=True, seed=context.seed, resamples=context.resamples)
     interval = result.interval
     excludes_zero = interval.low > 0 or interval.high < 0
     return [
@@ -82,18 +88,17 @@ def bootstrap_results(context: Context, hypothesis: Hypothesis, group: Sequence[
 
 def binomial_results(context: Context, hypothesis: Hypothesis, group: Sequence[Record]) -> list[Result]:
     records = select(group, convention=hypothesis.contrast[0])
-    scored = [record for record in records if is_scored(record)]
     if not records:
         return []
-    if not scored:
+    scored = accuracy(records, hypothesis.key)
+    if not scored.scored:
         raise NothingScored(f"no scored record of {hypothesis.contrast[0]}")
-    hits = sum(1 for record in scored if record.correct[hypothesis.key or score_key(record)])
-    null = chance(scored) if hypothesis.null in (None, "chance") else float(hypothesis.null)
-    test = binomial_test(hits, len(scored), null, ALTERNATIVES[hypothesis.direction])
+    null = chance(records) if hypothesis.null in (None, "chance") else float(hypothesis.null)
+    test = binomial_test(scored.correct, scored.scored, null, ALTERNATIVES[hypothesis.direction])
     return [
         Result(
             f"{points(test.rate)}% against {points(null)}%",
-            len(scored),
+            scored.scored,
             test.pvalue,
             verdict(hypothesis, test.rate - null, test.pvalue < hypothesis.alpha),
         )
@@ -120,10 +125,9 @@ def crossover_results(context: Context, hypothesis: Hypothesis, group: Sequence[
     """Per rung: the shifts at the two swapped locations reverse sign, and the untouched one moves less than either."""
     results = []
     for convention in hypothesis.contrast:
-        crossing = [record for record in select(group, convention=convention) if is_crossover(record)]
-        if not crossing or not all(has_scores(record) for record in crossing):
+        result = crossover_if_scored(select(group, convention=convention))
+        if result is None:
             continue
-        result = crossover(crossing)
         untouched_smaller = result.untouched is None or abs(result.untouched) < min(
             abs(result.first), abs(result.second)
         )
@@ -170,11 +174,7 @@ def inversion_results(
     passing, _ = gated_models(context, experiment, records)
     results = []
     for (condition,), group in group_by(records, "condition").items():
-        by_model = {
-            model: {convention: list(rows) for (convention,), rows in group_by(model_records, "convention").items()}
-            for (model,), model_records in group_by(group, "model").items()
-            if model in passing
-        }
+        by_model = by_model_and_convention(group, passing)
         for pair in model_pairs(by_model, hypothesis.contrast, hypothesis.alpha):
             differences = ", ".join(
                 f"{convention} {signed(100 * contrast.difference)} (p {pvalue(contrast.test.pvalue)})"
@@ -200,7 +200,9 @@ PER_MODEL_TESTS: dict[str, Callable[[Context, Hypothesis, Sequence[Record]], lis
 }
 
 
-def _results(context: Context, plan: Plan, hypothesis: Hypothesis, records: Sequence[Record]):
+def _results(
+    context: Context, plan: Plan, hypothesis: Hypothesis, records: Sequence[Record]
+) -> list[tuple[str, str, Result]]:
     """(model, condition, result) rows; a model that fails the plan's gate is reported as uninformative."""
     if hypothesis.test == "inversion_search":
         return inversion_results(context, plan.id, hypothesis, records)

@@ -8,12 +8,12 @@ among differences with p below alpha.  Every pair is reported, inverting or not.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass
 from itertools import combinations
 
 from convswap.analysis.contrasts import PENALTY_ALPHA, Contrast, paired_contrast
-from convswap.analysis.loading import NothingScored
+from convswap.analysis.loading import NothingScored, group_by
 from convswap.core import Record
 
 
@@ -34,6 +34,15 @@ class ModelPair:
             if contrast.difference != 0 and contrast.test.pvalue < self.alpha
         }
         return len(signs) == 2
+
+
+def by_model_and_convention(records: Sequence[Record], models: Collection[str]) -> dict[str, dict[str, list[Record]]]:
+    """model -> convention -> records, for the `models` named (by model label) among `records`."""
+    return {
+        model: {convention: group for (convention,), group in group_by(model_records, "convention").items()}
+        for (model,), model_records in group_by(records, "model").items()
+        if model in models
+    }
 
 
 def model_pairs(

@@ -10,14 +10,14 @@ and shown beside every accuracy -- never counted as wrong.
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
 from tqdm import tqdm
 
 from convswap.calibration.vocabulary import Vocabulary, load_vocabulary
-from convswap.core import ConvswapError, Record, Trial
+from convswap.core import ConvswapError, Record
 from convswap.experiments.logs import read_records
 
 VOCABULARY_PATTERNS = ("vocabulary*.json", "*.vocab.json")
@@ -99,15 +99,27 @@ def is_scored(record: Record) -> bool:
     return record.answer_slot is not None
 
 
-def chance(records: Sequence[Record]) -> float:
-    sizes = {len(record.slots) for record in records}
-    if len(sizes) != 1:
-        raise ConvswapError(f"records mix option counts {sorted(sizes)}; chance is undefined")
-    return 1.0 / sizes.pop()
+def readouts(records: Iterable[Record]) -> set[str]:
+    """The readouts that scored these records (an unscored record was scored by none)."""
+    return {record.readout for record in records if is_scored(record)}
 
 
-def trial(record: Record) -> Trial:
-    return Trial.from_json(record.trial)
+def option_count(records: Iterable[Record]) -> int:
+    """The K every record shares: a rate against 1/K means nothing over records that mix option counts."""
+    first_of_size: dict[int, Record] = {}
+    for record in records:
+        first_of_size.setdefault(len(record.slots), record)
+    if len(first_of_size) != 1:
+        found = ", ".join(
+            f"K={size} in trial {record.trial_id} ({record.convention})"
+            for size, record in sorted(first_of_size.items())
+        )
+        raise ConvswapError(f"records mix option counts ({found or 'no records'}); chance is undefined")
+    return next(iter(first_of_size))
+
+
+def chance(records: Iterable[Record]) -> float:
+    return 1.0 / option_count(records)
 
 
 def select(records: Iterable[Record], **criteria: Any) -> list[Record]:

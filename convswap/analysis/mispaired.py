@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from convswap.analysis.loading import NothingScored, is_scored, unscored_counts
+from convswap.analysis.loading import NothingScored, is_scored, option_count, unscored_counts
 from convswap.analysis.stats import Binomial, binomial_test
 from convswap.core import ConvswapError, Record
 
@@ -71,15 +71,17 @@ class ReadershipResult:
     unscored: dict[str, int]
 
 
+def is_mispaired(record: Record) -> bool:
+    """Scored against a coordinate key and a name key (a mispaired gloss)."""
+    return {"coord", "name"} <= record.keys.keys()
+
+
 def readership_of(records: Sequence[Record]) -> ReadershipResult:
     """Readership over mispaired records; cells whose keys agree or that were not scored are left out."""
-    mispaired = [record for record in records if {"coord", "name"} <= record.keys.keys()]
+    mispaired = [record for record in records if is_mispaired(record)]
     if not mispaired:
         raise ConvswapError("readership needs mispaired records (keys coord and name)")
-    ks = {len(record.slots) for record in mispaired}
-    if len(ks) != 1:
-        raise ConvswapError(f"readership records mix option counts {sorted(ks)}")
-    k = ks.pop()
+    k = option_count(mispaired)
     cells = [record for record in mispaired if is_scored(record) and record.keys["coord"] != record.keys["name"]]
     if not cells:
         raise NothingScored("readership: no scored cell has disagreeing keys")

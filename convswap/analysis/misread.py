@@ -23,7 +23,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from convswap.analysis.loading import NothingScored, is_scored, score_key
+from convswap.analysis.loading import NothingScored, is_scored, option_count, score_key
 from convswap.analysis.stats import Binomial, binomial_test
 from convswap.core import ConvswapError, Record
 
@@ -94,10 +94,7 @@ def misread_units(records: Sequence[Record]) -> Misread:
     conventions = {record.convention for record in scored}
     if len(conventions) != 1:
         raise ConvswapError(f"misread-units test takes one convention at a time, got {sorted(conventions)}")
-    ks = {len(record.slots) for record in scored}
-    if len(ks) != 1:
-        raise ConvswapError(f"misread-units records mix option counts {sorted(ks)}")
-    k = ks.pop()
+    k = option_count(scored)
     answers = [int(record.answer_slot) for record in scored]
     predicted = [misread_slot(record) for record in scored]
     targets = [int(record.keys[score_key(record)]) for record in scored]

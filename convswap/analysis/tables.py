@@ -15,8 +15,8 @@ from collections.abc import Sequence
 from convswap.analysis.appendix import gated_models
 from convswap.analysis.context import Context, MissingInput, experiment_records, ordered, readout_names
 from convswap.analysis.contrasts import paired_contrast
-from convswap.analysis.cue_crossover import Crossover, crossover, has_scores, is_crossover
-from convswap.analysis.inversions import model_pairs
+from convswap.analysis.cue_crossover import Crossover, crossover_if_scored
+from convswap.analysis.inversions import by_model_and_convention, model_pairs
 from convswap.analysis.loading import NothingScored, chance, group_by, unscored_counts, vocabulary_label
 from convswap.analysis.mispaired import readership_of
 from convswap.analysis.report import (
@@ -68,7 +68,7 @@ def table1_color_ladder(context: Context) -> list[Table]:
         word_visible = accuracy(by_rung.get(("word", "visible"), [])).rate
         for rung in rungs:
             visible, cached = by_rung.get((rung, "visible"), []), by_rung.get((rung, "cached"), [])
-            crossings = [_crossover_or_none(group) for group in (visible, cached)]
+            crossings = [crossover_if_scored(group) for group in (visible, cached)]
             visible_rate = accuracy(visible).rate if visible else None
             share = visible_rate / word_visible if visible_rate is not None and word_visible else None
             rows.append(
@@ -136,14 +136,6 @@ def table1_color_ladder(context: Context) -> list[Table]:
         ),
     )
     return [ladder, contrasts]
-
-
-def _crossover_or_none(records: Sequence[Record]) -> Crossover | None:
-    """The interaction, or None where there are no crossover trials or no candidate scores to compute it from."""
-    crossing = [record for record in records if is_crossover(record)]
-    if not crossing or not all(has_scores(record) for record in crossing):
-        return None
-    return crossover(crossing)
 
 
 def _crossover_cells(result: Crossover | None) -> tuple[str, str, str]:
@@ -377,11 +369,7 @@ def table3_readership(context: Context) -> list[Table]:
 def table4_model_pairs(context: Context) -> list[Table]:
     records = experiment_records(context, "cross_model", task="locate")
     passing, failing = gated_models(context, "cross_model", records)
-    by_model = {
-        model: {convention: list(group) for (convention,), group in group_by(model_records, "convention").items()}
-        for (model,), model_records in group_by(records, "model").items()
-        if model in passing
-    }
+    by_model = by_model_and_convention(records, passing)
     if len(by_model) < 2:
         raise MissingInput(f"fewer than two gated models in cross_model locate records (gated: {sorted(by_model)})")
     rows = []

@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
-from convswap.analysis.loading import NothingScored, is_scored, score_key
+from convswap.analysis.loading import NothingScored, is_scored, option_count, score_key
 from convswap.analysis.stats import Binomial, binomial_test
 from convswap.core import ConvswapError, Record
 
@@ -58,7 +58,7 @@ def grid_transforms(records: Sequence[Record]) -> list[TransformFit]:
     scored = [record for record in records if is_scored(record)]
     if not scored:
         raise NothingScored("grid-transform test: no scored record")
-    k = len(scored[0].slots)
+    k = option_count(scored)
     fits = []
     for name, transform in TRANSFORMS.items():
         hits = sum(1 for record in scored if record.answer_slot == predicted_slot(record, transform))
