@@ -300,3 +300,21 @@ def test_a_problem_in_the_records_fails_its_table_and_the_command(tmp_path, caps
     assert "failed table1_color_ladder, table1_contrasts: crossover pair p0: arrays A and B do not swap" in captured.err
     assert not (out / "table1_color_ladder.md").exists()
     assert "## Failed (problems in the records)" in (out / "index.md").read_text()
+
+
+def test_a_group_with_no_scored_answer_is_named_under_the_appendix_tables(tmp_path):
+    trials = [locate_trial(i) for i in range(9)]
+    answered = planted(trials, "normalized", lambda i: i < 3, experiment="cross_model")
+    unparsed = [
+        make_record(trial, "normalized", None, experiment="cross_model", model="sim:b", readout="generate")
+        for trial in trials
+    ]
+    write_jsonl(tmp_path / "logs" / "a.jsonl", answered + unparsed)
+    out = tmp_path / "out"
+    generate(tmp_path / "logs", out, plan_dir=PLAN_DIR, messages=io.StringIO())
+    for name in ("misread_units", "grid_transforms"):
+        assert {r["model"] for r in rows(out, name)} == {"sim:a"}
+        assert (
+            "- No scored record, so no row: cross_model sim:b visible normalized\n" in (out / f"{name}.md").read_text()
+        )
+    assert row(out, "grid_transforms", hypothesis="identity")["hits"] == "3"

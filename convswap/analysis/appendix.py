@@ -7,8 +7,9 @@ Same contract as `tables`: builders take the `Context`, return tables or raise
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
+from typing import TypeVar
 
 from convswap.analysis.agreement import has_both_readouts, readout_agreement
 from convswap.analysis.context import Context, MissingInput, experiment_records
@@ -21,7 +22,7 @@ from convswap.analysis.contrasts import (
     paired_contrast,
     shows_penalty,
 )
-from convswap.analysis.loading import NothingScored, chance, group_by, select
+from convswap.analysis.loading import NothingScored, chance, group_by, model_label, select
 from convswap.analysis.mispaired import readership_of
 from convswap.analysis.misread import misread_units
 from convswap.analysis.report import MISSING, Table, decimal, points, pvalue, ratio, signed
@@ -40,6 +41,9 @@ GATED_CONTRASTS = {
     "coco_4x4": ("locate", "cell_name", "cell_name", "pixels"),
 }
 MISREAD_CONVENTIONS = ("normalized", "pixels")
+# One row group per model, condition and convention of an experiment.
+GROUP_FIELDS = ("experiment", "model", "condition", "convention")
+T = TypeVar("T")
 
 
 @dataclass(frozen=True)
@@ -216,17 +220,15 @@ def readership_across_models(context: Context) -> list[Table]:
     mispaired = select(context.records, convention="pixels_mispaired", task="locate", condition="visible")
     if not mispaired:
         raise MissingInput("no pixels_mispaired locate records")
-    rows, unscorable = [], []
-    for (experiment, model), group in group_by(mispaired, "experiment", "model").items():
-        try:
-            result = readership_of(group).readership
-        except NothingScored:
-            unscorable.append(f"{experiment} {model}")
-            continue
+    analysed, unscorable = _analysed_groups(
+        mispaired, ("experiment", "model"), lambda group: readership_of(group).readership
+    )
+    rows = []
+    for (experiment, model), result in analysed:
         model_records = [
             record
             for record in select(context.records, experiment=experiment, task="locate", condition="visible")
-            if record.model == group[0].model and record.quant == group[0].quant
+            if model_label(record) == model
         ]
         names = accuracy(select(model_records, convention="cell_name")).rate
         pixels = accuracy(select(model_records, convention="pixels")).rate
@@ -282,33 +284,23 @@ def misread_units_table(context: Context) -> list[Table]:
     ]
     if not candidates:
         raise MissingInput("no normalized or pixels locate records with an object center (trial meta 'center')")
-    rows, unscorable = [], []
-    for (experiment, model, condition, convention), group in group_by(
-        candidates, "experiment", "model", "condition", "convention"
-    ).items():
-        try:
-            result = misread_units(group)
-        except NothingScored:
-            unscorable.append(f"{experiment} {model} {condition} {convention}")
-            continue
-        rows.append(
-            (
-                experiment,
-                model,
-                condition,
-                convention,
-                result.reading,
-                str(result.n),
-                points(result.rate),
-                points(result.null_rate),
-                pvalue(result.test.pvalue),
-                points(result.misread_is_target / result.n),
-                points(result.rate_excluding_target),
-                points(result.accuracy),
-                points(result.bias_null_accuracy),
-                context.registry.status(experiment, "misread_units"),
-            )
+    analysed, unscorable = _analysed_groups(candidates, GROUP_FIELDS, misread_units)
+    rows = [
+        (
+            *group,
+            result.reading,
+            str(result.n),
+            points(result.rate),
+            points(result.null_rate),
+            pvalue(result.test.pvalue),
+            points(result.misread_is_target / result.n),
+            points(result.rate_excluding_target),
+            points(result.accuracy),
+            points(result.bias_null_accuracy),
+            context.registry.status(group[0], "misread_units"),
         )
+        for group, result in analysed
+    ]
     return [
         Table(
             "misread_units",
@@ -345,31 +337,20 @@ def grid_transforms_table(context: Context) -> list[Table]:
     locate = [record for record in select(context.records, task="locate") if record.trial.get("grid")]
     if not locate:
         raise MissingInput("no locate records on a grid")
-    rows, unscorable = [], []
-    for (experiment, model, condition, convention), group in group_by(
-        locate, "experiment", "model", "condition", "convention"
-    ).items():
-        status = context.registry.status(experiment, "grid_transforms")
-        try:
-            fits = grid_transforms(group)
-        except NothingScored:
-            unscorable.append(f"{experiment} {model} {condition} {convention}")
-            continue
-        for fit in fits:
-            rows.append(
-                (
-                    experiment,
-                    model,
-                    condition,
-                    convention,
-                    fit.hypothesis,
-                    str(fit.test.n),
-                    str(fit.test.k),
-                    points(fit.test.rate),
-                    pvalue(fit.test.pvalue),
-                    status,
-                )
-            )
+    analysed, unscorable = _analysed_groups(locate, GROUP_FIELDS, grid_transforms)
+    rows = [
+        (
+            *group,
+            fit.hypothesis,
+            str(fit.test.n),
+            str(fit.test.k),
+            points(fit.test.rate),
+            pvalue(fit.test.pvalue),
+            context.registry.status(group[0], "grid_transforms"),
+        )
+        for group, fits in analysed
+        for fit in fits
+    ]
     return [
         Table(
             "grid_transforms",
@@ -442,6 +423,22 @@ def breakdowns_table(context: Context) -> list[Table]:
             tuple(notes),
         )
     ]
+
+
+def _analysed_groups(
+    records: Sequence[Record], fields: Sequence[str], analyse: Callable[[list[Record]], T]
+) -> tuple[list[tuple[tuple, T]], list[str]]:
+    """(group, result) for each group of `records` by `fields`, and the groups with no scored record, named.
+
+    A group with nothing scored has no row; the note under the table names it so that it is not silently absent.
+    """
+    analysed, unscorable = [], []
+    for group, members in group_by(records, *fields).items():
+        try:
+            analysed.append((group, analyse(members)))
+        except NothingScored:
+            unscorable.append(" ".join(group))
+    return analysed, unscorable
 
 
 def _unscorable_note(groups: list[str]) -> list[str]:

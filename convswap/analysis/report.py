@@ -32,10 +32,6 @@ class Table:
             if len(row) != len(self.columns):
                 raise ValueError(f"table {self.name}: row {row} does not have {len(self.columns)} cells")
 
-    def column(self, name: str) -> list[str]:
-        index = self.columns.index(name)
-        return [row[index] for row in self.rows]
-
 
 def to_markdown(table: Table) -> str:
     def line(cells: tuple[str, ...]) -> str:

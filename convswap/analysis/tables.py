@@ -18,7 +18,7 @@ from convswap.analysis.contrasts import paired_contrast
 from convswap.analysis.cue_crossover import Crossover, crossover_if_scored
 from convswap.analysis.inversions import by_model_and_convention, model_pairs
 from convswap.analysis.loading import NothingScored, chance, group_by, unscored_counts, vocabulary_label
-from convswap.analysis.mispaired import readership_of
+from convswap.analysis.mispaired import is_mispaired, readership_of
 from convswap.analysis.report import (
     MISSING,
     Table,
@@ -304,7 +304,7 @@ def table8_synthetic_spatial(context: Context) -> list[Table]:
 
 
 def table3_readership(context: Context) -> list[Table]:
-    mispaired = [record for record in context.records if {"coord", "name"} <= record.keys.keys()]
+    mispaired = [record for record in context.records if is_mispaired(record)]
     if not mispaired:
         raise MissingInput("no mispaired records (keys coord and name)")
     rows = []
@@ -313,11 +313,12 @@ def table3_readership(context: Context) -> list[Table]:
     ).items():
         try:
             result = readership_of(group)
-        except NothingScored:
-            cells = (MISSING,) * 6 + ("0", unscored_text(dict(unscored_counts(group))), MISSING, MISSING)
+        except NothingScored:  # a row of dashes, so that the unscored count still shows
+            cells = (*[MISSING] * 6, "0", unscored_text(dict(unscored_counts(group))), MISSING, MISSING)
         else:
             share = result.readership
             cells = (
+                str(share.k),
                 chance_points(share.chance),
                 points(share.coord_share),
                 points(share.name_share),
@@ -328,7 +329,6 @@ def table3_readership(context: Context) -> list[Table]:
                 pvalue(result.below_chance.pvalue),
                 pvalue(result.two_sided.pvalue),
             )
-            cells = (str(share.k), *cells)
         rows.append(
             (experiment, model, condition, task, convention, *cells, context.registry.status(experiment, "key_table"))
         )
