@@ -208,7 +208,7 @@ def test_selecting_no_objects_is_refused(coco_annotations, n):
 
 
 def test_negative_seed_is_refused(coco_annotations):
-    with pytest.raises(ConvswapError, match="seed must be a non-negative integer, got -1"):
+    with pytest.raises(ConvswapError, match="seed = -1 is not a non-negative integer"):
         select_objects(admitted_objects(coco_annotations, 3), 3, seed=-1)
 
 

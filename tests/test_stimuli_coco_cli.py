@@ -89,7 +89,7 @@ def test_malformed_annotation_file(tmp_path, capsys):
         ("--grid", "5", "grid 5 is not supported; use one of (3, 4)"),
         ("--n", "0", "number of objects to select must be a positive integer, got 0"),
         ("--n", "1000", "cannot select 1000 objects: only {available} images have an admissible object"),
-        ("--seed", "-2", "seed must be a non-negative integer, got -2"),
+        ("--seed", "-2", "seed = -2 is not a non-negative integer"),
     ],
 )
 def test_bad_option_values(coco_annotations, tmp_path, capsys, option, value, message):

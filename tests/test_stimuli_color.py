@@ -102,7 +102,8 @@ def test_wheel_parameters_are_configurable():
 
 
 def test_float_angles_are_accepted():
-    assert Wheel().rgb(359.5) == Wheel().rgb(359.5)
+    assert np.abs(np.subtract(Wheel().rgb(359.5), reference_srgb8(*wheel_lab(359.5)))).max() <= 1
+    assert Wheel().rgb(200.5) != Wheel().rgb(200)
     assert Wheel().lab(12.5) == pytest.approx(wheel_lab(12.5))
 
 

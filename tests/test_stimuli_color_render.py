@@ -130,7 +130,7 @@ def test_bad_arrays_are_refused(squares, message):
 
 
 def test_bad_seed_is_refused():
-    with pytest.raises(ConvswapError, match="seed -1 is not a non-negative integer"):
+    with pytest.raises(ConvswapError, match="seed = -1 is not a non-negative integer"):
         FourSquareArray.of({"center": 10, "top-left": 20, "top-right": 30, "bottom-right": 40}, seed=-1)
 
 

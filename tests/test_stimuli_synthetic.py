@@ -201,5 +201,5 @@ def test_bad_counts_and_seeds_are_refused():
         color_trials(VOCABULARY, HELD_OUT, n=-1, seed=0, held_out=True)
     with pytest.raises(ConvswapError, match="n_pairs = 2.5 is not a non-negative integer"):
         crossover_trials(VOCABULARY, HELD_OUT, n_pairs=2.5, seed=0)
-    with pytest.raises(ConvswapError, match="seed -3 is not a non-negative integer"):
+    with pytest.raises(ConvswapError, match="seed = -3 is not a non-negative integer"):
         spatial_trials(VOCABULARY, n=1, seed=-3)

@@ -74,10 +74,11 @@ def swatch_squares(spec: ImageSpec) -> list[Square]:
     return [Square(x0, y0, x0 + side, y0 + side, Wheel.from_spec(spec).rgb(spec.param("angle")))]
 
 
-def check_seed(seed: Any) -> int:
-    if isinstance(seed, bool) or not isinstance(seed, (int, np.integer)) or seed < 0:
-        raise ConvswapError(f"seed {seed!r} is not a non-negative integer")
-    return int(seed)
+def check_non_negative(value: Any, name: str) -> int:
+    """`value` as an int (numpy integers included), or refuse one that is not a non-negative integer."""
+    if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < 0:
+        raise ConvswapError(f"{name} = {value!r} is not a non-negative integer")
+    return int(value)
 
 
 def check_cell(cell: str) -> str:
@@ -104,7 +105,7 @@ class FourSquareArray:
             raise ConvswapError(f"four-square cells must be in row-major order, got {cells}")
         for _, angle in self.squares:
             check_angle(angle)
-        check_seed(self.seed)
+        check_non_negative(self.seed, "seed")
 
     @classmethod
     def of(cls, squares: Mapping[str, float], seed: int, wheel: Wheel = DEFAULT_WHEEL) -> FourSquareArray:

@@ -53,6 +53,7 @@ from convswap.conventions import cell_names, cell_of_point, cell_position
 from convswap.conventions.cells import check_grid
 from convswap.core import ConvswapError, ImageSpec, Trial
 from convswap.fileio import atomic_open
+from convswap.stimuli.arrays import check_non_negative
 
 MAX_AREA_FRACTION = 0.25
 MIN_MARGIN = 0.08
@@ -335,12 +336,6 @@ def trials_for_image(
     return [trial for task in COCO_TASKS for trial in coco_trials([verdict.object], images_dir, task, seed)]
 
 
-def _check_seed(seed: int) -> int:
-    if isinstance(seed, bool) or not isinstance(seed, int) or seed < 0:
-        raise ConvswapError(f"seed must be a non-negative integer, got {seed!r}")
-    return seed
-
-
 def select_objects(objects: Sequence[GridObject], n: int, seed: int) -> list[GridObject]:
     """N admitted objects from N different images, drawn by the seed.
 
@@ -349,7 +344,7 @@ def select_objects(objects: Sequence[GridObject], n: int, seed: int) -> list[Gri
     are taken in the order of one seeded permutation: the first N of a larger draw are
     the draw of N.
     """
-    _check_seed(seed)
+    seed = check_non_negative(seed, "seed")
     by_image: dict[int, list[GridObject]] = {}
     for placed in sorted(objects, key=lambda o: (o.image_id, o.category_id)):
         by_image.setdefault(placed.image_id, []).append(placed)
@@ -389,7 +384,7 @@ def image_path(images_dir: str | Path, placed: GridObject) -> Path:
 
 def identify_referents(placed: GridObject, seed: int) -> tuple[str, ...]:
     """The target category and five categories absent from the image, in an order drawn by the seed."""
-    _check_seed(seed)
+    seed = check_non_negative(seed, "seed")
     if len(placed.absent_categories) < IDENTIFY_DISTRACTORS:
         raise ConvswapError(
             f"COCO image {placed.image_id} leaves only {len(placed.absent_categories)} absent categories; "

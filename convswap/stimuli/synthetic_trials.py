@@ -17,7 +17,15 @@ import numpy as np
 
 from convswap.conventions import cell_names
 from convswap.core import ColorAnchor, ConvswapError, Trial
-from convswap.stimuli.arrays import FIELD_SIZE, GRID, N_SQUARES, ROLES, FourSquareArray, check_seed, crossover_pair
+from convswap.stimuli.arrays import (
+    FIELD_SIZE,
+    GRID,
+    N_SQUARES,
+    ROLES,
+    FourSquareArray,
+    check_non_negative,
+    crossover_pair,
+)
 from convswap.stimuli.color import DEFAULT_WHEEL, Wheel, check_angle
 
 _COLOR_STREAM, _CROSSOVER_STREAM, _SPATIAL_STREAM = 0, 1, 2
@@ -41,7 +49,7 @@ def color_trials(
     """
     vocabulary = _vocabulary(anchors)
     stimuli = _stimuli(stimulus_angles, vocabulary)
-    seed, n = check_seed(seed), _check_count(n, "n")
+    seed, n = check_non_negative(seed, "seed"), check_non_negative(n, "n")
     schedule = np.random.default_rng([seed, _COLOR_STREAM]).permutation(len(stimuli))
     split = "heldout" if held_out else "seen"
     trials = []
@@ -51,7 +59,7 @@ def color_trials(
         cued, *others = _draw_cells(rng, N_SQUARES)
         fillers = _draw_words(rng, vocabulary, exclude={word}, count=N_SQUARES - 1)
         words = {cued: word, **dict(zip(others, fillers, strict=True))}
-        angles = {cued: angle, **{cell: vocabulary[w] for cell, w in zip(others, fillers, strict=True)}}
+        angles = {cell: vocabulary[w] for cell, w in words.items()} | {cued: angle}
         array = FourSquareArray.of(angles, _array_seed(rng), wheel)
         trials.append(
             _color_trial(
@@ -84,7 +92,7 @@ def crossover_trials(
     """
     vocabulary = _vocabulary(anchors)
     stimuli = _stimuli(stimulus_angles, vocabulary)
-    seed, n_pairs = check_seed(seed), _check_count(n_pairs, "n_pairs")
+    seed, n_pairs = check_non_negative(seed, "seed"), check_non_negative(n_pairs, "n_pairs")
     by_word: dict[str, list[float]] = {}  # angles in ascending order
     for angle, word in stimuli:
         by_word.setdefault(word, []).append(angle)
@@ -140,7 +148,7 @@ def spatial_trials(anchors: Sequence[ColorAnchor], n: int, seed: int, wheel: Whe
     Each array shows the anchor angles of four distinct words; one of them is asked about.
     """
     vocabulary = _vocabulary(anchors)
-    seed, n = check_seed(seed), _check_count(n, "n")
+    seed, n = check_non_negative(seed, "seed"), check_non_negative(n, "n")
     trials = []
     for i in range(n):
         rng = np.random.default_rng([seed, _SPATIAL_STREAM, i])
@@ -151,14 +159,12 @@ def spatial_trials(anchors: Sequence[ColorAnchor], n: int, seed: int, wheel: Whe
         array = FourSquareArray.of(angles, _array_seed(rng), wheel)
         target = cells[0]
         trials.append(
-            Trial(
+            _array_trial(
+                array,
                 trial_id=f"spatial-{seed}-{i}",
                 task="locate",
                 referents=cell_names(GRID),
                 target=target,
-                image=array.spec(),
-                width=FIELD_SIZE,
-                height=FIELD_SIZE,
                 grid=GRID,
                 subject=f"{words[target]} square",
                 cell=target,
@@ -207,14 +213,12 @@ def _color_trial(
     held_out: bool,
     meta: tuple[tuple[str, Any], ...],
 ) -> Trial:
-    return Trial(
+    return _array_trial(
+        array,
         trial_id=trial_id,
         task="color",
         referents=tuple(vocabulary),
         target=target,
-        image=array.spec(),
-        width=FIELD_SIZE,
-        height=FIELD_SIZE,
         subject=cued,
         anchors=tuple(ColorAnchor(word, angle) for word, angle in vocabulary.items()),
         held_out=held_out,
@@ -222,10 +226,9 @@ def _color_trial(
     )
 
 
-def _check_count(value: Any, name: str) -> int:
-    if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < 0:
-        raise ConvswapError(f"{name} = {value!r} is not a non-negative integer")
-    return int(value)
+def _array_trial(array: FourSquareArray, **fields: Any) -> Trial:
+    """A trial shown on `array`: its image and size are the array's, whatever the task."""
+    return Trial(image=array.spec(), width=FIELD_SIZE, height=FIELD_SIZE, **fields)
 
 
 def _draw_cells(rng: np.random.Generator, count: int) -> list[str]:
