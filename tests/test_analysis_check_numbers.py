@@ -13,6 +13,7 @@ from analysis_factory import locate_trial, planted, write_jsonl
 
 from convswap.analysis.check_numbers import manuscript_numbers, missing_numbers
 from convswap.cli import main
+from convswap.core import ConvswapError
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -113,6 +114,15 @@ def test_a_scientific_number_needs_the_same_exponent_and_mantissa(tmp_path):
         "8.6 \\times 10^{-33}",
         "0.07",
     ]
+
+
+def test_an_unreadable_output_file_is_named(tmp_path):
+    out = write_outputs(tmp_path / "out")
+    (out / "notes.txt").write_bytes(b"\xff\xfe 68.5")
+    paper = tmp_path / "paper.md"
+    paper.write_text("It scores 68.5%.\n")
+    with pytest.raises(ConvswapError, match=r"cannot read output file .*notes\.txt"):
+        missing_numbers(paper, out)
 
 
 def test_check_numbers_command_exit_status(tmp_path, capsys):

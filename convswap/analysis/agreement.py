@@ -9,6 +9,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from convswap.analysis.stats import answer_under
 from convswap.core import Record
 
 
@@ -28,5 +29,5 @@ def has_both_readouts(record: Record) -> bool:
 
 def readout_agreement(records: Sequence[Record]) -> Agreement:
     both = [record for record in records if has_both_readouts(record)]
-    agree = sum(1 for record in both if int(record.first_token["slot"]) == record.parsed_slot)
+    agree = sum(1 for record in both if answer_under(record, "first_token") == answer_under(record, "generate"))
     return Agreement(agree, len(both))

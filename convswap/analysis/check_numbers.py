@@ -133,7 +133,11 @@ def output_numbers(out_dir: Path) -> tuple[set[str], list[Decimal]]:
     plain: set[str] = set()
     values: list[Decimal] = []
     for path in files:
-        for token in OUTPUT_NUMBER.findall(path.read_text(encoding="utf-8")):
+        try:
+            text = path.read_text(encoding="utf-8")
+        except (OSError, UnicodeDecodeError) as error:
+            raise ConvswapError(f"cannot read output file {path}: {error}") from error
+        for token in OUTPUT_NUMBER.findall(text):
             values.append(Decimal(token))
             if "e" not in token.lower():
                 plain.add(token)

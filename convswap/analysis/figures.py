@@ -16,6 +16,7 @@ from convswap.analysis.context import Context, MissingInput, experiment_records,
 from convswap.analysis.loading import chance, group_by, vocabulary_label
 from convswap.analysis.registration import POST_HOC
 from convswap.analysis.stats import accuracy
+from convswap.calibration.vocabulary import Vocabulary
 from convswap.fileio import atomic_write_bytes
 
 FIGURE1_CONVENTIONS = ("cell_name", "normalized", "pixels")
@@ -95,6 +96,6 @@ def color_wheels(context: Context, out_dir: Path) -> list[Path]:
     return save(figure, out_dir, "figure_color_wheels")
 
 
-def _grid_step(vocabulary) -> float:
+def _grid_step(vocabulary: Vocabulary) -> float:
     angles = sorted(naming.angle for naming in vocabulary.namings)
     return float(np.min(np.diff(angles))) if len(angles) > 1 else 5.0
