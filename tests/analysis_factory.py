@@ -159,6 +159,52 @@ def planted(
     return records
 
 
+def planted_readership(
+    trials: Iterable[Trial], convention: str, follows: Callable[[int], str], **fields
+) -> list[Record]:
+    """One mispaired record per trial, answering the key follows(i) names (`coord` or `name`), else neither."""
+    records = []
+    for index, trial in enumerate(trials):
+        prompt = render(trial, convention)
+        keys = dict(prompt.keys)
+        choice = follows(index)
+        answer = keys[choice] if choice in keys else wrong_slot(trial, convention)
+        records.append(make_record(trial, convention, answer, prompt=prompt, **fields))
+    return records
+
+
+CROSSOVER_SWAPS = (("green", "blue", "pink"), ("orange", "purple", "yellow"), ("yellow", "green", "blue"))
+
+
+def crossover_records(score: Callable[..., float], convention: str = "label") -> list[Record]:
+    """Six cached color_ladder records per pair of CROSSOVER_SWAPS (X, Y swapped; Z untouched).
+
+    score(array, role, word, target, (X, Y)) is the logit planted for `word`; the answer is the argmax.
+    """
+    records = []
+    for index, (x, y, z) in enumerate(CROSSOVER_SWAPS):
+        targets = {("A", "first"): x, ("B", "first"): y, ("A", "second"): y, ("B", "second"): x}
+        targets.update({("A", "untouched"): z, ("B", "untouched"): z})
+        for (array, role), target in targets.items():
+            meta = (("array", array), ("pair", f"p{index}"), ("role", role))
+            trial = color_trial(f"x{index}-{array}-{role}", target, meta=meta)
+            prompt = render(trial, convention)
+            logits = [score(array, role, word, target, (x, y)) for word in prompt.slots]
+            answer = logits.index(max(logits)) + 1
+            records.append(
+                make_record(
+                    trial,
+                    convention,
+                    answer,
+                    experiment="color_ladder",
+                    condition="cached",
+                    logits=logits,
+                    prompt=prompt,
+                )
+            )
+    return records
+
+
 def write_jsonl(path: Path, records: Iterable[Record]) -> Path:
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text("".join(record.to_json() + "\n" for record in records), encoding="utf-8")

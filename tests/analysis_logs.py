@@ -8,9 +8,11 @@ from pathlib import Path
 from analysis_factory import (
     COLOR_WORDS,
     color_trial,
+    crossover_records,
     locate_trial,
     make_record,
     planted,
+    planted_readership,
     write_jsonl,
 )
 
@@ -19,8 +21,9 @@ from convswap.conventions import render
 from convswap.core import ImageSpec, Trial
 
 IDENTIFY_OPTIONS = ("fork", "kite", "bottle", "microwave", "baseball glove", "donut")
-CROSSOVER_SWAPS = [("green", "blue", "pink"), ("orange", "purple", "yellow"), ("yellow", "green", "blue")]
-LABEL_INTERACTION = 24 / math.sqrt(5)  # 4s / (s * sqrt(5) / 6): logits [s, 0, 0, 0, 0, 0] per record
+# Every crossover record's logits are [s, 0, 0, 0, 0, 0] (population standard deviation s * sqrt(5) / 6), and
+# the contrast logit(X) - logit(Y) shifts by +2s at the first location and -2s at the second: 4s over that spread.
+LABEL_INTERACTION = 4 / (math.sqrt(5) / 6)
 
 
 def identify_trial(index: int) -> Trial:
@@ -49,18 +52,13 @@ def coco_records() -> list:
     records.append(
         make_record(locate_trial(24), "pixels", None, readout="generate", parse_status="truncated", **experiment)
     )
-    for index, trial in enumerate(trials):
-        keys = dict(render(trial, "pixels_mispaired").keys)
-        answer = keys["coord"] if index < 4 else keys["name"] if index < 10 else _neither(keys)
-        records.append(make_record(trial, "pixels_mispaired", answer, **experiment))
+    records += planted_readership(
+        trials, "pixels_mispaired", lambda i: "coord" if i < 4 else "name" if i < 10 else "neither", **experiment
+    )
     identify = [identify_trial(i) for i in range(20)]
     records += planted(identify, "cell_name", lambda i: i < 19, **experiment)
     records += planted(identify, "pixels", lambda i: i < 18, **experiment)
     return records
-
-
-def _neither(keys: dict) -> int:
-    return next(slot for slot in range(1, 10) if slot not in keys.values())
 
 
 def cross_model_records() -> list:
@@ -94,44 +92,18 @@ def color_ladder_records() -> list:
         records += planted(
             trials, convention, lambda i, right=right: i < right, experiment="color_ladder", condition=condition
         )
-    return records + crossover_records()
-
-
-def crossover_records() -> list:
-    """Label rung, cached: every cued color scored 3 logits above the rest, so every answer is right."""
-    records = []
-    for index, (x, y, z) in enumerate(CROSSOVER_SWAPS):
-        targets = {("A", "first"): x, ("B", "first"): y, ("A", "second"): y, ("B", "second"): x}
-        targets.update({("A", "untouched"): z, ("B", "untouched"): z})
-        for (array, role), target in targets.items():
-            trial = color_trial(
-                f"crossover-{index}-{array}-{role}",
-                target,
-                meta=(("array", array), ("pair", f"p{index}"), ("role", role)),
-            )
-            prompt = render(trial, "label")
-            logits = [3.0 if word == target else 0.0 for word in prompt.slots]
-            answer = prompt.slots.index(target) + 1
-            records.append(
-                make_record(
-                    trial, "label", answer, experiment="color_ladder", condition="cached", logits=logits, prompt=prompt
-                )
-            )
-    return records
+    # label rung, cached: every cued color scored 3 logits above the rest, so every answer is right
+    return records + crossover_records(lambda array, role, word, target, swapped: 3.0 if word == target else 0.0)
 
 
 def color_readership_records() -> list:
-    records = []
-    for index in range(12):
-        trial = color_trial(f"readership-{index}", COLOR_WORDS[index % 6])
-        keys = dict(render(trial, "hue_glossed_mispaired").keys)
-        answer = keys["coord"] if index < 1 else keys["name"] if index < 9 else _neither_color(keys)
-        records.append(make_record(trial, "hue_glossed_mispaired", answer, experiment="color_readership"))
-    return records
-
-
-def _neither_color(keys: dict) -> int:
-    return next(slot for slot in range(1, 7) if slot not in keys.values())
+    trials = [color_trial(f"readership-{index}", COLOR_WORDS[index % 6]) for index in range(12)]
+    return planted_readership(
+        trials,
+        "hue_glossed_mispaired",
+        lambda i: "coord" if i < 1 else "name" if i < 9 else "neither",
+        experiment="color_readership",
+    )
 
 
 def synthetic_records() -> list:
@@ -159,10 +131,9 @@ def new_conventions_records() -> list:
     for convention, right in accuracy_plants.items():
         records += planted(trials, convention, lambda i, right=right: i < right, experiment="new_conventions")
     for convention, right in coord_plants.items():
-        for index, trial in enumerate(trials):
-            keys = dict(render(trial, convention).keys)
-            answer = keys["coord"] if index < right else keys["name"]
-            records.append(make_record(trial, convention, answer, experiment="new_conventions"))
+        records += planted_readership(
+            trials, convention, lambda i, right=right: "coord" if i < right else "name", experiment="new_conventions"
+        )
     return records
 
 

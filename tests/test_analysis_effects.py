@@ -6,7 +6,17 @@ import math
 from collections import Counter
 
 import pytest
-from analysis_factory import CELLS, HEIGHT, WIDTH, color_trial, locate_trial, make_record, planted, wrong_slot
+from analysis_factory import (
+    CELLS,
+    HEIGHT,
+    WIDTH,
+    color_trial,
+    crossover_records,
+    locate_trial,
+    make_record,
+    planted,
+    wrong_slot,
+)
 from scipy import stats as scipy_stats
 
 from convswap.analysis import (
@@ -21,34 +31,6 @@ from convswap.analysis import (
 )
 from convswap.conventions import cell_center_px, normalized, render
 from convswap.core import ConvswapError
-
-SWAPS = [("green", "blue", "pink"), ("orange", "purple", "yellow"), ("yellow", "green", "blue")]
-
-
-def crossover_records(score, convention="label"):
-    """Six records per pair; score(array, role, word, target) is the logit planted for `word`."""
-    records = []
-    for index, (x, y, z) in enumerate(SWAPS):
-        targets = {("A", "first"): x, ("B", "first"): y, ("A", "second"): y, ("B", "second"): x}
-        targets.update({("A", "untouched"): z, ("B", "untouched"): z})
-        for (array, role), target in targets.items():
-            meta = (("array", array), ("pair", f"p{index}"), ("role", role))
-            trial = color_trial(f"x{index}-{array}-{role}", target, meta=meta)
-            prompt = render(trial, convention)
-            logits = [score(array, role, word, target, (x, y)) for word in prompt.slots]
-            answer = logits.index(max(logits)) + 1
-            records.append(
-                make_record(
-                    trial,
-                    convention,
-                    answer,
-                    experiment="color_ladder",
-                    condition="cached",
-                    logits=logits,
-                    prompt=prompt,
-                )
-            )
-    return records
 
 
 def test_crossover_recovers_a_location_bound_memory():

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from analysis_factory import locate_trial, make_record, planted, wrong_slot
+from analysis_factory import locate_trial, make_record, planted, planted_readership, wrong_slot
 from scipy import stats as scipy_stats
 
 from convswap.analysis import (
@@ -148,12 +148,8 @@ def test_readership_refuses_bad_counts(args, message):
 
 def test_readership_of_records_follows_the_planted_keys():
     trials = [locate_trial(i) for i in range(20)]
-    records = []
-    for index, trial in enumerate(trials):
-        probe = make_record(trial, "pixels_mispaired", 1, experiment="coco_locate_identify")
-        coord, name = probe.keys["coord"], probe.keys["name"]
-        answer = coord if index < 9 else name if index < 15 else wrong_slot(trial, "pixels_mispaired")
-        records.append(make_record(trial, "pixels_mispaired", answer, experiment="coco_locate_identify"))
+    follows = ["coord"] * 9 + ["name"] * 6 + ["neither"] * 5
+    records = planted_readership(trials, "pixels_mispaired", follows.__getitem__, experiment="coco_locate_identify")
     records.append(
         make_record(locate_trial(99), "pixels_mispaired", None, experiment="coco_locate_identify", readout="generate")
     )
