@@ -31,10 +31,12 @@ OPTION_PAIR = re.compile(r"(?<![\w.])(\d+)=\((\d+),\s*(\d+)\)")
 READINGS = {"normalized": "as pixels", "pixels": "as thousandths"}
 
 
-def reading(convention: str) -> str | None:
-    """How a convention's numbers are misread, or None for a convention without coordinate numbers."""
-    family = convention.split("_")[0]
-    return READINGS.get(family)
+def reading(convention: str) -> str:
+    """How a convention's numbers are misread; a convention without coordinate numbers is refused."""
+    how = READINGS.get(convention.split("_")[0])
+    if how is None:
+        raise ConvswapError(f"convention {convention!r} has no coordinate numbers to misread")
+    return how
 
 
 def option_numbers(record: Record) -> dict[int, tuple[int, int]]:
@@ -51,8 +53,6 @@ def option_numbers(record: Record) -> dict[int, tuple[int, int]]:
 
 def misread_slot(record: Record) -> int:
     how = reading(record.convention)
-    if how is None:
-        raise ConvswapError(f"convention {record.convention!r} has no coordinate numbers to misread")
     meta = record.trial.get("meta", {})
     if "center" not in meta:
         raise ConvswapError(f"trial {record.trial_id}: misread test needs the object center (trial meta 'center')")
@@ -102,7 +102,7 @@ def misread_units(records: Sequence[Record]) -> Misread:
     hits = sum(a == p for a, p in zip(answers, predicted, strict=True))
     kept = [(a, p) for a, p, t in zip(answers, predicted, targets, strict=True) if p != t]
     return Misread(
-        reading=reading(conventions.pop()) or "",
+        reading=reading(conventions.pop()),
         n=n,
         hits=hits,
         null_rate=_product_null(answers, predicted, n),

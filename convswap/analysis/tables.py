@@ -1,4 +1,4 @@
-"""The spec's numbered tables (1, 2, 3, 4, 5, 8 and the 4x4 grid), built from records alone.
+"""The spec's numbered tables (1, 2, 3, 4, 5, 8), the 4x4 grid and the new conventions, built from records alone.
 
 Every builder takes the analysis `Context` and returns tables, or raises
 `MissingInput` when the records it needs are absent, so that the table is skipped
