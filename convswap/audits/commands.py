@@ -11,10 +11,10 @@ from convswap.audits.model_report import format_model_audit
 from convswap.audits.report import format_report
 from convswap.calibration.vocabulary import load_vocabulary
 from convswap.core import ConvswapError
+from convswap.experiments.commands import add_model_arguments
+from convswap.experiments.runner import backend_options
 from convswap.readout.base import DEFAULT_MAX_NEW_TOKENS
 from convswap.readout.registry import load_backend
-
-QUANTIZATIONS = ("4bit", "8bit")
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -47,10 +47,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "token budget, parsed, with truncation counted. Prints one verdict per alphabet and readout (usable, or "
         "refused with the reason); exits 0 when every alphabet has at least one usable readout, else 1.",
     )
-    model.add_argument("--model", required=True, help="model spec: hf:<path or hub id>, openai:<model>, "
-                       "gemini:<model> or sim:<preset>")  # fmt: skip
-    model.add_argument("--quant", choices=QUANTIZATIONS, help="load a transformers model quantized by bitsandbytes")
-    model.add_argument("--dtype", help="weight dtype of a transformers model (e.g. bfloat16; default float32)")
+    add_model_arguments(model)
     model.add_argument(
         "--vocabulary",
         type=Path,
@@ -84,8 +81,7 @@ def run_audit_model(args: argparse.Namespace) -> int:
         alphabets = default_alphabets(load_vocabulary(args.vocabulary).words, f"vocabulary {args.vocabulary}")
     else:
         alphabets = default_alphabets()
-    options = {name: value for name, value in (("quant", args.quant), ("dtype", args.dtype)) if value}
-    backend = load_backend(args.model, **options)
+    backend = load_backend(args.model, **backend_options(args.quant, args.dtype))
     audits = audit_model(backend, alphabets, args.max_new_tokens)
     print(format_model_audit(backend.info(), effective_budget(backend, args.max_new_tokens), audits))
     unusable = [audit.alphabet.name for audit in audits if not audit.usable]

@@ -23,6 +23,14 @@ DEMO_COCO_EXPERIMENT = "coco_locate_identify"
 MAIN_TABLES = ("table1_color_ladder", "table2_coco", "table3_readership", "table8_synthetic_spatial")
 
 
+def add_model_arguments(parser: argparse.ArgumentParser) -> None:
+    """--model, --quant and --dtype, as every command that loads one model takes them."""
+    parser.add_argument("--model", required=True, help="model spec: hf:<path or hub id>, openai:<model>, "
+                        "gemini:<model> or sim:<preset>")  # fmt: skip
+    parser.add_argument("--quant", choices=QUANTIZATIONS, help="load a transformers model quantized by bitsandbytes")
+    parser.add_argument("--dtype", help="weight dtype of a transformers model (e.g. bfloat16; default float32)")
+
+
 def register(subparsers: argparse._SubParsersAction) -> None:
     run = subparsers.add_parser(
         "run",
@@ -33,10 +41,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "own shard of the trials into its own log; join them with `convswap merge`.",
     )
     run.add_argument("experiment", metavar="EXPERIMENT", help="experiment id: a plan file name without .toml")
-    run.add_argument("--model", required=True, help="model spec: hf:<path or hub id>, openai:<model>, "
-                     "gemini:<model> or sim:<preset>")  # fmt: skip
-    run.add_argument("--quant", choices=QUANTIZATIONS, help="load a transformers model quantized by bitsandbytes")
-    run.add_argument("--dtype", help="weight dtype of a transformers model (e.g. bfloat16; default float32)")
+    add_model_arguments(run)
     run.add_argument(
         "--condition",
         action="append",

@@ -263,10 +263,13 @@ def _conditions(plan: Plan, asked: Sequence[str]) -> tuple[str, ...]:
     return tuple(c for c in plan.design.conditions if not asked or c in asked)
 
 
+def backend_options(quant: str | None, dtype: str | None) -> dict[str, Any]:
+    """The `load_backend` options --quant and --dtype give: only those set, so each backend keeps its defaults."""
+    return {name: value for name, value in (("quant", quant), ("dtype", dtype)) if value}
+
+
 def _backend_options(request: RunRequest, shard: tuple[int, int]) -> dict[str, Any]:
-    options: dict[str, Any] = {
-        name: value for name, value in (("quant", request.quant), ("dtype", request.dtype)) if value
-    }
+    options = backend_options(request.quant, request.dtype)
     prefix, _ = split_spec(request.model)
     if prefix == "hf" and shard[1] > 1:
         import torch
