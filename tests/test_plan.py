@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import tomllib
 from pathlib import Path
 
 import pytest
@@ -124,6 +125,8 @@ def test_plan_sha256_is_the_file_bytes(tmp_path):
         ('test = "mcnemar_exact"', 'test = "t_test"', "hypotheses[0].test", "'t_test'"),
         ('direction = "greater"', 'direction = "up"', "hypotheses[0].direction", "'up'"),
         ("alpha = 0.05", "alpha = 5", "hypotheses[0].alpha", "5"),
+        ("alpha = 0.05", "alpha = 0.05\nnull = 1.5", "hypotheses[0].null", "1.5"),
+        ("alpha = 0.05", "alpha = 0.05\nnull = true", "hypotheses[0].null", "True"),
         ('post_hoc = ["misread_units"]', 'post_hoc = ["accuracy_table"]', "post_hoc", "['accuracy_table']"),
         ('spec_section = "5"', 'spec_section = "5"\nauthor = "x"', "author", "'x'"),
         ('endpoint = "accuracy"', 'endpoint = "accuracy"\ncolour = "red"', "hypotheses[0].colour", "'red'"),
@@ -137,6 +140,17 @@ def test_bad_field_names_file_field_and_value(tmp_path, old, new, field, value):
     message = str(caught.value)
     assert message.startswith(f"{path}: {field}: ")
     assert message.endswith(f"got {value}")
+
+
+@pytest.mark.parametrize("mass", ["1.0", "0", '"half"'])
+def test_a_calibration_candidate_mass_outside_0_to_1_is_refused(tmp_path, mass):
+    text = (PLAN_DIR / "calibration.toml").read_text()
+    assert "min_candidate_mass = 0.5" in text
+    path = write(tmp_path, text.replace("min_candidate_mass = 0.5", f"min_candidate_mass = {mass}"), "calibration")
+    with pytest.raises(ConvswapError) as caught:
+        load_plan(path)
+    expected = f"{path}: calibration.min_candidate_mass: must be a number strictly between 0 and 1, got "
+    assert str(caught.value) == expected + repr(tomllib.loads(f"v = {mass}")["v"])
 
 
 def test_duplicate_hypothesis_ids_are_refused(tmp_path):

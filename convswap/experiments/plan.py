@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import re
 import tomllib
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -63,6 +64,7 @@ _DESIGN = {"stimuli", "tasks", "conventions", "conditions", "n", "seeds", "grid"
 _HYPOTHESIS = {"id", "statement", "endpoint", "contrast", "test", "direction", "alpha", "task", "condition", "key",
                "null"}  # fmt: skip
 _GATE = {"control", "threshold_points", "readout"}
+_STRICT_FRACTION = "must be a number strictly between 0 and 1"
 
 
 @dataclass(frozen=True)
@@ -337,9 +339,6 @@ class _Reader:
         key = data.get("key")
         if key is not None and key not in KEYS:
             raise self.fail(f"{prefix}key", f"must be one of {', '.join(KEYS)}", key)
-        alpha = data.get("alpha")
-        if isinstance(alpha, bool) or not isinstance(alpha, (int, float)) or not 0 < alpha < 1:
-            raise self.fail(f"{prefix}alpha", "must be a number strictly between 0 and 1", alpha)
         return Hypothesis(
             id=self.name(data, "id", prefix=prefix),
             statement=self.text(data, "statement", prefix=prefix),
@@ -347,7 +346,7 @@ class _Reader:
             contrast=contrast,
             test=self.choice(data, "test", TESTS, prefix),
             direction=self.choice(data, "direction", DIRECTIONS, prefix),
-            alpha=float(alpha),
+            alpha=self.number(data.get("alpha"), f"{prefix}alpha", lambda v: 0 < v < 1, _STRICT_FRACTION),
             task=task,
             condition=condition,
             key=key,
@@ -357,9 +356,7 @@ class _Reader:
     def null(self, value: Any, prefix: str) -> float | str | None:
         if value is None or value == "chance":
             return value
-        if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 <= value <= 1:
-            raise self.fail(f"{prefix}null", "must be 'chance' or a rate in [0, 1]", value)
-        return float(value)
+        return self.number(value, f"{prefix}null", lambda v: 0 <= v <= 1, "must be 'chance' or a rate in [0, 1]")
 
     def gate(self, data: Any, design: Design) -> Gate:
         if not isinstance(data, dict):
@@ -368,10 +365,9 @@ class _Reader:
         control = data.get("control")
         if control not in design.conventions:
             raise self.fail("gate.control", "must be a convention the design runs", control)
-        threshold = data.get("threshold_points")
-        if isinstance(threshold, bool) or not isinstance(threshold, (int, float)) or not 0 <= threshold <= 100:
-            raise self.fail("gate.threshold_points", "must be a number of percentage points in [0, 100]", threshold)
-        return Gate(control=control, threshold_points=float(threshold),
+        threshold = self.number(data.get("threshold_points"), "gate.threshold_points", lambda v: 0 <= v <= 100,
+                                "must be a number of percentage points in [0, 100]")  # fmt: skip
+        return Gate(control=control, threshold_points=threshold,
                     readout=self.choice(data, "readout", GATE_READOUTS, "gate."))  # fmt: skip
 
     def held_out(self, data: Any) -> HeldOutRule:
@@ -408,16 +404,15 @@ class _Reader:
         step = self.integer(table, "step_deg", prefix="calibration.", minimum=1)
         if 360 % step:
             raise self.fail("calibration.step_deg", "must divide 360", step)
-        mass = table.get("min_candidate_mass")
-        if isinstance(mass, bool) or not isinstance(mass, (int, float)) or not 0 < mass < 1:
-            raise self.fail("calibration.min_candidate_mass", "must be a number strictly between 0 and 1", mass)
         return CalibrationDesign(
             step_deg=step,
             renders_per_angle=self.integer(table, "renders_per_angle", prefix="calibration.", minimum=2),
             min_anchor_separation_deg=self.integer(
                 table, "min_anchor_separation_deg", prefix="calibration.", minimum=1
             ),
-            min_candidate_mass=float(mass),
+            min_candidate_mass=self.number(
+                table.get("min_candidate_mass"), "calibration.min_candidate_mass", lambda v: 0 < v < 1, _STRICT_FRACTION
+            ),
         )
 
     # -- field readers ---------------------------------------------------------------
@@ -486,6 +481,11 @@ class _Reader:
         if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
             raise self.fail(f"{prefix}{field}", f"must be an integer >= {minimum}", value)
         return value
+
+    def number(self, value: Any, field: str, within: Callable[[float], bool], problem: str) -> float:
+        if isinstance(value, bool) or not isinstance(value, (int, float)) or not within(value):
+            raise self.fail(field, problem, value)
+        return float(value)
 
     def integers(self, data: dict[str, Any], field: str, prefix: str) -> tuple[int, ...]:
         value = data.get(field)
