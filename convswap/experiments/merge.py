@@ -15,7 +15,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
-from convswap.core import ConvswapError, Record
+from convswap.core import ConvswapError
 from convswap.experiments.logs import (
     Unit,
     expected_name,
@@ -53,7 +53,7 @@ def merge_condition(folder: Path, condition: str) -> Merged:
     paths = log_files(folder, condition)
     if not paths:
         raise ConvswapError(f"{folder}: no {condition} log to merge")
-    records: dict[Unit, tuple[Record, str, Path]] = {}
+    lines: dict[Unit, tuple[str, Path]] = {}  # each unit's record as a log line, and the log it was first read in
     for path in paths:
         for record in read_records(path):
             if record.plan_hash != expected.plan_hash:
@@ -62,20 +62,19 @@ def merge_condition(folder: Path, condition: str) -> Merged:
                     f"expects {expected.plan_hash[:12]}"
                 )
             line = record.to_json()
-            seen = records.get(record.unit)
-            if seen is not None and seen[1] != line:
+            seen_line, seen_in = lines.setdefault(record.unit, (line, path))
+            if seen_line != line:
                 raise ConvswapError(
-                    f"duplicate record for {_name(record.unit)}: in {seen[2]} and in {path}, with different content"
+                    f"duplicate record for {_name(record.unit)}: in {seen_in} and in {path}, with different content"
                 )
-            records.setdefault(record.unit, (record, line, path))
     units = expected.units()
-    missing = [unit for unit in units if unit not in records]
-    unexpected = sorted(set(records) - set(units))
+    missing = [unit for unit in units if unit not in lines]
+    unexpected = sorted(set(lines) - set(units))
     if missing or unexpected:
         raise ConvswapError(_gap_message(folder, condition, missing, unexpected, paths))
     target = folder / log_name(condition, (0, 1))
     with atomic_open(target) as handle:
-        handle.write("".join(records[unit][1] + "\n" for unit in units))
+        handle.write("".join(lines[unit][0] + "\n" for unit in units))
     removed = tuple(path for path in paths if path != target)
     for path in removed:
         path.unlink()

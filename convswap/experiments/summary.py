@@ -48,8 +48,8 @@ def summarize(records: Iterable[Record], plan: Plan) -> list[ConventionSummary]:
     design = plan.design
     order = [(c, t, v) for c in design.conditions for t in design.tasks for v in design.conventions]
     return [
-        ConventionSummary(*unit, len(group), accuracy(group), tuple(sorted({r.readout for r in group})))
-        for unit, group in sorted(
+        ConventionSummary(*key, len(group), accuracy(group), tuple(sorted({r.readout for r in group})))
+        for key, group in sorted(
             groups.items(), key=lambda item: order.index(item[0]) if item[0] in order else len(order)
         )
     ]
