@@ -19,11 +19,11 @@ from scipy.stats import binomtest
 
 from convswap.analysis.loading import group_by, score_key
 from convswap.audits.prompt_text import PromptUnreadable, question_position, read_options, referent_of, split_gloss
+from convswap.calibration.surfaces import MIN_CANDIDATE_MASS
 from convswap.conventions.render import CONVENTIONS, Convention
 from convswap.core import ConvswapError, Generation, Prompt, Record, Trial, score_answer
 from convswap.readout.parse import normalize_word, parse_generation
 
-MIN_CANDIDATE_MASS = 0.5
 # Each (experiment, model, condition, convention) group is one binomial test; at this level a clean run of
 # a hundred groups raises a false alarm about one time in ten.
 PAIRING_BREAK_ALPHA = 1e-3
@@ -196,7 +196,8 @@ def pairing_break(records: Sequence[Record], seed: int = 0) -> CheckResult:
 
 
 def alphabet(records: Sequence[Record]) -> CheckResult:
-    """No record is scored by first token with candidate mass under 0.5 or candidates sharing a first token."""
+    """No record is scored by first token with candidate mass under MIN_CANDIDATE_MASS (the threshold the runner
+    resolves surfaces by) or with candidates sharing a first token."""
     return per_record("alphabet", f"first-token scores have candidate mass >= {MIN_CANDIDATE_MASS} and one distinct "
                       "first token per answer", records, _alphabet_problem,
                       applies=lambda record: record.readout == "first_token")  # fmt: skip
