@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import json
-
 import numpy as np
 import pytest
 from calibration_fakes import PlantedBackend, planted_mass
@@ -11,15 +9,12 @@ from calibration_fakes import PlantedBackend, planted_mass
 from convswap.calibration.surfaces import (
     MIN_CANDIDATE_MASS,
     NoFirstTokenReadout,
-    Surface,
     SurfaceRefused,
     distinct_variants,
     first_token_ids,
-    load_surfaces,
     probe_query,
     readable_variants,
     resolve_surface,
-    save_surfaces,
     variant_strings,
 )
 from convswap.core import ConvswapError
@@ -122,8 +117,20 @@ def test_resolve_picks_the_space_capitalized_surface_smolvlm_emits(smol):
     assert dict(surface.masses) == pytest.approx(expected, rel=1e-9)
     assert surface.mass == pytest.approx(expected["space_capitalized"], rel=1e-9)
     assert surface.shared == ()
-    assert surface.reason.startswith(f"space_capitalized puts mean mass {expected['space_capitalized']:.3f}")
-    assert "over 3 probes" in surface.reason
+    assert surface.reason == (
+        f"space_capitalized puts mean mass {expected['space_capitalized']:.3f} on the candidates over 3 probes; "
+        f"bare {expected['bare']:.3f}, space {expected['space']:.3f}, capitalized {expected['capitalized']:.3f}"
+    )
+    # What every record logs about the surface it was read under.
+    assert surface.to_json() == {
+        "alphabet": ["red", "green", "blue"],
+        "variant": "space_capitalized",
+        "token_ids": [3950, 4910, 10062],
+        "mass": surface.mass,
+        "masses": dict(surface.masses),
+        "reason": surface.reason,
+        "shared": [],
+    }
 
 
 def test_resolve_refuses_when_no_surface_carries_half_the_mass(smol):
@@ -197,64 +204,3 @@ def test_probes_must_answer_in_the_alphabet_resolved(smol):
         resolve_surface(with_plant(smol, None), COLORS, [probe_query(("1", "2", "3"), "integer")])
     with pytest.raises(ConvswapError, match="no probe prompts"):
         resolve_surface(smol, COLORS, [])
-
-
-def make_surface(alphabet=COLORS, token_ids=(3950, 4910, 10062), variant="space_capitalized") -> Surface:
-    return Surface(
-        alphabet=alphabet,
-        variant=variant,
-        token_ids=token_ids,
-        mass=0.9,
-        masses=(("space", 0.01), (variant, 0.9)),
-        reason="planted",
-    )
-
-
-def test_surfaces_round_trip_through_json(tmp_path):
-    path = tmp_path / "surfaces.json"
-    digits = make_surface(DIGITS, tuple(range(16, 25)), "bare")
-    save_surfaces(path, [make_surface(), digits])
-    assert load_surfaces(path) == {COLORS: make_surface(), DIGITS: digits}
-    assert json.loads(path.read_text())["surfaces"][0]["masses"] == {"space": 0.01, "space_capitalized": 0.9}
-
-
-def test_saving_two_surfaces_for_one_alphabet_leaves_the_old_file(tmp_path):
-    path = tmp_path / "surfaces.json"
-    save_surfaces(path, [make_surface()])
-    before = path.read_text()
-    with pytest.raises(ConvswapError, match="two surfaces for the same alphabet"):
-        save_surfaces(path, [make_surface(), make_surface()])
-    assert path.read_text() == before
-    assert [p.name for p in tmp_path.iterdir()] == ["surfaces.json"]
-
-
-@pytest.mark.parametrize(
-    ("edit", "message"),
-    [
-        (lambda d: d["surfaces"][0].pop("token_ids"), r"surfaces\[0\]: missing field 'token_ids'"),
-        (lambda d: d["surfaces"][0].update(variant="upper"), r"surfaces\[0\]: variant 'upper'"),
-        (lambda d: d["surfaces"][0].update(token_ids=[1, 1, 2]), "not one distinct id per answer"),
-        (lambda d: d["surfaces"][0].update(mass=0.2), "mass 0.2 is not a readable candidate mass"),
-        (lambda d: d["surfaces"][0].update(masses=[0.2]), r"surfaces\[0\]: malformed field"),
-        (lambda d: d["surfaces"].append(dict(d["surfaces"][0])), r"surfaces\[1\]: a second surface"),
-        (lambda d: d.pop("surfaces"), "expected an object with a 'surfaces' list"),
-    ],
-)
-def test_malformed_surface_files_name_the_field(tmp_path, edit, message):
-    path = tmp_path / "surfaces.json"
-    save_surfaces(path, [make_surface()])
-    data = json.loads(path.read_text())
-    edit(data)
-    path.write_text(json.dumps(data))
-    with pytest.raises(ConvswapError, match=message) as caught:
-        load_surfaces(path)
-    assert str(path) in str(caught.value)
-
-
-def test_missing_and_broken_surface_files(tmp_path):
-    with pytest.raises(ConvswapError, match="surface file not found"):
-        load_surfaces(tmp_path / "absent.json")
-    broken = tmp_path / "broken.json"
-    broken.write_text("{")
-    with pytest.raises(ConvswapError, match="broken.json: not valid JSON"):
-        load_surfaces(broken)

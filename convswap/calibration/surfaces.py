@@ -24,17 +24,14 @@ once and ties go to the earlier variant in VARIANTS order.
 
 from __future__ import annotations
 
-import json
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
 import numpy as np
 from PIL import Image
 
 from convswap.core import ConvswapError, OutputFormat, Prompt
-from convswap.fileio import atomic_write_text
 from convswap.readout.base import Backend, Query
 from convswap.readout.first_token import candidate_masses
 
@@ -104,6 +101,14 @@ class NoFirstTokenReadout(ConvswapError):
         )
 
 
+def mass_listing(masses: Mapping[str, float], shared: Sequence[str]) -> str:
+    """Each variant's mean candidate mass, shared ones marked: "bare 0.912, space 0.031 (shared first token)"."""
+    return ", ".join(
+        f"{variant} {mass:.3f}" + (" (shared first token)" if variant in shared else "")
+        for variant, mass in masses.items()
+    )
+
+
 class SurfaceRefused(ConvswapError):
     """No readable surface variant puts MIN_CANDIDATE_MASS on the candidates."""
 
@@ -111,13 +116,9 @@ class SurfaceRefused(ConvswapError):
         self.alphabet = alphabet
         self.masses = dict(masses)
         self.shared = tuple(shared)
-        listing = ", ".join(
-            f"{variant} {mass:.3f}" + (" (shared first token)" if variant in self.shared else "")
-            for variant, mass in self.masses.items()
-        )
         super().__init__(
             f"alphabet {list(alphabet)} refused: no surface variant puts {MIN_CANDIDATE_MASS} of the probes' "
-            f"first-token mass on the candidates (mean mass per variant: {listing})"
+            f"first-token mass on the candidates (mean mass per variant: {mass_listing(self.masses, self.shared)})"
         )
 
 
@@ -150,30 +151,6 @@ class Surface:
             "reason": self.reason,
             "shared": list(self.shared),
         }
-
-    @classmethod
-    def from_json(cls, data: Mapping[str, Any], where: str = "surface") -> Surface:
-        try:
-            surface = cls(
-                alphabet=tuple(str(s) for s in data["alphabet"]),
-                variant=str(data["variant"]),
-                token_ids=tuple(int(i) for i in data["token_ids"]),
-                mass=float(data["mass"]),
-                masses=tuple((str(k), float(v)) for k, v in data["masses"].items()),
-                reason=str(data["reason"]),
-                shared=tuple(str(s) for s in data.get("shared", ())),
-            )
-        except KeyError as error:
-            raise ConvswapError(f"{where}: missing field {error.args[0]!r}") from error
-        except (TypeError, ValueError, AttributeError) as error:
-            raise ConvswapError(f"{where}: malformed field: {error}") from error
-        if surface.variant not in VARIANTS:
-            raise ConvswapError(f"{where}: variant {surface.variant!r} is not one of {', '.join(VARIANTS)}")
-        if len(surface.token_ids) != len(surface.alphabet) or len(set(surface.token_ids)) != len(surface.token_ids):
-            raise ConvswapError(f"{where}: token_ids {list(surface.token_ids)} are not one distinct id per answer")
-        if not MIN_CANDIDATE_MASS <= surface.mass <= 1.0:
-            raise ConvswapError(f"{where}: mass {surface.mass} is not a readable candidate mass")
-        return surface
 
 
 def probe_image() -> Image.Image:
@@ -247,9 +224,7 @@ def resolve_surface(backend: Backend, alphabet: Sequence[str], probes: Sequence[
     best = max(readable, key=lambda v: masses[v])  # max keeps the first of equal masses: VARIANTS order
     if masses[best] < MIN_CANDIDATE_MASS:
         raise SurfaceRefused(alphabet, masses, shared)
-    others = ", ".join(
-        f"{v} {masses[v]:.3f}" + (" (shared first token)" if v in shared else "") for v in masses if v != best
-    )
+    others = mass_listing({v: mass for v, mass in masses.items() if v != best}, shared)
     reason = f"{best} puts mean mass {masses[best]:.3f} on the candidates over {len(prompts)} probes" + (
         f"; {others}" if others else ""
     )
@@ -262,33 +237,3 @@ def resolve_surface(backend: Backend, alphabet: Sequence[str], probes: Sequence[
         reason=reason,
         shared=tuple(shared),
     )
-
-
-def save_surfaces(path: str | Path, surfaces: Sequence[Surface]) -> None:
-    """Write surfaces as one JSON file, atomically."""
-    alphabets = [s.alphabet for s in surfaces]
-    if len(set(alphabets)) != len(alphabets):
-        raise ConvswapError(f"{path}: two surfaces for the same alphabet")
-    atomic_write_text(path, json.dumps({"surfaces": [s.to_json() for s in surfaces]}, indent=2) + "\n")
-
-
-def load_surfaces(path: str | Path) -> dict[tuple[str, ...], Surface]:
-    """Surfaces saved by `save_surfaces`, keyed by alphabet."""
-    try:
-        data = json.loads(Path(path).read_text(encoding="utf-8"))
-    except FileNotFoundError as error:
-        raise ConvswapError(f"surface file not found: {path}") from error
-    except (json.JSONDecodeError, UnicodeDecodeError) as error:
-        raise ConvswapError(f"{path}: not valid JSON: {error}") from error
-    if not isinstance(data, dict) or not isinstance(data.get("surfaces"), list):
-        raise ConvswapError(f"{path}: expected an object with a 'surfaces' list")
-    surfaces: dict[tuple[str, ...], Surface] = {}
-    for index, entry in enumerate(data["surfaces"]):
-        where = f"{path}: surfaces[{index}]"
-        if not isinstance(entry, dict):
-            raise ConvswapError(f"{where}: expected an object")
-        surface = Surface.from_json(entry, where)
-        if surface.alphabet in surfaces:
-            raise ConvswapError(f"{where}: a second surface for alphabet {list(surface.alphabet)}")
-        surfaces[surface.alphabet] = surface
-    return surfaces
