@@ -17,7 +17,6 @@ from convswap.calibration.vocabulary import (
     build_vocabulary,
     calibrate,
     choose_anchors,
-    circular_distance,
     find_runs,
     load_vocabulary,
     save_vocabulary,
@@ -27,6 +26,11 @@ from convswap.stimuli.arrays import swatch_specs
 from convswap.stimuli.render import image_sha256, render_image
 
 GRID = tuple(range(0, 360, 5))
+
+
+def degrees_apart(a: int, b: int) -> int:
+    """Distance around the circle, written out for the tests."""
+    return min((a - b) % 360, (b - a) % 360)
 
 
 def planted_answer(angle: int, placement: int) -> str:
@@ -140,9 +144,7 @@ def test_dropped_runs_say_why():
 
 def named_otherwise_near(angle: int, word: str) -> list[int]:
     """Grid angles within 20 degrees of `angle` where some render of the planted model says something but `word`."""
-    return [
-        g for g in GRID if circular_distance(g, angle) < 20 and any(n.name != word for n in namings()[g // 5].renders)
-    ]
+    return [g for g in GRID if degrees_apart(g, angle) < 20 and any(n.name != word for n in namings()[g // 5].renders)]
 
 
 def test_held_out_angles_keep_away_from_a_discarded_name():
@@ -151,7 +153,7 @@ def test_held_out_angles_keep_away_from_a_discarded_name():
     # the only other name near them is the discarded "olive", said at 90.
     others = [a.angle for a in EXPECTED_ANCHORS if a.word != "green"]
     for angle in (106, 107, 108, 109):
-        assert min(circular_distance(angle, o) for o in others) >= 20
+        assert min(degrees_apart(angle, o) for o in others) >= 20
         assert named_otherwise_near(angle, "green") == [90]
         assert angle not in held
     # Name 90 green instead and they are held out.
@@ -174,8 +176,8 @@ def test_held_out_angles_keep_away_from_another_kept_word_and_from_no_answer():
 def test_held_out_angles_are_off_grid_integers_near_their_own_anchor_only():
     vocabulary = build_vocabulary(namings(), model={})
     for h in vocabulary.held_out:
-        assert h.angle % 5 and 10 <= circular_distance(h.angle, h.anchor) <= 20
-        assert all(circular_distance(h.angle, a.angle) >= 20 for a in vocabulary.anchors if a.word != h.word)
+        assert h.angle % 5 and 10 <= degrees_apart(h.angle, h.anchor) <= 20
+        assert all(degrees_apart(h.angle, a.angle) >= 20 for a in vocabulary.anchors if a.word != h.word)
 
 
 def runs_of(names: dict[int, str | None]) -> list[tuple[str, tuple[int, ...]]]:
@@ -194,20 +196,17 @@ def test_runs_wrap_around_zero_and_cover_the_whole_circle():
     ("runs", "kept"),
     [
         # Equal lengths closer than 40 degrees: the lower center wins.
-        ([("a", (100, 105, 110)), ("b", (70, 75, 80))], ["b"]),
+        ([("a", (100, 105, 110)), ("b", (70, 75, 80))], [("b", 75)]),
         # Exactly 40 degrees apart is far enough.
-        ([("a", (100, 105, 110)), ("b", (140, 145, 150))], ["a", "b"]),
+        ([("a", (100, 105, 110)), ("b", (140, 145, 150))], [("a", 105), ("b", 145)]),
         # Closeness is measured around the circle.
-        ([("a", (350, 355, 0)), ("b", (15, 20, 25, 30))], ["b"]),
+        ([("a", (350, 355, 0)), ("b", (15, 20, 25, 30))], [("b", 20)]),
         # The longer run of one word keeps its anchor even when it comes second on the circle.
-        ([("a", (10,)), ("a", (200, 205))], ["a"]),
+        ([("a", (10,)), ("a", (200, 205))], [("a", 200)]),
     ],
 )
 def test_anchor_conflicts(runs, kept):
-    chosen = choose_anchors(runs)
-    assert [r.word for r in chosen if r.kept] == kept
-    if runs[-1] == ("a", (200, 205)):
-        assert [r.center for r in chosen if r.kept] == [200]
+    assert [(r.word, r.center) for r in choose_anchors(runs) if r.kept] == kept
 
 
 def test_an_even_run_is_centered_on_its_first_middle_angle():
@@ -264,6 +263,8 @@ def test_missing_or_broken_vocabulary_files(tmp_path):
     (tmp_path / "broken.json").write_text("[")
     with pytest.raises(ConvswapError, match="broken.json: not valid JSON"):
         load_vocabulary(tmp_path / "broken.json")
+    with pytest.raises(ConvswapError, match=f"cannot read vocabulary file {tmp_path}: Is a directory"):
+        load_vocabulary(tmp_path)
 
 
 def test_a_failed_request_stops_the_calibration(smolvlm_assets):
@@ -301,7 +302,7 @@ def test_calibrate_command_writes_the_vocabulary(tmp_path, monkeypatch, planted_
 )
 def test_calibrate_command_refuses_bad_arguments(tmp_path, capsys, argv, message):
     argv = [a.replace("{tmp}", str(tmp_path)) for a in argv]
-    assert cli.main(["calibrate", "--model", "sim:default", *argv]) == 2
+    assert cli.main(["calibrate", "--model", "sim:perfect", *argv]) == 2
     err = capsys.readouterr().err
     assert err.startswith("convswap calibrate: error: ")
     assert re.search(message, err)

@@ -339,6 +339,8 @@ def load_vocabulary(path: str | Path) -> Vocabulary:
         data = json.loads(Path(path).read_text(encoding="utf-8"))
     except FileNotFoundError as error:
         raise ConvswapError(f"vocabulary file not found: {path}") from error
+    except OSError as error:
+        raise ConvswapError(f"cannot read vocabulary file {path}: {error.strerror}") from error
     except (json.JSONDecodeError, UnicodeDecodeError) as error:
         raise ConvswapError(f"{path}: not valid JSON: {error}") from error
     try:
