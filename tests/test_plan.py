@@ -13,9 +13,9 @@ from convswap.core import ConvswapError
 from convswap.experiments.plan import (
     default_plan_dir,
     find_experiment,
-    is_registered,
     load_plan,
     plan_files,
+    registered_names,
 )
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
@@ -78,9 +78,9 @@ def test_cross_model_labels_the_known_post_hoc_analyses():
     assert plan.design.conventions == ("cell_name", "pixels", "normalized")
     assert plan.hypothesis("rank_inversions").test == "inversion_search"
     for name in ("misread_units", "grid_transforms", "readership_across_models"):
-        assert name in plan.post_hoc and not is_registered(plan, name)
-    assert is_registered(plan, "rank_inversions") and is_registered(plan, "pair_table")
-    assert not is_registered(plan, "anything_else")
+        assert name in plan.post_hoc and name not in registered_names(plan)
+    assert {"rank_inversions", "pair_table"} <= registered_names(plan)
+    assert "anything_else" not in registered_names(plan)
 
 
 def test_minimal_plan_loads_with_defaults(tmp_path):

@@ -159,16 +159,12 @@ class Plan:
         raise ConvswapError(f"{self.path}: no hypothesis {hypothesis_id!r}")
 
 
-def is_registered(plan: Plan, analysis_name: str) -> bool:
-    """Whether an analysis was declared before the data: a hypothesis id or a registered analysis.
+def registered_names(plan: Plan) -> frozenset[str]:
+    """The analyses declared before the data: hypothesis ids and registered analyses.
 
-    Anything else, including every name on the plan's own `post_hoc` list, is
+    Any other name, including every name on the plan's own `post_hoc` list, is
     post hoc and must be labelled so wherever it appears.
     """
-    return analysis_name in registered_names(plan)
-
-
-def registered_names(plan: Plan) -> frozenset[str]:
     return frozenset(h.id for h in plan.hypotheses) | frozenset(plan.registered_analyses)
 
 
