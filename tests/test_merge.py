@@ -148,7 +148,7 @@ def test_merge_without_a_run_is_refused(tmp_path, capsys):
     assert main(["merge", str(tmp_path)]) == 2
     assert f"convswap merge: error: no run under {tmp_path}: no *.expected.json file" in capsys.readouterr().err
     assert main(["merge", str(tmp_path / "absent")]) == 2
-    assert "does not exist" in capsys.readouterr().err
+    assert capsys.readouterr().err == f"convswap merge: error: folder {tmp_path / 'absent'} does not exist\n"
 
 
 def test_merge_command_reports_each_log(tmp_path, vocabulary, capsys):
