@@ -11,9 +11,9 @@ import pytest
 from PIL import Image
 
 from convswap.calibration.surfaces import probe_query, resolve_surface
-from convswap.calibration.vocabulary import calibrate
+from convswap.calibration.vocabulary import CALIBRATION_PROMPT, calibrate
 from convswap.conventions import CONVENTIONS, cell_names, render
-from convswap.core import CONDITIONS, ColorAnchor, ConvswapError, ImageSpec, Trial
+from convswap.core import CONDITIONS, ColorAnchor, ConvswapError, ImageSpec, Prompt, Trial
 from convswap.readout.base import Query
 from convswap.readout.first_token import first_token_readout
 from convswap.readout.parse import parse_answer
@@ -220,9 +220,6 @@ def test_planted_disagreement_between_readouts():
 def test_free_report_is_spoken_in_the_emitted_surface():
     image = Image.new("RGB", (64, 64), (128, 128, 128))
     image.paste(DEFAULT_WHEEL.rgb(160), (16, 16, 48, 48))
-    from convswap.calibration.vocabulary import CALIBRATION_PROMPT
-    from convswap.core import Prompt
-
     prompt = Prompt("calibration-160-0", "calibration", "color", CALIBRATION_PROMPT, (), (), (), "word")
     sim = SimulatedObserver.from_spec("smolvlm-like")
     (generation,) = sim.generate(Query(image, (prompt,), "visible"))

@@ -45,6 +45,7 @@ from typing import Any
 import numpy as np
 
 from convswap.calibration.surfaces import PROBE_CONVENTION, VARIANTS, variant_strings
+from convswap.calibration.vocabulary import circular_distance
 from convswap.conventions import cell_center_px, cell_names, cell_position, normalized
 from convswap.core import ConvswapError, Generation, Prompt, Trial, canonical_json, sha256_hex
 from convswap.readout.base import DEFAULT_MAX_NEW_TOKENS, Backend, ModelInfo, Query
@@ -100,11 +101,6 @@ def uniform(*parts: Any) -> float:
     """A number in [0, 1) fixed by `parts`."""
     digest = hashlib.sha256(canonical_json(list(parts)).encode("utf-8")).digest()
     return int.from_bytes(digest[:8], "big") / 2**64
-
-
-def circular_distance(a: float, b: float) -> float:
-    d = abs(a - b) % 360
-    return min(d, 360 - d)
 
 
 @lru_cache(maxsize=8)

@@ -32,13 +32,13 @@ not fitted.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
+from convswap.calibration.surfaces import VARIANTS
 from convswap.conventions import CONVENTIONS
 from convswap.core import CONDITIONS, ConvswapError
 
 UNITS = ("as_pixels", "as_thousandths")
-SURFACES = ("bare", "space", "capitalized", "space_capitalized")
 
 
 @dataclass(frozen=True)
@@ -75,8 +75,8 @@ class Preset:
             raise ConvswapError(f"preset {self.name!r}: bias weights must be positive and agreement in [0, 1]")
         if self.reasoning_tokens < 0:
             raise ConvswapError(f"preset {self.name!r}: reasoning_tokens must be at least 0")
-        if self.word_surface not in SURFACES or self.digit_surface not in SURFACES:
-            raise ConvswapError(f"preset {self.name!r}: surfaces must be among {', '.join(SURFACES)}")
+        if self.word_surface not in VARIANTS or self.digit_surface not in VARIANTS:
+            raise ConvswapError(f"preset {self.name!r}: surfaces must be among {', '.join(VARIANTS)}")
         starts = [start for start, _ in self.hues]
         if starts != sorted(starts) or not all(0 <= s < 360 for s in starts):
             raise ConvswapError(f"preset {self.name!r}: hue start angles must ascend within [0, 360)")
@@ -106,6 +106,16 @@ def _row(task: str, convention: str, visible: float, cached: float, name_pull: f
 
 def _everywhere(p_read: float) -> tuple[tuple[tuple[str, str, str], Reading], ...]:
     return _table(*((task, c.name, p_read, p_read) for c in CONVENTIONS.values() for task in c.tasks))
+
+
+def _spatial(p_read: float) -> tuple[tuple, ...]:
+    """Rows reading every locate, then every identify convention, at one p_read in both conditions."""
+    return tuple(
+        (task, c.name, p_read, p_read)
+        for task in ("locate", "identify")
+        for c in CONVENTIONS.values()
+        if task in c.tasks
+    )
 
 
 # Reads color words and cell names well and normalized coordinates nearly as
@@ -185,9 +195,7 @@ SMOLVLM_LIKE = _table(
     ("color",    "hue_bare",               0.02,  0.02),
     ("color",    "hue_glossed_mispaired",  0.02,  0.02,  0.10),
     ("color",    "hue_legend_mispaired",   0.02,  0.02,  0.10),
-    *((task, name, 0.08, 0.08) for task in ("locate", "identify")
-      for name in ("cell_name", "normalized", "pixels", "pixels_glossed", "pixels_mispaired",
-                   "normalized_mispaired", "grid_ref", "percent", "grid_ref_mispaired", "percent_mispaired")),
+    *_spatial(0.08),
 )  # fmt: skip
 
 # Free-report names.  No red on the qwen3vl-like wheel (its reddest swatches are
@@ -202,17 +210,19 @@ REASONS_FIRST_TOKENS = 12
 
 NO_NOISE = tuple((condition, 0.0) for condition in CONDITIONS)
 
+QWEN3VL_PRESET = Preset("qwen3vl-like", QWEN3VL_LIKE, (("visible", 0.02), ("cached", 0.03)), bias=(1.3, 1.1),
+                        hues=QWEN3VL_HUES, hue_margin=6.0)  # fmt: skip
+
 PRESETS: dict[str, Preset] = {
     p.name: p
     for p in (
-        Preset("qwen3vl-like", QWEN3VL_LIKE, (("visible", 0.02), ("cached", 0.03)), bias=(1.3, 1.1),
-               hues=QWEN3VL_HUES, hue_margin=6.0),
+        QWEN3VL_PRESET,
         Preset("qwen25vl-like", QWEN25VL_LIKE, (("visible", 0.02), ("cached", 0.03)), bias=(1.2,),
                hues=QWEN25VL_HUES, hue_margin=6.0),
         Preset("smolvlm-like", SMOLVLM_LIKE, (("visible", 0.05), ("cached", 0.05)), bias=(1.5,), agreement=0.97,
                word_surface="space_capitalized", hues=SMOLVLM_HUES, hue_margin=8.0),
-        Preset("reasons-first", QWEN3VL_LIKE, (("visible", 0.02), ("cached", 0.03)), bias=(1.3, 1.1),
-               hues=QWEN3VL_HUES, hue_margin=6.0, reasoning_tokens=REASONS_FIRST_TOKENS),
+        # The qwen3vl-like observer, thinking before it answers.
+        replace(QWEN3VL_PRESET, name="reasons-first", reasoning_tokens=REASONS_FIRST_TOKENS),
         Preset("perfect", _everywhere(1.0), NO_NOISE, hues=QWEN3VL_HUES),
         Preset("blind", _everywhere(0.0), NO_NOISE),
     )
