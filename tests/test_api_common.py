@@ -21,8 +21,6 @@ from convswap.readout.api_common import (
     RequestFailed,
     ResponseCache,
     RetryPolicy,
-    Turn,
-    conversation,
     http_failure,
     png_base64,
     request_key,
@@ -30,6 +28,7 @@ from convswap.readout.api_common import (
     scrub,
 )
 from convswap.readout.base import ACKNOWLEDGEMENT, MEMORIZE_INSTRUCTION
+from convswap.readout.conversation import Turn, conversation
 
 TRANSIENT = Failure("HTTP 503", retryable=True)
 PERMANENT = Failure("HTTP 400", retryable=False)

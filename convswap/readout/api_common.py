@@ -1,4 +1,4 @@
-"""What the OpenAI and Gemini backends share: conversation shape, cache, retries, concurrency, keys.
+"""What the OpenAI and Gemini backends share: cache, retries, concurrency, keys.
 
 An API call costs money and fails transiently, so every request goes through
 one path: look it up in an on-disk response cache keyed by a hash of the whole
@@ -27,22 +27,16 @@ import time
 from abc import abstractmethod
 from collections.abc import Callable, Mapping
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any, ClassVar, Literal, TypeVar
+from typing import Any, ClassVar, TypeVar
 
 from PIL import Image
 
-from convswap.core import Condition, ConvswapError, Generation, canonical_json, sha256_hex
-from convswap.readout.base import (
-    ACKNOWLEDGEMENT,
-    DEFAULT_MAX_NEW_TOKENS,
-    MEMORIZE_INSTRUCTION,
-    Backend,
-    ModelInfo,
-    Query,
-)
+from convswap.core import ConvswapError, Generation, canonical_json, sha256_hex
+from convswap.readout.base import DEFAULT_MAX_NEW_TOKENS, Backend, ModelInfo, Query
+from convswap.readout.conversation import Turn, conversation
 
 log = logging.getLogger(__name__)
 
@@ -74,31 +68,6 @@ def png_base64(image: Image.Image) -> str:
     buffer = io.BytesIO()
     image.convert("RGB").save(buffer, format="PNG")
     return base64.b64encode(buffer.getvalue()).decode("ascii")
-
-
-@dataclass(frozen=True)
-class Turn:
-    role: Literal["user", "assistant"]
-    text: str
-    image: bool = False  # the image precedes the text in this turn
-
-
-def conversation(condition: Condition, question: str) -> tuple[Turn, ...]:
-    """The turns sent for one question.
-
-    An API has no KV cache to hold the image, but the cached condition is the
-    same conversation a local model sees: image and instruction, the
-    acknowledgement as the assistant's turn, then the question as text alone.
-    """
-    if condition == "visible":
-        return (Turn("user", question, image=True),)
-    if condition == "cached":
-        return (
-            Turn("user", MEMORIZE_INSTRUCTION, image=True),
-            Turn("assistant", ACKNOWLEDGEMENT),
-            Turn("user", question),
-        )
-    raise ConvswapError(f"unknown condition {condition!r}; expected visible or cached")
 
 
 def read_api_key(spec: str, variables: tuple[str, ...]) -> str:
@@ -286,7 +255,7 @@ class ApiSettings:
         set and ignored when None.
         """
         given = {name: value for name, value in options.items() if value is not None}
-        known = {"base_url", "max_output_tokens", "cache_path", "concurrency", "timeout", "retry", "max_retries"}
+        known = {setting.name for setting in fields(cls)} | {"max_retries"}
         unknown = sorted(set(given) - known)
         if unknown:
             raise ConvswapError(f"{spec} does not take option {unknown[0]!r}; it takes {', '.join(sorted(known))}")

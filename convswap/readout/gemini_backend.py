@@ -16,7 +16,8 @@ from google import genai
 from google.genai import errors, types
 
 from convswap.core import Generation
-from convswap.readout.api_common import ApiBackend, ApiSettings, Failure, Turn, http_failure
+from convswap.readout.api_common import ApiBackend, ApiSettings, Failure, http_failure
+from convswap.readout.conversation import Turn
 
 _ROLES = {"user": "user", "assistant": "model"}
 _FINISH_REASONS = {"STOP": "stop", "MAX_TOKENS": "length"}

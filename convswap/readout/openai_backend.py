@@ -14,7 +14,8 @@ import openai
 from openai.types.chat import ChatCompletion
 
 from convswap.core import Generation
-from convswap.readout.api_common import ApiBackend, ApiSettings, Failure, Turn, http_failure
+from convswap.readout.api_common import ApiBackend, ApiSettings, Failure, http_failure
+from convswap.readout.conversation import Turn
 
 
 class OpenAIBackend(ApiBackend):

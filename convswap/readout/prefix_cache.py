@@ -24,29 +24,26 @@ import torch
 from PIL import Image
 
 from convswap.core import Condition, ConvswapError
-from convswap.readout.base import ACKNOWLEDGEMENT, MEMORIZE_INSTRUCTION
+from convswap.readout.conversation import conversation
 
 # Processor outputs with one entry per token; everything else (pixels, grids) describes the image.
 TOKEN_ALIGNED = ("input_ids", "attention_mask", "mm_token_type_ids", "token_type_ids")
 
 
-def conversation(condition: Condition, question: str) -> list[dict[str, Any]]:
-    """The chat messages of one prompt: the image leads the first user turn in both conditions."""
-    image = {"type": "image"}
-    if condition == "visible":
-        return [{"role": "user", "content": [image, {"type": "text", "text": question}]}]
-    if condition == "cached":
-        return [
-            {"role": "user", "content": [image, {"type": "text", "text": MEMORIZE_INSTRUCTION}]},
-            {"role": "assistant", "content": [{"type": "text", "text": ACKNOWLEDGEMENT}]},
-            {"role": "user", "content": [{"type": "text", "text": question}]},
-        ]
-    raise ConvswapError(f"unknown condition {condition!r}; use visible or cached")
+def chat_messages(condition: Condition, question: str) -> list[dict[str, Any]]:
+    """The conversation of one prompt as chat-template messages, the image part first in its turn."""
+    return [
+        {
+            "role": turn.role,
+            "content": ([{"type": "image"}] if turn.image else []) + [{"type": "text", "text": turn.text}],
+        }
+        for turn in conversation(condition, question)
+    ]
 
 
 def render_conversation(processor: Any, condition: Condition, question: str) -> str:
     """The full prompt text the model reads, through the model's own chat template."""
-    return processor.apply_chat_template(conversation(condition, question), add_generation_prompt=True)
+    return processor.apply_chat_template(chat_messages(condition, question), add_generation_prompt=True)
 
 
 def common_prefix_length(sequences: list[torch.Tensor]) -> int:
