@@ -37,15 +37,35 @@ def sha256_hex(data: bytes | str) -> str:
     return hashlib.sha256(data).hexdigest()
 
 
-def _freeze(params: Mapping[str, Any]) -> tuple[tuple[str, Any], ...]:
-    return tuple(sorted((str(k), _freeze_value(v)) for k, v in params.items()))
+class FrozenMapping(tuple):
+    """A mapping frozen into sorted (key, value) pairs, so that it can sit in a frozen dataclass.
+
+    A distinct type, so that thawing tells a frozen mapping from a frozen list
+    that happens to hold pairs.
+    """
+
+
+def freeze(mapping: Mapping[str, Any]) -> FrozenMapping:
+    """A JSON-like mapping in hashable form: nested mappings frozen too, lists as tuples."""
+    return FrozenMapping(sorted((str(key), _freeze_value(value)) for key, value in mapping.items()))
 
 
 def _freeze_value(value: Any) -> Any:
-    if isinstance(value, list):
+    if isinstance(value, FrozenMapping):
+        return value
+    if isinstance(value, Mapping):
+        return freeze(value)
+    if isinstance(value, list | tuple):
         return tuple(_freeze_value(v) for v in value)
-    if isinstance(value, dict):
-        return _freeze(value)
+    return value
+
+
+def thaw(value: Any) -> Any:
+    """The JSON form of a frozen value: frozen mappings as dicts, tuples as lists."""
+    if isinstance(value, FrozenMapping):
+        return {key: thaw(v) for key, v in value}
+    if isinstance(value, tuple):
+        return [thaw(v) for v in value]
     return value
 
 
@@ -62,7 +82,7 @@ class ImageSpec:
 
     @classmethod
     def of(cls, kind: str, **params: Any) -> ImageSpec:
-        return cls(kind=kind, params=_freeze(params))
+        return cls(kind=kind, params=freeze(params))
 
     def param(self, name: str) -> Any:
         for key, value in self.params:
@@ -71,19 +91,11 @@ class ImageSpec:
         raise KeyError(f"image spec {self.kind!r} has no parameter {name!r}")
 
     def to_json(self) -> dict[str, Any]:
-        return {"kind": self.kind, "params": {k: _thaw(v) for k, v in self.params}}
+        return {"kind": self.kind, "params": {k: thaw(v) for k, v in self.params}}
 
     @classmethod
     def from_json(cls, data: Mapping[str, Any]) -> ImageSpec:
         return cls.of(data["kind"], **data.get("params", {}))
-
-
-def _thaw(value: Any) -> Any:
-    if isinstance(value, tuple):
-        if value and all(isinstance(v, tuple) and len(v) == 2 and isinstance(v[0], str) for v in value):
-            return {k: _thaw(v) for k, v in value}
-        return [_thaw(v) for v in value]
-    return value
 
 
 @dataclass(frozen=True)
@@ -142,7 +154,7 @@ class Trial:
         data["referents"] = list(self.referents)
         data["image"] = self.image.to_json()
         data["anchors"] = [{"word": a.word, "angle": a.angle} for a in self.anchors]
-        data["meta"] = {k: _thaw(v) for k, v in self.meta}
+        data["meta"] = {k: thaw(v) for k, v in self.meta}
         return data
 
     @classmethod
@@ -160,7 +172,7 @@ class Trial:
             cell=data.get("cell"),
             anchors=tuple(ColorAnchor(a["word"], int(a["angle"])) for a in data.get("anchors", ())),
             held_out=bool(data.get("held_out", False)),
-            meta=_freeze(data.get("meta", {})),
+            meta=freeze(data.get("meta", {})),
         )
 
 

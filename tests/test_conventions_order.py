@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import hashlib
+import json
 import os
 import subprocess
 import sys
@@ -174,3 +175,19 @@ def test_every_convention_renders_for_its_tasks():
             assert prompt.convention == name and prompt.k == trial.k
             assert len(prompt.alphabet) == trial.k
             assert convention.side(task) == ("question" if task == "identify" else "answer")
+
+
+def test_trial_json_round_trip_keeps_mappings_and_lists_of_pairs_apart():
+    from convswap.core import freeze
+
+    meta = freeze({"squares": {"center": 30, "top-left": 145}, "swapped": [["red", 20], ["green", 145]], "n": 3})
+    trial = Trial("rt-1", "color", ("red", "green"), "red", ImageSpec.of("four_square", seed=1, cells=["center"]), 10,
+                  10, subject="center", anchors=(ColorAnchor("red", 20), ColorAnchor("green", 145)), meta=meta)  # fmt: skip
+    data = trial.to_json()
+    assert data["meta"] == {
+        "n": 3,
+        "squares": {"center": 30, "top-left": 145},
+        "swapped": [["red", 20], ["green", 145]],
+    }
+    assert Trial.from_json(json.loads(json.dumps(data))) == trial
+    assert Trial.from_json(data).to_json() == data

@@ -51,7 +51,7 @@ from tqdm import tqdm
 
 from convswap.conventions import cell_names, cell_of_point, cell_position
 from convswap.conventions.cells import check_grid
-from convswap.core import ConvswapError, ImageSpec, Trial
+from convswap.core import ConvswapError, ImageSpec, Trial, freeze
 from convswap.fileio import atomic_open
 from convswap.stimuli.arrays import check_non_negative
 
@@ -437,7 +437,7 @@ def _trial_meta(placed: GridObject) -> tuple[tuple[str, Any], ...]:
         "margin_x": placed.margin_x,
         "margin_y": placed.margin_y,
     }
-    return tuple(sorted(meta.items()))
+    return freeze(meta)
 
 
 @dataclass(frozen=True)

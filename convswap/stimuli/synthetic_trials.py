@@ -16,7 +16,7 @@ from typing import Any
 import numpy as np
 
 from convswap.conventions import cell_names
-from convswap.core import ColorAnchor, ConvswapError, Trial
+from convswap.core import ColorAnchor, ConvswapError, Trial, freeze
 from convswap.stimuli.arrays import (
     FIELD_SIZE,
     GRID,
@@ -253,5 +253,4 @@ def _swap(words: Mapping[str, str], first: str, second: str) -> dict[str, str]:
 
 
 def _meta(**values: Any) -> tuple[tuple[str, Any], ...]:
-    """Trial.meta in the frozen form Trial.from_json restores: keys sorted, mappings as sorted pairs."""
-    return tuple(sorted((key, tuple(sorted(v.items())) if isinstance(v, Mapping) else v) for key, v in values.items()))
+    return freeze(values)
