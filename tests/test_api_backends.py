@@ -45,11 +45,8 @@ class Api:
     secret: str
     served_model: str
     reply: Callable[..., Reply]
-    error_reply: Callable[..., Reply]
+    error: Callable[..., Reply]  # (status, message, headers=None)
     base_url: Callable[[str], str]
-
-    def error(self, status: int, message: str, headers: dict[str, str] | None = None) -> Reply:
-        return self.error_reply(status, message, headers)
 
 
 OPENAI = Api(
@@ -58,7 +55,7 @@ OPENAI = Api(
     secret="sk-test-SECRET-0123456789abcdef",
     served_model="gpt-4o-2024-08-06",
     reply=openai_reply,
-    error_reply=openai_error,
+    error=openai_error,
     base_url=lambda url: f"{url}/v1",
 )
 GEMINI = Api(
@@ -67,7 +64,7 @@ GEMINI = Api(
     secret="AIzaTESTSECRET0123456789abcdefghijklmno",
     served_model="gemini-flash-test-001",
     reply=gemini_reply,
-    error_reply=lambda status, message, headers: gemini_error(status, GEMINI_STATES[status], message, headers),
+    error=lambda status, message, headers=None: gemini_error(status, GEMINI_STATES[status], message, headers),
     base_url=lambda url: url,
 )
 

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 from calibration_fakes import planted_mass
 from tiny_models import build_tiny, planting
@@ -14,14 +16,14 @@ COLORS = ("red", "green", "blue")
 GREEN, BARE_GREEN, CAPITAL_GREEN = 4910, 9298, 15420  # " Green", "green", "Green" in SmolVLM's vocabulary
 
 
-def tiny_smolvlm(tmp_path_factory, logits: dict[int, float]) -> TransformersBackend:
-    path = build_tiny("smolvlm", tmp_path_factory.mktemp("smolvlm"), edit=planting(logits))
+def tiny_smolvlm(folder: Path, tokenizer: Path, logits: dict[int, float]) -> TransformersBackend:
+    path = build_tiny("smolvlm", folder, edit=planting(logits), tokenizers=tokenizer.parent)
     return TransformersBackend.from_spec(str(path), device_map="cpu")
 
 
-def test_a_model_preferring_space_capital_green_resolves_to_that_surface(tmp_path_factory):
+def test_a_model_preferring_space_capital_green_resolves_to_that_surface(tmp_path, smolvlm_assets):
     planted = {GREEN: 14.0, BARE_GREEN: 11.0, CAPITAL_GREEN: 10.0}
-    backend = tiny_smolvlm(tmp_path_factory, planted)
+    backend = tiny_smolvlm(tmp_path, smolvlm_assets, planted)
     query = probe_query(COLORS, "word")
     surface = resolve_surface(backend, COLORS, [query])
     assert surface.variant == "space_capitalized"
@@ -38,8 +40,8 @@ def test_a_model_preferring_space_capital_green_resolves_to_that_surface(tmp_pat
     assert readout.candidate_mass == pytest.approx(expected["space_capitalized"], rel=1e-4)
 
 
-def test_a_model_with_little_mass_on_any_surface_is_refused(tmp_path_factory):
-    backend = tiny_smolvlm(tmp_path_factory, {GREEN: 9.0})
+def test_a_model_with_little_mass_on_any_surface_is_refused(tmp_path, smolvlm_assets):
+    backend = tiny_smolvlm(tmp_path, smolvlm_assets, {GREEN: 9.0})
     with pytest.raises(SurfaceRefused) as caught:
         resolve_surface(backend, COLORS, [probe_query(COLORS, "word")])
     expected = planted_mass({GREEN: 9.0}, [3950, GREEN, 10062], len(backend.tokenizer))

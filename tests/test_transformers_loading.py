@@ -48,8 +48,8 @@ def test_registry_builds_the_backend_and_info_names_what_was_read(qwen_path):
     assert backend.model.device.type == "cpu"
 
 
-def test_local_revision_follows_the_files_not_the_folder(qwen_path, tmp_path):
-    revision = TransformersBackend.from_spec(str(qwen_path)).info().revision
+def test_local_revision_follows_the_files_not_the_folder(qwen, qwen_path, tmp_path):
+    revision = qwen.info().revision
     moved = shutil.copytree(qwen_path, tmp_path / "elsewhere")
     assert TransformersBackend.from_spec(str(moved)).info().revision == revision
     config = moved / "config.json"
@@ -57,8 +57,8 @@ def test_local_revision_follows_the_files_not_the_folder(qwen_path, tmp_path):
     assert TransformersBackend.from_spec(str(moved)).info().revision != revision
 
 
-def test_local_revision_changes_with_the_weights(qwen_path, tmp_path):
-    revision = TransformersBackend.from_spec(str(qwen_path)).info().revision
+def test_local_revision_changes_with_the_weights(qwen, qwen_path, tmp_path):
+    revision = qwen.info().revision
     moved = shutil.copytree(qwen_path, tmp_path / "edited")
     weights = moved / "model.safetensors"
     data = bytearray(weights.read_bytes())

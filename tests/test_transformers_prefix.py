@@ -6,6 +6,8 @@ run one uncached forward, or `model.generate` from scratch, per prompt.
 
 from __future__ import annotations
 
+import functools
+
 import numpy as np
 import pytest
 import torch
@@ -24,31 +26,34 @@ def tokenizers(qwen25_assets, smolvlm_assets):
 
 
 @pytest.fixture(scope="module")
-def backends(tmp_path_factory, tokenizers):
+def backend_of(tmp_path_factory, tokenizers):
+    """Each family's backend, built on first use, so that a test process builds only the families its tests read."""
     root = tmp_path_factory.mktemp("tiny")
-    return {
-        family: TransformersBackend.from_spec(str(build_tiny(family, root, tokenizers=tokenizers)))
-        for family in FAMILIES
-    }
+
+    @functools.cache
+    def backend(family: str) -> TransformersBackend:
+        return TransformersBackend.from_spec(str(build_tiny(family, root, tokenizers=tokenizers)))
+
+    return backend
 
 
 @pytest.mark.parametrize("condition", ["visible", "cached"])
 @pytest.mark.parametrize("family", FAMILIES)
-def test_shared_prefix_logits_equal_one_full_forward(backends, family, condition, monkeypatch):
-    backend = backends[family]
-    for suffix_batch in (1, 3):  # one continuation per pass, and right-padded batches of three
-        monkeypatch.setattr(backend, "suffix_batch", suffix_batch)
-        for image in IMAGES:
+def test_shared_prefix_logits_equal_one_full_forward(backend_of, family, condition, monkeypatch):
+    backend = backend_of(family)
+    for image in IMAGES:
+        expected = full_forward_logits(backend, image, condition)
+        for suffix_batch in (1, 3):  # one continuation per pass, and right-padded batches of three
+            monkeypatch.setattr(backend, "suffix_batch", suffix_batch)
             got = backend.next_token_logits(query(image, condition))
-            expected = full_forward_logits(backend, image, condition)
             assert got.dtype == np.float32
             assert got.shape == (len(QUESTIONS), backend.model.config.get_text_config().vocab_size)
             assert np.abs(got - expected).max() <= TOLERANCE, (family, condition, suffix_batch, image.size)
 
 
 @pytest.mark.parametrize("condition", ["visible", "cached"])
-def test_the_prompts_really_share_a_prefix_and_diverge(backends, condition):
-    backend = backends["llava"]
+def test_the_prompts_really_share_a_prefix_and_diverge(backend_of, condition):
+    backend = backend_of("llava")
     tokenized = prefix_cache.tokenize(backend.model, backend.processor, IMAGES[0], condition, list(QUESTIONS))
     ids = tokenized.input_ids
     assert tokenized.split > 16  # the image tokens at least
@@ -57,9 +62,9 @@ def test_the_prompts_really_share_a_prefix_and_diverge(backends, condition):
     assert len({tuple(sequence[tokenized.split :].tolist()) for sequence in ids}) == len(ids)
 
 
-def test_reusing_the_prefix_cache_without_a_copy_gives_wrong_logits(backends, monkeypatch):
+def test_reusing_the_prefix_cache_without_a_copy_gives_wrong_logits(backend_of, monkeypatch):
     """The exactness test can fail: continuations grown on one cache see each other."""
-    backend = backends["qwen2_5_vl"]
+    backend = backend_of("qwen2_5_vl")
     monkeypatch.setattr(backend, "suffix_batch", 1)
     monkeypatch.setattr(prefix_cache, "branch", lambda cache: cache)
     got = backend.next_token_logits(query(IMAGES[0], "cached"))
@@ -72,8 +77,8 @@ QWEN_IMAGE = "<|vision_start|>" + "<|image_pad|>" * 4 + "<|vision_end|>"
 QWEN_SYSTEM = "<|im_start|>system\nYou are a helpful assistant.<|im_end|>\n"
 
 
-def test_visible_condition_text_and_split_qwen(backends):
-    backend = backends["qwen2_5_vl"]
+def test_visible_condition_text_and_split_qwen(backend_of):
+    backend = backend_of("qwen2_5_vl")
     assert prefix_cache.render_conversation(backend.processor, "visible", "Where is the dog?") == (
         QWEN_SYSTEM + "<|im_start|>user\n<|vision_start|><|image_pad|><|vision_end|>Where is the dog?<|im_end|>\n"
         "<|im_start|>assistant\n"
@@ -84,8 +89,8 @@ def test_visible_condition_text_and_split_qwen(backends):
     assert shared == QWEN_SYSTEM + "<|im_start|>user\n" + QWEN_IMAGE
 
 
-def test_cached_condition_sends_the_image_once_and_asks_in_a_text_only_turn(backends):
-    backend = backends["qwen2_5_vl"]
+def test_cached_condition_sends_the_image_once_and_asks_in_a_text_only_turn(backend_of):
+    backend = backend_of("qwen2_5_vl")
     assert prefix_cache.render_conversation(backend.processor, "cached", "Where is the dog?") == (
         QWEN_SYSTEM + "<|im_start|>user\n<|vision_start|><|image_pad|><|vision_end|>"
         "Memorize this image. You will be asked questions about it afterwards.<|im_end|>\n"
@@ -101,8 +106,8 @@ def test_cached_condition_sends_the_image_once_and_asks_in_a_text_only_turn(back
     )
 
 
-def test_cached_condition_text_smolvlm(backends):
-    backend = backends["smolvlm"]
+def test_cached_condition_text_smolvlm(backend_of):
+    backend = backend_of("smolvlm")
     assert prefix_cache.render_conversation(backend.processor, "cached", "Where is the dog?") == (
         "<|im_start|>User:<image>Memorize this image. You will be asked questions about it afterwards."
         "<end_of_utterance>\nAssistant: OK.<end_of_utterance>\nUser: Where is the dog?<end_of_utterance>\nAssistant:"
@@ -111,8 +116,8 @@ def test_cached_condition_text_smolvlm(backends):
 
 @pytest.mark.parametrize("condition", ["visible", "cached"])
 @pytest.mark.parametrize("family", FAMILIES)
-def test_generate_after_the_prefix_equals_generate_on_the_full_text(backends, family, condition):
-    backend = backends[family]
+def test_generate_after_the_prefix_equals_generate_on_the_full_text(backend_of, family, condition):
+    backend = backend_of(family)
     for image in IMAGES:
         got = backend.generate(query(image, condition), max_new_tokens=4)
         for question, generation in zip(QUESTIONS, got, strict=True):
@@ -127,9 +132,9 @@ def test_generate_after_the_prefix_equals_generate_on_the_full_text(backends, fa
             assert generation.finish_reason == "length"
 
 
-def test_unknown_condition_is_refused(backends):
+def test_unknown_condition_is_refused(backend_of):
     with pytest.raises(ConvswapError, match="unknown condition 'hidden'"):
-        backends["llava"].next_token_logits(query(IMAGES[0], "hidden"))
+        backend_of("llava").next_token_logits(query(IMAGES[0], "hidden"))
 
 
 TEXT_BEFORE_IMAGE = (
@@ -140,8 +145,8 @@ TEXT_BEFORE_IMAGE = (
 )
 
 
-def test_a_template_that_puts_the_image_after_the_question_is_refused(backends, monkeypatch):
-    backend = backends["llava"]
+def test_a_template_that_puts_the_image_after_the_question_is_refused(backend_of, monkeypatch):
+    backend = backend_of("llava")
     monkeypatch.setattr(backend.processor, "chat_template", TEXT_BEFORE_IMAGE)
     with pytest.raises(ConvswapError, match="image cannot be encoded once as a shared prefix"):
         backend.next_token_logits(query(IMAGES[0], "visible"))

@@ -116,6 +116,17 @@ def _vision(size: TinySize, **extra) -> dict:
     )
 
 
+def _qwen_vision(size: TinySize, **extra) -> dict:
+    return dict(
+        depth=size.vision_layers,
+        hidden_size=size.vision_hidden,
+        intermediate_size=2 * size.vision_hidden,
+        num_heads=2,
+        out_hidden_size=size.hidden,
+        **extra,
+    )
+
+
 def _mrope_section(size: TinySize) -> list[int]:
     # The three rotary sections (time, height, width) share half of one head's width.
     half = size.hidden // size.heads // 2
@@ -131,15 +142,7 @@ def _qwen2_5_vl(size: TinySize, tokenizers: Path):
         text_config=_text(
             size, len(processor.tokenizer), rope_scaling={"type": "mrope", "mrope_section": _mrope_section(size)}
         ),
-        vision_config=dict(
-            depth=size.vision_layers,
-            hidden_size=size.vision_hidden,
-            intermediate_size=2 * size.vision_hidden,
-            num_heads=2,
-            out_hidden_size=size.hidden,
-            window_size=56,
-            fullatt_block_indexes=[0],
-        ),
+        vision_config=_qwen_vision(size, window_size=56, fullatt_block_indexes=[0]),
     )
     return config, processor, QWEN_GENERATION
 
@@ -172,14 +175,8 @@ def _qwen3_vl(size: TinySize, tokenizers: Path):
                 "mrope_interleaved": True,
             },
         ),
-        vision_config=dict(
-            depth=size.vision_layers,
-            hidden_size=size.vision_hidden,
-            intermediate_size=2 * size.vision_hidden,
-            num_heads=2,
-            out_hidden_size=size.hidden,
-            num_position_embeddings=patches_per_side * patches_per_side,
-            deepstack_visual_indexes=[0],
+        vision_config=_qwen_vision(
+            size, num_position_embeddings=patches_per_side * patches_per_side, deepstack_visual_indexes=[0]
         ),
     )
     return config, processor, QWEN_GENERATION
