@@ -48,7 +48,7 @@ CELLS = ("top-left", "top-center", "top-right", "middle-left", "center", "middle
 
 
 def question(trial: int, variant: int) -> str:
-    """A locate question whose nine options are listed in a rotated order, as conventions reorder them."""
+    """A locate question whose options are listed in a rotated order, as conventions reorder them."""
     order = CELLS[variant % len(CELLS) :] + CELLS[: variant % len(CELLS)]
     options = " ".join(f"{slot}) {cell}" for slot, cell in enumerate(order, start=1))
     return f"Where is object {trial} in the image? Options: {options}. Answer with the number only."
