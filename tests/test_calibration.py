@@ -297,6 +297,7 @@ def test_calibrate_command_writes_the_vocabulary(tmp_path, monkeypatch, planted_
     ("argv", "message"),
     [
         (["--out", "{tmp}/absent/vocab.json"], "folder .*absent does not exist"),
+        (["--out", "{tmp}"], "--out: .* is a folder; give the vocabulary file's path"),
         (["--out", "{tmp}/vocab.json", "--max-new-tokens", "0"], "--max-new-tokens must be at least 1, got 0"),
     ],
 )

@@ -40,6 +40,8 @@ def run_calibrate(args: argparse.Namespace) -> int:
         raise ConvswapError(f"--max-new-tokens must be at least 1, got {args.max_new_tokens}")
     if not args.out.parent.is_dir():
         raise ConvswapError(f"--out: folder {args.out.parent} does not exist")
+    if args.out.is_dir():  # refused now rather than after every swatch has been paid for
+        raise ConvswapError(f"--out: {args.out} is a folder; give the vocabulary file's path")
     options = {"quant": args.quant} if args.quant else {}
     backend = load_backend(args.model, **options)
     vocabulary = calibrate(backend, max_new_tokens=args.max_new_tokens)
