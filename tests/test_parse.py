@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from convswap.core import ConvswapError, Generation, Parsed, Prompt
-from convswap.readout.parse import normalize_word, parse_answer
+from convswap.readout.parse import normalize_word, parse_answer, parse_generation
 
 
 def label_prompt(k: int = 9) -> Prompt:
@@ -237,3 +237,18 @@ def test_normalize_word(text, word):
 )
 def test_one_is_read_only_as_the_whole_answer(text, parsed):
     assert parse(text) == parsed
+
+
+@pytest.mark.parametrize(
+    "reason", ["content_filter", "safety", "recitation", "prohibited_content", "image_safety", "blocked_other"]
+)
+def test_a_generation_stopped_by_a_content_policy_is_refused_whatever_its_text(reason):
+    assert parse_generation(Generation("3", reason), label_prompt()) == Parsed(None, "refused")
+    assert parse_generation(Generation(None, reason), word_prompt()) == Parsed(None, "refused")
+
+
+def test_any_other_finish_reason_is_left_to_the_parser():
+    assert parse_generation(Generation("3", "stop"), label_prompt()) == Parsed(3, "ok")
+    assert parse_generation(Generation("3", "unspecified"), label_prompt()) == Parsed(3, "ok")
+    assert parse_generation(Generation("1", "length"), label_prompt()) == Parsed(None, "truncated")
+    assert parse_generation(Generation(None, "error", error="HTTP 503"), label_prompt()) == Parsed(None, "api_error")
