@@ -10,11 +10,10 @@ from convswap.audits.model_audit import DEFAULT_COLOR_WORDS, audit_model, defaul
 from convswap.audits.model_report import format_model_audit
 from convswap.audits.report import format_report
 from convswap.calibration.vocabulary import load_vocabulary
+from convswap.cli import add_model_arguments
 from convswap.core import ConvswapError
-from convswap.experiments.commands import add_model_arguments
-from convswap.experiments.runner import backend_options
 from convswap.readout.base import DEFAULT_MAX_NEW_TOKENS
-from convswap.readout.registry import load_backend
+from convswap.readout.registry import backend_options, load_backend
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:

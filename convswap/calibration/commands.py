@@ -6,11 +6,10 @@ import argparse
 from pathlib import Path
 
 from convswap.calibration.vocabulary import CALIBRATION_PROMPT, calibrate, save_vocabulary
+from convswap.cli import add_model_arguments
 from convswap.core import ConvswapError
 from convswap.readout.base import DEFAULT_MAX_NEW_TOKENS
-from convswap.readout.registry import load_backend
-
-QUANTIZATIONS = ("4bit", "8bit")
+from convswap.readout.registry import backend_options, load_backend
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -21,11 +20,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         f'"{CALIBRATION_PROMPT}", and write the words, anchors, runs, held-out angles and every raw answer to '
         "one JSON file.",
     )
-    parser.add_argument("--model", required=True, help="model spec: hf:<path or hub id>, openai:<model>, ...")
+    add_model_arguments(parser)
     parser.add_argument("--out", required=True, type=Path, help="vocabulary JSON file to write (replaced atomically)")
-    parser.add_argument(
-        "--quant", choices=QUANTIZATIONS, help="load a transformers model quantized by bitsandbytes (default: none)"
-    )
     parser.add_argument(
         "--max-new-tokens",
         type=int,
@@ -42,8 +38,7 @@ def run_calibrate(args: argparse.Namespace) -> int:
         raise ConvswapError(f"--out: folder {args.out.parent} does not exist")
     if args.out.is_dir():  # refused now rather than after every swatch has been paid for
         raise ConvswapError(f"--out: {args.out} is a folder; give the vocabulary file's path")
-    options = {"quant": args.quant} if args.quant else {}
-    backend = load_backend(args.model, **options)
+    backend = load_backend(args.model, **backend_options(args.quant, args.dtype))
     vocabulary = calibrate(backend, max_new_tokens=args.max_new_tokens)
     save_vocabulary(args.out, vocabulary)
     anchors = ", ".join(f"{a.word} {a.angle}" for a in vocabulary.anchors) or "none"

@@ -7,13 +7,12 @@ from pathlib import Path
 
 from convswap.analysis.generate import generate
 from convswap.analysis.stats import MIN_RESAMPLES
+from convswap.cli import add_model_arguments
 from convswap.core import CONDITIONS, ConvswapError
 from convswap.experiments.merge import merge_tree
 from convswap.experiments.plan import default_plan_dir
 from convswap.experiments.plan_commands import PLAN_DIR_HELP
 from convswap.experiments.runner import CALIBRATION_EXPERIMENT, DEFAULT_OUT, RunRequest, RunResult, run_experiment
-
-QUANTIZATIONS = ("4bit", "8bit")
 
 DEFAULT_DEMO_MODEL = "sim:qwen3vl-like"
 DEFAULT_DEMO_OUT = Path("runs") / "demo"
@@ -21,14 +20,6 @@ DEFAULT_DEMO_LIMIT = 30  # coco-mini admits 38 photographs on the 3x3 grid
 DEMO_EXPERIMENTS = ("color_ladder", "color_readership", "synthetic_spatial")
 DEMO_COCO_EXPERIMENT = "coco_locate_identify"
 MAIN_TABLES = ("table1_color_ladder", "table2_coco", "table3_readership", "table8_synthetic_spatial")
-
-
-def add_model_arguments(parser: argparse.ArgumentParser) -> None:
-    """--model, --quant and --dtype, as every command that loads one model takes them."""
-    parser.add_argument("--model", required=True, help="model spec: hf:<path or hub id>, openai:<model>, "
-                        "gemini:<model> or sim:<preset>")  # fmt: skip
-    parser.add_argument("--quant", choices=QUANTIZATIONS, help="load a transformers model quantized by bitsandbytes")
-    parser.add_argument("--dtype", help="weight dtype of a transformers model (e.g. bfloat16; default float32)")
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:

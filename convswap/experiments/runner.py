@@ -69,7 +69,7 @@ from convswap.experiments.trials import (
     shard_trials,
 )
 from convswap.readout.base import Backend, Query
-from convswap.readout.registry import load_backend, split_spec
+from convswap.readout.registry import backend_options, load_backend, split_spec
 from convswap.stimuli.arrays import SWATCH_GRID_STEP, SWATCH_PLACEMENTS
 from convswap.stimuli.render import image_sha256, render_image
 
@@ -261,11 +261,6 @@ def _conditions(plan: Plan, asked: Sequence[str]) -> tuple[str, ...]:
                 f"{plan.id} does not run the {condition} condition (its conditions: {', '.join(plan.design.conditions)})"
             )
     return tuple(c for c in plan.design.conditions if not asked or c in asked)
-
-
-def backend_options(quant: str | None, dtype: str | None) -> dict[str, Any]:
-    """The `load_backend` options --quant and --dtype give: only those set, so each backend keeps its defaults."""
-    return {name: value for name, value in (("quant", quant), ("dtype", dtype)) if value}
 
 
 def _backend_options(request: RunRequest, shard: tuple[int, int]) -> dict[str, Any]:

@@ -25,6 +25,9 @@ ACKNOWLEDGEMENT = "OK."
 
 DEFAULT_MAX_NEW_TOKENS = 16
 
+# Weight quantizations a local model can be loaded with (bitsandbytes).
+QUANTIZATIONS = ("4bit", "8bit")
+
 
 @dataclass(frozen=True)
 class ModelInfo:

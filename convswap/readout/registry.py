@@ -36,3 +36,8 @@ def load_backend(spec: str, **options: Any) -> Backend:
     module_name, class_name = BACKENDS[prefix]
     backend_class = getattr(importlib.import_module(module_name), class_name)
     return backend_class.from_spec(name, **options)
+
+
+def backend_options(quant: str | None, dtype: str | None) -> dict[str, Any]:
+    """The `load_backend` options --quant and --dtype give: only those set, so each backend keeps its defaults."""
+    return {name: value for name, value in (("quant", quant), ("dtype", dtype)) if value}

@@ -19,10 +19,9 @@ from transformers.utils.hub import cached_file, extract_commit_hash
 
 from convswap.core import ConvswapError, Generation
 from convswap.readout import prefix_cache
-from convswap.readout.base import DEFAULT_MAX_NEW_TOKENS, Backend, ModelInfo, Query
+from convswap.readout.base import DEFAULT_MAX_NEW_TOKENS, QUANTIZATIONS, Backend, ModelInfo, Query
 
 DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
-QUANTS = ("4bit", "8bit")
 
 
 def quantization_config(quant: str | None, dtype: torch.dtype) -> BitsAndBytesConfig | None:
@@ -32,7 +31,7 @@ def quantization_config(quant: str | None, dtype: torch.dtype) -> BitsAndBytesCo
         return BitsAndBytesConfig(load_in_4bit=True, bnb_4bit_quant_type="nf4", bnb_4bit_compute_dtype=dtype)
     if quant == "8bit":
         return BitsAndBytesConfig(load_in_8bit=True)
-    raise ConvswapError(f"unknown quantization {quant!r}; use one of {', '.join(QUANTS)}")
+    raise ConvswapError(f"unknown quantization {quant!r}; use one of {', '.join(QUANTIZATIONS)}")
 
 
 def folder_sha256(folder: Path) -> str:
