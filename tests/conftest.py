@@ -39,3 +39,11 @@ def qwen25_assets() -> Path:
 @pytest.fixture(scope="session")
 def smolvlm_assets() -> Path:
     return _require(TOKENIZERS / "smolvlm_256m")
+
+
+@pytest.fixture(scope="session")
+def vocabulary(tmp_path_factory) -> Path:
+    """The default simulated observer's calibrated vocabulary, saved once for every run test."""
+    from runner_support import save_sim_vocabulary
+
+    return save_sim_vocabulary(tmp_path_factory.mktemp("vocabulary") / "qwen3vl-like.vocab.json")

@@ -15,7 +15,6 @@ from runner_support import (
     SIM,
     SPATIAL,
     records_in,
-    save_sim_vocabulary,
     spatial_request,
     without_run_details,
 )
@@ -28,11 +27,6 @@ from convswap.experiments.merge import merge_condition, merge_tree
 from convswap.experiments.runner import run_experiment
 
 ACCELERATE = Path(sys.executable).parent / "accelerate"
-
-
-@pytest.fixture(scope="module")
-def vocabulary(tmp_path_factory):
-    return save_sim_vocabulary(tmp_path_factory.mktemp("vocabulary") / "qwen3vl-like.vocab.json")
 
 
 def free_port() -> int:

@@ -15,7 +15,6 @@ from runner_support import (
     NoCandidateMass,
     SharedFirstToken,
     records_in,
-    save_sim_vocabulary,
     spatial_request,
 )
 
@@ -28,11 +27,6 @@ from convswap.readout.base import ACKNOWLEDGEMENT, MEMORIZE_INSTRUCTION
 from convswap.readout.sim import SimulatedObserver
 from convswap.readout.sim_presets import get_preset
 from convswap.stimuli.render import render_image
-
-
-@pytest.fixture(scope="module")
-def vocabulary(tmp_path_factory):
-    return save_sim_vocabulary(tmp_path_factory.mktemp("vocabulary") / "qwen3vl-like.vocab.json")
 
 
 def ledger_hash(plan_file: str) -> str:

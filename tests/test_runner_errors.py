@@ -15,11 +15,6 @@ from convswap.experiments.runner import RunRequest, run_experiment
 COCO = "coco_locate_identify"
 
 
-@pytest.fixture(scope="module")
-def vocabulary(tmp_path_factory):
-    return save_sim_vocabulary(tmp_path_factory.mktemp("vocabulary") / "qwen3vl-like.vocab.json")
-
-
 def tree(folder: Path) -> dict[str, bytes]:
     return {str(p.relative_to(folder)): p.read_bytes() if p.is_file() else b"" for p in sorted(folder.rglob("*"))}
 

@@ -10,13 +10,11 @@ import sys
 import time
 from pathlib import Path
 
-import pytest
 from runner_support import (
     REPO_ROOT,
     SIM,
     SPATIAL,
     records_in,
-    save_sim_vocabulary,
     spatial_request,
     without_run_details,
 )
@@ -26,11 +24,6 @@ from convswap.experiments.logs import read_expected
 from convswap.experiments.runner import run_experiment
 
 LIMIT = 40  # 400 records: a few seconds of appends, long enough to be killed at several points
-
-
-@pytest.fixture(scope="module")
-def vocabulary(tmp_path_factory):
-    return save_sim_vocabulary(tmp_path_factory.mktemp("vocabulary") / "qwen3vl-like.vocab.json")
 
 
 def lines_written(folder: Path) -> int:
