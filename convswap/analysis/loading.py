@@ -46,7 +46,8 @@ def load_records(logdir: str | Path) -> list[Record]:
         raise ConvswapError(f"log folder {root} does not exist")
     seen: dict[tuple, tuple[str, str]] = {}
     records: list[Record] = []
-    for path in tqdm(sorted(root.rglob("*.jsonl")), desc="reading logs", unit="file", leave=False):
+    # disable=None: a bar on a terminal only, so piped reports stay clean.
+    for path in tqdm(sorted(root.rglob("*.jsonl")), desc="reading logs", unit="file", leave=False, disable=None):
         for line_number, record in enumerate(read_records(path), start=1):
             where = f"{path}:{line_number}"
             identity = record_identity(record)
