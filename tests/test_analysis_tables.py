@@ -98,7 +98,7 @@ def test_table4_finds_the_planted_inversion_and_leaves_out_the_ungated_model(gen
     assert (pixel["difference"], pixel["b"], pixel["c"]) == ("-50.0", "0", "10")
     assert pixel["p"] == f"{sign_test(0, 10):.2g}"
     assert row(out, "table4_model_pairs", pair="sim:a vs sim:b", convention="normalized")["difference"] == "+50.0"
-    assert {r["inversion"] for r in rows(out, "table4_model_pairs")} == {"yes"}
+    assert {r["pair inverts"] for r in rows(out, "table4_model_pairs")} == {"yes"}
     assert all("sim:c" not in r["pair"] for r in rows(out, "table4_model_pairs"))
     assert "Not gated, so in no pair: sim:c (margin -1.1)" in (out / "table4_model_pairs.md").read_text()
 

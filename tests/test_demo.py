@@ -9,6 +9,7 @@ LOGS = {
     "color_readership": ("visible.jsonl", "cached.jsonl"),
     "synthetic_spatial": ("visible.jsonl", "cached.jsonl"),
     "coco_locate_identify": ("visible.jsonl",),
+    "cross_model": ("visible.jsonl",),
 }
 
 
@@ -24,10 +25,17 @@ def test_demo_runs_every_experiment_and_prints_the_main_tables(tmp_path, coco_an
             log = out / experiment / "sim-qwen3vl-like" / name
             assert log.stat().st_size > 0
             assert f"log: {log}" in printed
-    for heading in ("# Table 1: color ladder", "# Table 2: COCO", "# Table 3: readership", "# Table 8: synthetic"):
+    # The second observer of the cross-model comparison reads pixels, not normalized coordinates.
+    second = out / "cross_model" / "sim-qwen25vl-like" / "visible.jsonl"
+    assert f"log: {second}" in printed and second.stat().st_size > 0
+    headings = ("# Table 1: color ladder", "# Table 2: COCO", "# Table 3: readership", "# Table 4: paired",
+                "# Table 8: synthetic")  # fmt: skip
+    for heading in headings:
         assert heading in printed
+    assert "| sim:qwen25vl-like vs sim:qwen3vl-like | normalized |" in printed
     assert printed.rstrip().endswith(f"logs: {out}\ntables and figures: {out / 'tables'}")
     assert (out / "tables" / "table2_coco.md").is_file()
+    assert (out / "tables" / "figure1_locate.png").is_file()
 
 
 def test_demo_without_coco_skips_the_photographs(tmp_path, capsys):
@@ -35,4 +43,4 @@ def test_demo_without_coco_skips_the_photographs(tmp_path, capsys):
     assert main(["demo", "--out", str(out), "--limit", "2"]) == 0
     printed = capsys.readouterr().out
     assert "# Table 1: color ladder" in printed and "# Table 2: COCO" not in printed
-    assert not (out / "coco_locate_identify").exists()
+    assert not (out / "coco_locate_identify").exists() and not (out / "cross_model").exists()

@@ -390,7 +390,7 @@ def table4_model_pairs(context: Context) -> list[Table]:
             )
     notes = [
         "difference = first model minus second on the same trials, in points, exact McNemar; b: first-only "
-        "correct, c: second-only correct. Inversion: two conventions with significant (p < 0.05) differences "
+        "correct, c: second-only correct. A pair inverts when two conventions give significant (p < 0.05) differences "
         "of opposite sign.",
     ]
     if failing:
@@ -399,7 +399,7 @@ def table4_model_pairs(context: Context) -> list[Table]:
         Table(
             "table4_model_pairs",
             "Table 4: paired differences between models on the same photographs (locate), rank inversions",
-            ("pair", "convention", "difference", "b", "c", "n pairs", "p", "inversion", "status"),
+            ("pair", "convention", "difference", "b", "c", "n pairs", "p", "pair inverts", "status"),
             tuple(rows),
             tuple(notes),
         )
