@@ -25,10 +25,12 @@ vocabulary that drew their stimuli.
 from __future__ import annotations
 
 import tempfile
-from collections.abc import Iterable, Sequence
+from collections import deque
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 from tqdm import tqdm
 
@@ -43,7 +45,7 @@ from convswap.calibration.vocabulary import (
     save_vocabulary,
 )
 from convswap.conventions import CONVENTIONS, render
-from convswap.core import ConvswapError, Prompt, Trial
+from convswap.core import ConvswapError, Prompt, Record, Trial
 from convswap.experiments.launcher import launcher_shard, local_rank
 from convswap.experiments.ledger import Ledger
 from convswap.experiments.logs import (
@@ -72,6 +74,9 @@ from convswap.readout.base import Backend, Query
 from convswap.readout.registry import backend_options, load_backend, split_spec
 from convswap.stimuli.arrays import SWATCH_GRID_STEP, SWATCH_PLACEMENTS
 from convswap.stimuli.render import image_sha256, render_image
+
+T = TypeVar("T")
+R = TypeVar("R")
 
 DEFAULT_OUT = Path("runs")
 CALIBRATION_EXPERIMENT = "calibration"
@@ -211,20 +216,26 @@ def run_experiment(request: RunRequest, backend: Backend | None = None, progress
     result.already_done = _unit_count(plan, mine, conditions) - pending
     reader = Reader(backend, plan.design.readout)
     writers = {condition: RecordWriter(result.folder / log_name(condition, shard)) for condition in conditions}
+
+    def read_trial(item: tuple[Trial, list[tuple[str, list[Prompt]]]]) -> list[Record]:
+        trial, asks = item
+        image = render_image(trial.image)
+        context = RecordContext(plan, plan_hash, request.model, request.quant, backend, shard, image_sha256(image))
+        return [
+            record
+            for condition, prompts in asks
+            for record in reader.read(Query(image, tuple(prompts), condition, trial), context)
+        ]
+
     try:
         with tqdm(
             total=pending, desc=_describe(plan.id, request.model, shard), unit="answer", disable=not progress
         ) as bar:
-            for trial, asks in work:
-                image = render_image(trial.image)
-                context = RecordContext(
-                    plan, plan_hash, request.model, request.quant, backend, shard, image_sha256(image)
-                )
-                for condition, prompts in asks:
-                    for record in reader.read(Query(image, tuple(prompts), condition, trial), context):
-                        writers[condition].write(record)
-                        result.written += 1
-                        bar.update(1)
+            for records in in_order(read_trial, work, backend.parallel_queries):
+                for record in records:
+                    writers[record.condition].write(record)
+                    result.written += 1
+                    bar.update(1)
     finally:
         for writer in writers.values():
             writer.close()
@@ -232,6 +243,29 @@ def run_experiment(request: RunRequest, backend: Backend | None = None, progress
     result.first_token_refused = reader.refusals()
     result.summary = summarize(all_records(result.folder, conditions), plan)
     return result
+
+
+def in_order(function: Callable[[T], R], items: Iterable[T], workers: int) -> Iterator[R]:
+    """function over items with at most `workers` calls in flight, results in the items' order.
+
+    Results are written as they come back in order, so a run killed at any
+    moment has lost only the trials in flight, which a resumed run reads again.
+    """
+    if workers <= 1:
+        yield from map(function, items)
+        return
+    with ThreadPoolExecutor(max_workers=workers) as pool:
+        in_flight: deque[Future[R]] = deque()
+        try:
+            for item in items:
+                in_flight.append(pool.submit(function, item))
+                if len(in_flight) >= workers:
+                    yield in_flight.popleft().result()
+            while in_flight:
+                yield in_flight.popleft().result()
+        finally:
+            for future in in_flight:
+                future.cancel()
 
 
 def _check_request(plan: Plan, request: RunRequest) -> None:

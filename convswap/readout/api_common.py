@@ -313,6 +313,7 @@ class ApiBackend(Backend):
         self._served_model: str | None = None
         self._cache = ResponseCache(settings.cache_path)
         self._pool = ThreadPoolExecutor(max_workers=settings.concurrency, thread_name_prefix=f"convswap-{self.api}")
+        self.parallel_queries = settings.concurrency
 
     @classmethod
     def from_spec(cls, name: str, **options: Any) -> ApiBackend:

@@ -70,6 +70,10 @@ class Backend(ABC):
 
     spec: str
     has_logits: bool = False
+    # How many queries a runner may have in flight at once.  A local model reads
+    # one at a time; an API backend bounds its own requests, so the runner can
+    # overlap trials up to that bound.
+    parallel_queries: int = 1
 
     @abstractmethod
     def info(self) -> ModelInfo: ...
