@@ -14,27 +14,19 @@ import sys
 
 from convswap import __version__
 from convswap.core import ConvswapError
-from convswap.readout.base import QUANTIZATIONS
 
 # In the order a study uses them: stimuli and prompts, the plan, calibration,
 # runs, audits, then tables.
 COMMAND_MODULES = (
-    "convswap.conventions.commands",
+    "convswap.stimuli.prompt_commands",
     "convswap.stimuli.commands",
     "convswap.experiments.plan_commands",
     "convswap.calibration.commands",
     "convswap.experiments.commands",
+    "convswap.analysis.demo",
     "convswap.audits.commands",
     "convswap.analysis.commands",
 )
-
-
-def add_model_arguments(parser: argparse.ArgumentParser) -> None:
-    """--model, --quant and --dtype, as every command that loads one model takes them."""
-    parser.add_argument("--model", required=True, help="model spec: hf:<path or hub id>, openai:<model>, "
-                        "gemini:<model> or sim:<preset>")  # fmt: skip
-    parser.add_argument("--quant", choices=QUANTIZATIONS, help="load a transformers model quantized by bitsandbytes")
-    parser.add_argument("--dtype", help="weight dtype of a transformers model (e.g. bfloat16; default float32)")
 
 
 def build_parser() -> argparse.ArgumentParser:

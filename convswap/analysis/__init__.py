@@ -19,11 +19,9 @@ from convswap.analysis.loading import load_records, load_vocabularies
 from convswap.analysis.mispaired import Readership, ReadershipResult, readership, readership_of
 from convswap.analysis.misread import Misread, misread_slot, misread_units
 from convswap.analysis.stats import (
-    Accuracy,
     Binomial,
     Interval,
     McNemar,
-    accuracy,
     accuracy_under,
     binomial_test,
     bootstrap_diff,
@@ -32,6 +30,7 @@ from convswap.analysis.stats import (
 )
 from convswap.analysis.subgroups import BinContrast, breakdowns
 from convswap.analysis.transforms import TRANSFORMS, TransformFit, grid_transforms
+from convswap.experiments.scoring import Accuracy, accuracy
 
 __all__ = [
     "TRANSFORMS",

@@ -26,10 +26,10 @@ from convswap.analysis.loading import NothingScored, chance, group_by, model_lab
 from convswap.analysis.mispaired import readership_of
 from convswap.analysis.misread import misread_units
 from convswap.analysis.report import MISSING, Table, decimal, points, pvalue, ratio, signed
-from convswap.analysis.stats import accuracy
 from convswap.analysis.subgroups import breakdowns
 from convswap.analysis.transforms import grid_transforms
 from convswap.core import ConvswapError, Record
+from convswap.experiments.scoring import accuracy
 
 # experiment -> (task, the spec's gate control, contrast control, contrast treatment); the plan's gate overrides
 # the gate control and threshold.

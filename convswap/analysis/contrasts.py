@@ -14,15 +14,14 @@ from dataclasses import dataclass
 from convswap.analysis.loading import NothingScored, outcomes, readouts
 from convswap.analysis.stats import (
     MIN_RESAMPLES,
-    Accuracy,
     Interval,
     McNemar,
-    accuracy,
     accuracy_under,
     bootstrap_diff,
     paired_mcnemar,
 )
 from convswap.core import ConvswapError, Record
+from convswap.experiments.scoring import Accuracy, accuracy
 
 GATE_POINTS = 20.0
 PENALTY_ALPHA = 0.05

@@ -15,8 +15,8 @@ from matplotlib.figure import Figure
 from convswap.analysis.context import Context, MissingInput, experiment_records, ordered
 from convswap.analysis.loading import chance, group_by, vocabulary_label
 from convswap.analysis.registration import POST_HOC
-from convswap.analysis.stats import accuracy
 from convswap.calibration.vocabulary import Vocabulary
+from convswap.experiments.scoring import accuracy
 from convswap.fileio import atomic_write_bytes
 
 FIGURE1_CONVENTIONS = ("cell_name", "normalized", "pixels")

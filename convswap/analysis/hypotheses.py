@@ -21,9 +21,10 @@ from convswap.analysis.inversions import by_model_and_convention, model_pairs
 from convswap.analysis.loading import NothingScored, chance, group_by, select
 from convswap.analysis.mispaired import readership_of
 from convswap.analysis.report import MISSING, Table, decimal, points, pvalue, ratio, signed
-from convswap.analysis.stats import accuracy, binomial_test
+from convswap.analysis.stats import binomial_test
 from convswap.core import ConvswapError, Record
 from convswap.experiments.plan import Hypothesis, Plan
+from convswap.experiments.scoring import accuracy
 
 ALTERNATIVES = {"greater": "greater", "less": "less", "two_sided": "two-sided"}
 

@@ -1,15 +1,11 @@
 """Reading records and vocabularies from a log folder, and the record-level helpers every analysis shares.
 
-Denominator rule (used by every accuracy in the package): a record is *scored*
-when it carries an answer slot (the first-token argmax for first-token readouts,
-the parsed slot for generated ones).  Accuracy is correct / scored.  Records
-without an answer slot are *unscored*: they are counted apart, by parse status,
-and shown beside every accuracy -- never counted as wrong.
+Which records are scored, and on which key, is `convswap.experiments.scoring`'s
+denominator rule, which the runner's own summary uses too.
 """
 
 from __future__ import annotations
 
-from collections import Counter
 from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
@@ -19,6 +15,7 @@ from tqdm import tqdm
 from convswap.calibration.vocabulary import Vocabulary, load_vocabulary
 from convswap.core import ConvswapError, Record
 from convswap.experiments.logs import read_records
+from convswap.experiments.scoring import is_scored, score_key
 
 VOCABULARY_PATTERNS = ("vocabulary*.json", "*.vocab.json")
 
@@ -91,15 +88,6 @@ def model_label(record: Record) -> str:
     return f"{record.model} ({record.quant})" if record.quant else record.model
 
 
-def score_key(record: Record) -> str:
-    """The key a record is scored on: `target`, or `coord` for a mispaired row (the coordinate key)."""
-    return "target" if "target" in record.keys else "coord"
-
-
-def is_scored(record: Record) -> bool:
-    return record.answer_slot is not None
-
-
 def readouts(records: Iterable[Record]) -> set[str]:
     """The readouts that scored these records (an unscored record was scored by none)."""
     return {record.readout for record in records if is_scored(record)}
@@ -155,7 +143,3 @@ def outcomes(records: Iterable[Record], key: str | None = None) -> dict[str, boo
             )
         result[record.trial_id] = bool(record.correct[key or score_key(record)]) if is_scored(record) else None
     return result
-
-
-def unscored_counts(records: Iterable[Record]) -> Counter[str]:
-    return Counter(record.parse_status for record in records if not is_scored(record))

@@ -11,9 +11,10 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from convswap.analysis.loading import NothingScored, is_scored, option_count, unscored_counts
+from convswap.analysis.loading import NothingScored, option_count
 from convswap.analysis.stats import Binomial, binomial_test
 from convswap.core import ConvswapError, Record
+from convswap.experiments.scoring import is_scored, unscored_counts
 
 
 @dataclass(frozen=True)

@@ -23,9 +23,10 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from convswap.analysis.loading import NothingScored, is_scored, option_count, score_key
+from convswap.analysis.loading import NothingScored, option_count
 from convswap.analysis.stats import Binomial, binomial_test
 from convswap.core import ConvswapError, Record
+from convswap.experiments.scoring import is_scored, score_key
 
 OPTION_PAIR = re.compile(r"(?<![\w.])(\d+)=\((\d+),\s*(\d+)\)")
 READINGS = {"normalized": "as pixels", "pixels": "as thousandths"}

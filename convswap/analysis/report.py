@@ -13,7 +13,7 @@ import io
 from dataclasses import dataclass
 from pathlib import Path
 
-from convswap.analysis.stats import Accuracy
+from convswap.experiments.scoring import Accuracy
 from convswap.fileio import atomic_write_text
 
 MISSING = "—"

@@ -7,15 +7,15 @@ from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Literal
 
 import numpy as np
 from scipy import stats as scipy_stats
 from statsmodels.stats.contingency_tables import mcnemar as statsmodels_mcnemar
 
-from convswap.analysis.loading import is_scored, score_key, unscored_counts
 from convswap.core import ConvswapError, Record
+from convswap.experiments.scoring import Accuracy, score_key
 
 MIN_RESAMPLES = 10_000
 Alternative = Literal["two-sided", "less", "greater"]
@@ -128,40 +128,6 @@ def _paired_arrays(first: Sequence[bool], second: Sequence[bool]) -> tuple[np.nd
     if first_array.size == 0:
         raise ConvswapError("paired outcomes are empty: no item was scored under both conditions")
     return first_array, second_array
-
-
-@dataclass(frozen=True)
-class Accuracy:
-    """correct / scored; unscored records (parse failures by status) are reported beside it, never as wrong."""
-
-    correct: int
-    scored: int
-    unscored: dict[str, int] = field(default_factory=dict)
-
-    @property
-    def rate(self) -> float | None:
-        return self.correct / self.scored if self.scored else None
-
-    @property
-    def unscored_total(self) -> int:
-        return sum(self.unscored.values())
-
-    @property
-    def rate_counting_unscored(self) -> float | None:
-        """The stricter figure some plans also ask for: unscored records counted as not correct."""
-        total = self.scored + self.unscored_total
-        return self.correct / total if total else None
-
-
-def accuracy(records: Iterable[Record], key: str | None = None) -> Accuracy:
-    """Accuracy on `key` (each record's own score key by default: target, or coord for mispaired rows).
-
-    Spec §10: parse failures are separated from wrong answers, so the denominator is the scored records.
-    """
-    records = list(records)
-    scored = [record for record in records if is_scored(record)]
-    correct = sum(1 for record in scored if record.correct[key or score_key(record)])
-    return Accuracy(correct, len(scored), dict(sorted(unscored_counts(records).items())))
 
 
 NO_READOUT = "no such readout"

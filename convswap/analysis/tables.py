@@ -17,7 +17,7 @@ from convswap.analysis.context import Context, MissingInput, experiment_records,
 from convswap.analysis.contrasts import paired_contrast
 from convswap.analysis.cue_crossover import Crossover, crossover_if_scored
 from convswap.analysis.inversions import by_model_and_convention, model_pairs
-from convswap.analysis.loading import NothingScored, chance, group_by, unscored_counts, vocabulary_label
+from convswap.analysis.loading import NothingScored, chance, group_by, vocabulary_label
 from convswap.analysis.mispaired import is_mispaired, readership_of
 from convswap.analysis.report import (
     MISSING,
@@ -33,8 +33,8 @@ from convswap.analysis.report import (
     stars,
     unscored_text,
 )
-from convswap.analysis.stats import accuracy
 from convswap.core import Record
+from convswap.experiments.scoring import accuracy, unscored_counts
 
 COLOR_RUNGS = ("word", "label", "hue_glossed", "hue_legend", "hue_bare")
 # (control, treatment, the hypothesis that registers the contrast)

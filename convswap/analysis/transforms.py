@@ -12,9 +12,10 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
-from convswap.analysis.loading import NothingScored, is_scored, option_count, score_key
+from convswap.analysis.loading import NothingScored, option_count
 from convswap.analysis.stats import Binomial, binomial_test
 from convswap.core import ConvswapError, Record
+from convswap.experiments.scoring import is_scored, score_key
 
 Transform = Callable[[int, int, int], tuple[int, int]]
 

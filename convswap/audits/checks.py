@@ -17,11 +17,12 @@ from dataclasses import dataclass, field
 import numpy as np
 from scipy.stats import binomtest
 
-from convswap.analysis.loading import group_by, score_key
+from convswap.analysis.loading import group_by
 from convswap.audits.prompt_text import PromptUnreadable, question_position, read_options, referent_of, split_gloss
 from convswap.calibration.surfaces import MIN_CANDIDATE_MASS
 from convswap.conventions.render import CONVENTIONS, Convention
 from convswap.core import ConvswapError, Generation, Prompt, Record, Trial, score_answer
+from convswap.experiments.scoring import score_key
 from convswap.readout.parse import normalize_word, parse_generation
 
 # Each (experiment, model, condition, convention) group is one binomial test; at this level a clean run of

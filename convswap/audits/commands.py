@@ -10,9 +10,9 @@ from convswap.audits.model_audit import DEFAULT_COLOR_WORDS, audit_model, defaul
 from convswap.audits.model_report import format_model_audit
 from convswap.audits.report import format_report
 from convswap.calibration.vocabulary import load_vocabulary
-from convswap.cli import add_model_arguments
 from convswap.core import ConvswapError
 from convswap.readout.base import DEFAULT_MAX_NEW_TOKENS
+from convswap.readout.options import add_model_arguments
 from convswap.readout.registry import backend_options, load_backend
 
 

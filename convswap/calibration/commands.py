@@ -6,9 +6,9 @@ import argparse
 from pathlib import Path
 
 from convswap.calibration.vocabulary import CALIBRATION_PROMPT, calibrate, save_vocabulary
-from convswap.cli import add_model_arguments
 from convswap.core import ConvswapError
 from convswap.readout.base import DEFAULT_MAX_NEW_TOKENS
+from convswap.readout.options import add_model_arguments
 from convswap.readout.registry import backend_options, load_backend
 
 

@@ -25,8 +25,6 @@ once and ties go to the earlier variant in VARIANTS order.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
-from typing import Any
 
 import numpy as np
 from PIL import Image
@@ -34,26 +32,16 @@ from PIL import Image
 from convswap.core import ConvswapError, OutputFormat, Prompt
 from convswap.readout.base import Backend, Query
 from convswap.readout.first_token import candidate_masses
+from convswap.readout.surface import PROBE_CONVENTION, VARIANTS, Surface, variant_strings
 
-VARIANTS = ("bare", "space", "capitalized", "space_capitalized")
 MIN_CANDIDATE_MASS = 0.5
 
 # Probe texts end with the output instruction the experiment prompts use, so the
 # surface measured is the one those prompts elicit.
 INTEGER_PROBE = "Reply with the number {answer}. Answer with a single integer 1 to {k} and nothing else."
 WORD_PROBE = "Reply with the color {answer}. Answer with a single color word and nothing else."
-PROBE_CONVENTION = "surface_probe"
 PROBE_IMAGE_SIZE = 224
 PROBE_IMAGE_GRAY = (128, 128, 128)
-
-
-def variant_strings(alphabet: Sequence[str], variant: str) -> tuple[str, ...]:
-    """The alphabet spelled under one surface variant."""
-    if variant not in VARIANTS:
-        raise ConvswapError(f"unknown surface variant {variant!r}; one of {', '.join(VARIANTS)}")
-    spaced = variant in ("space", "space_capitalized")
-    capital = variant in ("capitalized", "space_capitalized")
-    return tuple((" " if spaced else "") + (s[:1].upper() + s[1:] if capital else s) for s in alphabet)
 
 
 def first_token_ids(backend: Backend, strings: Sequence[str]) -> tuple[int, ...]:
@@ -120,37 +108,6 @@ class SurfaceRefused(ConvswapError):
             f"alphabet {list(alphabet)} refused: no surface variant puts {MIN_CANDIDATE_MASS} of the probes' "
             f"first-token mass on the candidates (mean mass per variant: {mass_listing(self.masses, self.shared)})"
         )
-
-
-@dataclass(frozen=True)
-class Surface:
-    """The resolved surface of one alphabet for one model.
-
-    token_ids[i] is the first token of alphabet[i] under `variant`; mass is the
-    mean candidate mass over the probes under it; masses holds that mean for
-    every distinct variant measured, including those excluded because their
-    candidates share a first token (listed in `shared`), so the log shows what
-    the model emits even when it cannot be read.
-    """
-
-    alphabet: tuple[str, ...]
-    variant: str
-    token_ids: tuple[int, ...]
-    mass: float
-    masses: tuple[tuple[str, float], ...]
-    reason: str
-    shared: tuple[str, ...] = ()
-
-    def to_json(self) -> dict[str, Any]:
-        return {
-            "alphabet": list(self.alphabet),
-            "variant": self.variant,
-            "token_ids": list(self.token_ids),
-            "mass": self.mass,
-            "masses": dict(self.masses),
-            "reason": self.reason,
-            "shared": list(self.shared),
-        }
 
 
 def probe_image() -> Image.Image:

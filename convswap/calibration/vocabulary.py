@@ -48,7 +48,7 @@ from convswap.fileio import atomic_write_text
 from convswap.readout.base import DEFAULT_MAX_NEW_TOKENS, Backend, Query
 from convswap.readout.parse import ends_mid_word, normalize_word
 from convswap.stimuli.arrays import SWATCH_GRID_STEP, SWATCH_PLACEMENTS, swatch_angles, swatch_specs
-from convswap.stimuli.color import DEFAULT_WHEEL, Wheel
+from convswap.stimuli.color import DEFAULT_WHEEL, Wheel, circular_distance
 from convswap.stimuli.render import render_image
 
 CALIBRATION_PROMPT = "What color is the square in this image? Answer with a single color word and nothing else."
@@ -58,11 +58,6 @@ HELD_OUT_NEAR = 10
 HELD_OUT_FAR = 20
 HELD_OUT_CLEARANCE = 20
 FORMAT_VERSION = 1
-
-
-def circular_distance(a: float, b: float) -> float:
-    d = abs(a - b) % 360
-    return min(d, 360 - d)
 
 
 @dataclass(frozen=True)

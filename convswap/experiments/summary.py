@@ -6,10 +6,10 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from convswap.analysis.stats import Accuracy, accuracy
 from convswap.core import Record
 from convswap.experiments.logs import Unit, log_files, read_records
 from convswap.experiments.plan import Plan
+from convswap.experiments.scoring import Accuracy, accuracy
 
 
 @dataclass(frozen=True)

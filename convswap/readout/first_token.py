@@ -8,15 +8,12 @@ refusal rule (candidate mass under 0.5) depends on.
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from typing import TYPE_CHECKING
 
 import numpy as np
 from scipy.special import log_softmax, logsumexp
 
 from convswap.core import ConvswapError, FirstTokenReadout, TokenScore
-
-if TYPE_CHECKING:
-    from convswap.calibration.surfaces import Surface
+from convswap.readout.surface import Surface
 
 DEFAULT_TOP_K = 10
 

@@ -44,14 +44,13 @@ from typing import Any
 
 import numpy as np
 
-from convswap.calibration.surfaces import PROBE_CONVENTION, VARIANTS, variant_strings
-from convswap.calibration.vocabulary import circular_distance
 from convswap.conventions import cell_center_px, cell_names, cell_position, normalized
 from convswap.core import ConvswapError, Generation, Prompt, Trial, canonical_json, sha256_hex
 from convswap.readout.base import DEFAULT_MAX_NEW_TOKENS, Backend, ModelInfo, Query
 from convswap.readout.sim_presets import Preset, get_preset
+from convswap.readout.surface import PROBE_CONVENTION, VARIANTS, variant_strings
 from convswap.stimuli.arrays import GRID as ARRAY_GRID
-from convswap.stimuli.color import DEFAULT_WHEEL, Wheel
+from convswap.stimuli.color import DEFAULT_WHEEL, Wheel, circular_distance
 
 COLOR_WORDS = ("red", "pink", "orange", "yellow", "green", "teal", "blue", "purple", "brown", "gray", "white",
                "black", "cyan", "magenta", "olive", "violet")  # fmt: skip

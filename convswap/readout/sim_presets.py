@@ -34,9 +34,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass, replace
 
-from convswap.calibration.surfaces import VARIANTS
 from convswap.conventions import CONVENTIONS
 from convswap.core import CONDITIONS, ConvswapError
+from convswap.readout.surface import VARIANTS
 
 UNITS = ("as_pixels", "as_thousandths")
 

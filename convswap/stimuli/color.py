@@ -42,6 +42,11 @@ def check_angle(angle: Any) -> float:
     return float(angle)
 
 
+def circular_distance(a: float, b: float) -> float:
+    d = abs(a - b) % 360
+    return min(d, 360 - d)
+
+
 @dataclass(frozen=True)
 class Wheel:
     """A hue circle in CIELAB at fixed lightness (defaults: L*=70, center (20, 38), radius 60)."""
