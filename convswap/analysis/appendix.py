@@ -22,7 +22,7 @@ from convswap.analysis.contrasts import (
     paired_contrast,
     shows_penalty,
 )
-from convswap.analysis.loading import NothingScored, chance, group_by, model_label, select
+from convswap.analysis.loading import NothingScored, chance, group_by, select
 from convswap.analysis.mispaired import readership_of
 from convswap.analysis.misread import misread_units
 from convswap.analysis.report import MISSING, Table, decimal, points, pvalue, ratio, signed
@@ -225,11 +225,7 @@ def readership_across_models(context: Context) -> list[Table]:
     )
     rows = []
     for (experiment, model), result in analysed:
-        model_records = [
-            record
-            for record in select(context.records, experiment=experiment, task="locate", condition="visible")
-            if model_label(record) == model
-        ]
+        model_records = select(context.records, experiment=experiment, model=model, task="locate", condition="visible")
         names = accuracy(select(model_records, convention="cell_name")).rate
         pixels = accuracy(select(model_records, convention="pixels")).rate
         headroom = names - result.chance if names is not None else None

@@ -111,12 +111,19 @@ def chance(records: Iterable[Record]) -> float:
     return 1.0 / option_count(records)
 
 
+def field_value(record: Record, name: str) -> Any:
+    """A record's field as `select` matches it and `group_by` groups it: `model` is the model label, quantization
+    included (4-bit and 8-bit runs of one model are two models to every table)."""
+    return model_label(record) if name == "model" else getattr(record, name)
+
+
 def select(records: Iterable[Record], **criteria: Any) -> list[Record]:
-    """Records whose fields equal every criterion; a tuple criterion means 'any of these'."""
+    """Records whose fields (as `field_value` reads them) equal every criterion; a tuple criterion means 'any of
+    these'."""
     chosen = []
     for record in records:
         if all(
-            (getattr(record, name) in wanted) if isinstance(wanted, tuple) else getattr(record, name) == wanted
+            (field_value(record, name) in wanted) if isinstance(wanted, tuple) else field_value(record, name) == wanted
             for name, wanted in criteria.items()
         ):
             chosen.append(record)
@@ -124,10 +131,10 @@ def select(records: Iterable[Record], **criteria: Any) -> list[Record]:
 
 
 def group_by(records: Iterable[Record], *fields: str) -> dict[tuple, list[Record]]:
-    """Records grouped by the named fields; `model` groups by model label (quantization included)."""
+    """Records grouped by the named fields, as `field_value` reads them."""
     groups: dict[tuple, list[Record]] = {}
     for record in records:
-        key = tuple(model_label(record) if name == "model" else getattr(record, name) for name in fields)
+        key = tuple(field_value(record, name) for name in fields)
         groups.setdefault(key, []).append(record)
     return dict(sorted(groups.items(), key=lambda item: tuple(str(part) for part in item[0])))
 

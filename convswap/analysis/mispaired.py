@@ -8,11 +8,12 @@ right coordinate is avoided, above 1 that it is read.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
 from convswap.analysis.loading import NothingScored, option_count
 from convswap.analysis.stats import Binomial, binomial_test
+from convswap.conventions import CONVENTIONS
 from convswap.core import ConvswapError, Record
 from convswap.experiments.scoring import is_scored, unscored_counts
 
@@ -73,13 +74,24 @@ class ReadershipResult:
 
 
 def is_mispaired(record: Record) -> bool:
-    """Scored against a coordinate key and a name key (a mispaired gloss)."""
-    return {"coord", "name"} <= record.keys.keys()
+    """Rendered under a mispaired gloss, by its convention; a record of an unknown convention is not.
+
+    Its keys are coord and name where the gloss sits on the options (locate,
+    color), and coord alone where it sits in the question (identify: no option
+    lies at the glossed cell).
+    """
+    known = CONVENTIONS.get(record.convention)
+    return known is not None and known.gloss == "mispaired"
+
+
+def two_key_records(records: Iterable[Record]) -> list[Record]:
+    """The mispaired records scored on both a coord and a name key: those readership compares the keys on."""
+    return [record for record in records if is_mispaired(record) and {"coord", "name"} <= record.keys.keys()]
 
 
 def readership_of(records: Sequence[Record]) -> ReadershipResult:
     """Readership over mispaired records; cells whose keys agree or that were not scored are left out."""
-    mispaired = [record for record in records if is_mispaired(record)]
+    mispaired = two_key_records(records)
     if not mispaired:
         raise ConvswapError("readership needs mispaired records (keys coord and name)")
     k = option_count(mispaired)

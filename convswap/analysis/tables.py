@@ -18,7 +18,7 @@ from convswap.analysis.contrasts import paired_contrast
 from convswap.analysis.cue_crossover import Crossover, crossover_if_scored
 from convswap.analysis.inversions import by_model_and_convention, model_pairs
 from convswap.analysis.loading import NothingScored, chance, group_by, vocabulary_label
-from convswap.analysis.mispaired import is_mispaired, readership_of
+from convswap.analysis.mispaired import readership_of, two_key_records
 from convswap.analysis.report import (
     MISSING,
     Table,
@@ -304,7 +304,7 @@ def table8_synthetic_spatial(context: Context) -> list[Table]:
 
 
 def table3_readership(context: Context) -> list[Table]:
-    mispaired = [record for record in context.records if is_mispaired(record)]
+    mispaired = two_key_records(context.records)
     if not mispaired:
         raise MissingInput("no mispaired records (keys coord and name)")
     rows = []

@@ -18,6 +18,7 @@ import numpy as np
 from scipy.stats import binomtest
 
 from convswap.analysis.loading import group_by
+from convswap.analysis.mispaired import is_mispaired
 from convswap.audits.prompt_text import PromptUnreadable, question_position, read_options, referent_of, split_gloss
 from convswap.calibration.surfaces import MIN_CANDIDATE_MASS
 from convswap.conventions.render import CONVENTIONS, Convention
@@ -33,7 +34,9 @@ TRUNCATED_SHOWN = 3
 
 
 @dataclass(frozen=True)
-class Failure:
+class CheckFailure:
+    """One record that fails a check, and why (an API call that failed is `readout.api_common.Failure`)."""
+
     record: Record
     reason: str
 
@@ -43,7 +46,7 @@ class CheckResult:
     name: str
     description: str
     checked: int = 0
-    failures: list[Failure] = field(default_factory=list)
+    failures: list[CheckFailure] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
 
     @property
@@ -67,7 +70,7 @@ def per_record(name: str, description: str, records: Sequence[Record], problem: 
         except (PromptUnreadable, ConvswapError, KeyError, ValueError, TypeError) as error:
             reason = f"record unreadable: {type(error).__name__}: {error}"
         if reason:
-            result.failures.append(Failure(record, reason))
+            result.failures.append(CheckFailure(record, reason))
     return result
 
 
@@ -88,12 +91,6 @@ def generation_of(record: Record) -> Generation | None:
 def prompt_of(record: Record) -> Prompt:
     return Prompt(record.trial_id, record.convention, record.task, record.prompt, record.slots, record.alphabet,
                   tuple(record.keys.items()), convention(record).output, record.glosses)  # fmt: skip
-
-
-def is_mispaired(record: Record) -> bool:
-    """Whether the record's convention is a mispaired gloss (an unknown convention fails the other checks)."""
-    known = CONVENTIONS.get(record.convention)
-    return known is not None and known.gloss == "mispaired"
 
 
 # --- prompt-target ---------------------------------------------------------------------------------
@@ -189,7 +186,7 @@ def pairing_break(records: Sequence[Record], seed: int = 0) -> CheckResult:
             line = f"{where}: shuffled accuracy {hits}/{len(members)} against chance 1/{k}, p = {pvalue:.3g}"
             result.notes.append(line)
             if pvalue < PAIRING_BREAK_ALPHA:
-                result.failures.append(Failure(members[0], f"scorer leaks: {line}"))
+                result.failures.append(CheckFailure(members[0], f"scorer leaks: {line}"))
     return result
 
 

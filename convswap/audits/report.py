@@ -4,12 +4,12 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from convswap.audits.checks import CheckResult, Failure
+from convswap.audits.checks import CheckFailure, CheckResult
 
 FAILURES_SHOWN_PER_CHECK = 20
 
 
-def raw_output(failure: Failure) -> str:
+def raw_output(failure: CheckFailure) -> str:
     """What the model produced, by every readout the record holds."""
     record = failure.record
     parts = []
@@ -21,7 +21,7 @@ def raw_output(failure: Failure) -> str:
     return "; ".join(parts) or "no raw output stored"
 
 
-def format_failure(failure: Failure) -> str:
+def format_failure(failure: CheckFailure) -> str:
     record = failure.record
     stored = (
         f"answer_slot={record.answer_slot} keys={record.keys} correct={record.correct} status={record.parse_status}"
