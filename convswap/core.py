@@ -13,7 +13,7 @@ import hashlib
 import json
 from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field
-from typing import Any, Literal
+from typing import Any, Literal, get_args
 
 Task = Literal["locate", "identify", "color"]
 Condition = Literal["visible", "cached"]
@@ -22,9 +22,9 @@ Gloss = Literal["none", "glossed", "mispaired"]
 OutputFormat = Literal["integer", "word"]
 ParseStatus = Literal["ok", "unparseable", "empty", "truncated", "refused", "api_error"]
 
-TASKS: tuple[str, ...] = ("locate", "identify", "color")
-CONDITIONS: tuple[str, ...] = ("visible", "cached")
-PARSE_STATUSES: tuple[str, ...] = ("ok", "unparseable", "empty", "truncated", "refused", "api_error")
+TASKS: tuple[Task, ...] = get_args(Task)
+CONDITIONS: tuple[Condition, ...] = get_args(Condition)
+PARSE_STATUSES: tuple[ParseStatus, ...] = get_args(ParseStatus)
 
 
 class ConvswapError(Exception):

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Literal
 
 from convswap.conventions import color, spatial
 from convswap.conventions.cells import cell_names
@@ -18,13 +19,15 @@ from convswap.conventions.order import check_derangement, derangement, option_or
 from convswap.core import ConvswapError, Gloss, OutputFormat, Prompt, Side, Trial
 
 SPATIAL_TASKS = ("locate", "identify")
+ColorCoordinate = Literal["word", "label", "hue"]
+Coordinate = Literal[spatial.SpatialCoordinate, ColorCoordinate]
 
 
 @dataclass(frozen=True)
 class Convention:
     name: str
     tasks: tuple[str, ...]
-    coordinate: str  # spatial: cell_name, pixels, normalized, grid_ref, percent; color: word, label, hue
+    coordinate: Coordinate
     gloss: Gloss = "none"
     legend: bool = False
     output: OutputFormat = "integer"

@@ -18,18 +18,18 @@ import tomllib
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal, TypeVar, get_args
 
 from convswap.conventions import CONVENTIONS
 from convswap.core import CONDITIONS, TASKS, ConvswapError, sha256_hex
 
 PLAN_DIR_NAME = "analysis_plan"
 
-STIMULI = ("calibration", "color_arrays", "synthetic_spatial", "coco")
-READOUTS = ("first_token", "generate", "both")
-ANGLE_SETS = ("held_out", "calibration")
-ENDPOINTS = ("accuracy", "readership", "follows_coord", "follows_name", "crossover_interaction")
-TESTS = (
+Stimuli = Literal["calibration", "color_arrays", "synthetic_spatial", "coco"]
+PlanReadout = Literal["first_token", "generate", "both"]
+AngleSet = Literal["held_out", "calibration"]
+Endpoint = Literal["accuracy", "readership", "follows_coord", "follows_name", "crossover_interaction"]
+Test = Literal[
     "mcnemar_exact",  # paired accuracy of two conventions on the same trials
     "binomial_exact",  # one rate against a stated null
     "bootstrap",  # percentile interval of a paired difference, resampling trials
@@ -37,11 +37,22 @@ TESTS = (
     "crossover_sign_reversal",  # cue-crossover shifts reverse sign at the two swapped locations
     "monotone_in_readership",  # accuracy ordered as readership orders the conventions
     "inversion_search",  # every model pair, paired difference per convention, sign changes reported
-)
-DIRECTIONS = ("greater", "less", "two_sided")
-KEYS = ("target", "coord", "name")
-GATE_READOUTS = ("same_as_contrast", "first_token", "generate")
+]
+Direction = Literal["greater", "less", "two_sided"]
+Key = Literal["target", "coord", "name"]
+GateReadout = Literal["same_as_contrast", "first_token", "generate"]
+
+STIMULI: tuple[Stimuli, ...] = get_args(Stimuli)
+READOUTS: tuple[PlanReadout, ...] = get_args(PlanReadout)
+ANGLE_SETS: tuple[AngleSet, ...] = get_args(AngleSet)
+ENDPOINTS: tuple[Endpoint, ...] = get_args(Endpoint)
+TESTS: tuple[Test, ...] = get_args(Test)
+DIRECTIONS: tuple[Direction, ...] = get_args(Direction)
+KEYS: tuple[Key, ...] = get_args(Key)
+GATE_READOUTS: tuple[GateReadout, ...] = get_args(GateReadout)
 CALIBRATED_K = "calibrated"  # color: K is the size of the model's calibrated vocabulary
+
+Choice = TypeVar("Choice", bound=str)
 
 _NAME = re.compile(r"^[a-z][a-z0-9_]*$")
 _TOP_LEVEL = {
@@ -69,18 +80,18 @@ _STRICT_FRACTION = "must be a number strictly between 0 and 1"
 
 @dataclass(frozen=True)
 class Design:
-    stimuli: str
+    stimuli: Stimuli
     tasks: tuple[str, ...]
     conventions: tuple[str, ...]
     conditions: tuple[str, ...]
     n: int
     seeds: tuple[int, ...]
     grid: int | None
-    readout: str
+    readout: PlanReadout
     k: tuple[tuple[str, int | str], ...]  # task -> K, or "calibrated"
     models: tuple[str, ...] = ()  # the registered model set of a cross-model comparison
     crossover: bool = False  # color arrays: also run the cue-crossover pairs
-    angles: str | None = None  # color arrays: "held_out" or "calibration" angles
+    angles: AngleSet | None = None  # color arrays: held-out or calibration angles
 
     def k_for(self, task: str) -> int | str:
         for name, value in self.k:
@@ -93,14 +104,14 @@ class Design:
 class Hypothesis:
     id: str
     statement: str
-    endpoint: str
+    endpoint: Endpoint
     contrast: tuple[str, ...]
-    test: str
-    direction: str
+    test: Test
+    direction: Direction
     alpha: float
     task: str
     condition: str | None = None  # None: every condition of the design, each tested apart
-    key: str | None = None  # None: "target", or "coord" for a mispaired convention
+    key: Key | None = None  # None: "target", or "coord" for a mispaired convention
     null: float | str | None = None  # a rate, or "chance" (1/K)
 
 
@@ -108,7 +119,7 @@ class Hypothesis:
 class Gate:
     control: str
     threshold_points: float
-    readout: str
+    readout: GateReadout
 
 
 @dataclass(frozen=True)
@@ -454,7 +465,7 @@ class _Reader:
             raise self.fail(f"{prefix}{field}", "must be a list of lower-case identifiers", value)
         return tuple(value)
 
-    def choice(self, data: dict[str, Any], field: str, allowed: tuple[str, ...], prefix: str) -> str:
+    def choice(self, data: dict[str, Any], field: str, allowed: tuple[Choice, ...], prefix: str) -> Choice:
         value = data.get(field)
         if value not in allowed:
             raise self.fail(f"{prefix}{field}", f"must be one of {', '.join(allowed)}", value)

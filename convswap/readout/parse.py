@@ -40,6 +40,7 @@ punctuation ("**Green.**", "Answer: the green").
 from __future__ import annotations
 
 import re
+from typing import Literal, get_args
 
 from convswap.core import ConvswapError, Generation, Parsed, Prompt
 
@@ -134,10 +135,9 @@ def parse_answer(generation: Generation, prompt: Prompt) -> Parsed:
 
 # Finish reasons of a generation stopped by the provider's content policy (OpenAI's
 # content_filter; Gemini's reasons, lower-cased, and blocked_<reason> for a blocked prompt).
-REFUSAL_FINISH_REASONS = frozenset(
-    {"content_filter", "safety", "recitation", "blocklist", "prohibited_content", "spii", "image_safety",
-     "image_prohibited_content", "image_recitation"}
-)  # fmt: skip
+RefusalFinishReason = Literal["content_filter", "safety", "recitation", "blocklist", "prohibited_content", "spii",
+                              "image_safety", "image_prohibited_content", "image_recitation"]  # fmt: skip
+REFUSAL_FINISH_REASONS: frozenset[str] = frozenset(get_args(RefusalFinishReason))
 BLOCKED_PREFIX = "blocked_"
 
 

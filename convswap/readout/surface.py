@@ -9,11 +9,12 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Literal, get_args
 
 from convswap.core import ConvswapError
 
-VARIANTS = ("bare", "space", "capitalized", "space_capitalized")
+SurfaceVariant = Literal["bare", "space", "capitalized", "space_capitalized"]
+VARIANTS: tuple[SurfaceVariant, ...] = get_args(SurfaceVariant)
 PROBE_CONVENTION = "surface_probe"  # the convention name of the prompts that measure a surface
 
 
