@@ -15,6 +15,7 @@ from convswap.analysis.agreement import has_both_readouts, readout_agreement
 from convswap.analysis.context import Context, MissingInput, experiment_records
 from convswap.analysis.contrasts import (
     GATE_POINTS,
+    PENALTY_ALPHA,
     Contrast,
     Gate,
     capability_gate,
@@ -146,7 +147,7 @@ def gate_sensitivity_tables(context: Context) -> list[Table]:
         raise MissingInput("no experiment with a gated contrast has records of both its conventions")
     notes = (
         "margin: gate control accuracy minus chance in points, measured with the readout the contrast uses; "
-        "penalty: the contrast's treatment significantly below its control (exact McNemar, p < 0.05). "
+        f"penalty: the contrast's treatment significantly below its control (exact McNemar, p < {PENALTY_ALPHA:g}). "
         "Difference = treatment minus control in points.",
         *(f"Not measured, {why}" for why in refused),
     )

@@ -25,6 +25,7 @@ import numpy as np
 
 from convswap.analysis.loading import NothingScored, option_count
 from convswap.analysis.stats import Binomial, binomial_test
+from convswap.conventions.cells import NORMALIZED_SCALE
 from convswap.core import ConvswapError, Record
 from convswap.experiments.scoring import is_scored, score_key
 
@@ -59,7 +60,7 @@ def misread_slot(record: Record) -> int:
         raise ConvswapError(f"trial {record.trial_id}: misread test needs the object center (trial meta 'center')")
     center = np.asarray(meta["center"], dtype=float)
     scale = (
-        np.array([record.trial["width"], record.trial["height"]], dtype=float) / 1000.0
+        np.array([record.trial["width"], record.trial["height"]], dtype=float) / NORMALIZED_SCALE
         if how == "as thousandths"
         else np.ones(2)
     )

@@ -25,16 +25,22 @@ class Registry:
         self._registered: dict[str, frozenset[str]] = {}
         self._post_hoc: set[str] = set(SPEC_POST_HOC)
         self._gates: dict[str, tuple[str, float]] = {}
+        self._alphas: dict[tuple[str, str], float] = {}
         self.plans: list[Plan] = [load_plan(path) for path in plan_files(self.plan_dir)] if self.plan_dir else []
         for plan in self.plans:
             self._registered[plan.id] = registered_names(plan)
             self._post_hoc.update(plan.post_hoc)
+            self._alphas.update(((plan.id, hypothesis.id), hypothesis.alpha) for hypothesis in plan.hypotheses)
             if plan.gate is not None:
                 self._gates[plan.id] = (plan.gate.control, plan.gate.threshold_points)
 
     def gate(self, experiment: str, default_control: str, default_threshold: float) -> tuple[str, float]:
         """The registered gate (control convention, threshold in points), else the spec's."""
         return self._gates.get(experiment, (default_control, default_threshold))
+
+    def alpha(self, experiment: str, hypothesis: str, default: float) -> float:
+        """The registered significance level of one hypothesis of an experiment, else `default` (the spec's)."""
+        return self._alphas.get((experiment, hypothesis), default)
 
     def status(self, experiment: str, *analyses: str) -> str:
         """`registered` only if every named analysis is registered for this experiment."""

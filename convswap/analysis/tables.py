@@ -14,7 +14,7 @@ from collections.abc import Sequence
 
 from convswap.analysis.appendix import gated_models
 from convswap.analysis.context import Context, MissingInput, experiment_records, ordered, readout_names
-from convswap.analysis.contrasts import paired_contrast
+from convswap.analysis.contrasts import PENALTY_ALPHA, paired_contrast
 from convswap.analysis.cue_crossover import Crossover, crossover_if_scored
 from convswap.analysis.inversions import by_model_and_convention, model_pairs
 from convswap.analysis.loading import NothingScored, chance, group_by, vocabulary_label
@@ -372,8 +372,9 @@ def table4_model_pairs(context: Context) -> list[Table]:
     by_model = by_model_and_convention(records, passing)
     if len(by_model) < 2:
         raise MissingInput(f"fewer than two gated models in cross_model locate records (gated: {sorted(by_model)})")
+    alpha = context.registry.alpha("cross_model", "rank_inversions", PENALTY_ALPHA)
     rows = []
-    for pair in model_pairs(by_model, PAIR_CONVENTIONS):
+    for pair in model_pairs(by_model, PAIR_CONVENTIONS, alpha):
         for convention, result in pair.contrasts:
             rows.append(
                 (
@@ -390,8 +391,8 @@ def table4_model_pairs(context: Context) -> list[Table]:
             )
     notes = [
         "difference = first model minus second on the same trials, in points, exact McNemar; b: first-only "
-        "correct, c: second-only correct. A pair inverts when two conventions give significant (p < 0.05) differences "
-        "of opposite sign.",
+        "correct, c: second-only correct. A pair inverts when two conventions give significant "
+        f"(p < {alpha:g}) differences of opposite sign.",
     ]
     if failing:
         notes.append("Not gated, so in no pair: " + "; ".join(f"{model} ({why})" for model, why in failing))

@@ -11,7 +11,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from convswap.conventions.cells import cell_names, cell_of_point
+from convswap.conventions.cells import NORMALIZED_SCALE, cell_names, cell_of_point
 from convswap.core import Trial
 
 _GLOSS = re.compile(r"^(?P<body>.*?)\s*(?:\[(?P<square>[^\]]+)\]|\((?P<round>[A-Za-z][^)]*)\))$")
@@ -105,7 +105,7 @@ def cell_named_by(description: str, trial: Trial, scale: str = "pixels") -> str 
     if "%" in description:
         x, y = x * width / 100, y * height / 100
     elif scale == "normalized":
-        x, y = x * width / 1000, y * height / 1000
+        x, y = x * width / NORMALIZED_SCALE, y * height / NORMALIZED_SCALE
     if not (0 <= x < width and 0 <= y < height):
         return None
     return cell_of_point(x, y, width, height, n)

@@ -29,6 +29,7 @@ from collections.abc import Mapping, Sequence
 import numpy as np
 from PIL import Image
 
+from convswap.conventions.instructions import WORD_ANSWER, integer_answer
 from convswap.core import ConvswapError, OutputFormat, Prompt
 from convswap.readout.base import Backend, Query
 from convswap.readout.first_token import candidate_masses
@@ -38,8 +39,6 @@ MIN_CANDIDATE_MASS = 0.5
 
 # Probe texts end with the output instruction the experiment prompts use, so the
 # surface measured is the one those prompts elicit.
-INTEGER_PROBE = "Reply with the number {answer}. Answer with a single integer 1 to {k} and nothing else."
-WORD_PROBE = "Reply with the color {answer}. Answer with a single color word and nothing else."
 PROBE_IMAGE_SIZE = 224
 PROBE_IMAGE_GRAY = (128, 128, 128)
 
@@ -110,6 +109,14 @@ class SurfaceRefused(ConvswapError):
         )
 
 
+def integer_probe(answer: str, k: int) -> str:
+    return f"Reply with the number {answer}. {integer_answer(k)}"
+
+
+def word_probe(answer: str, k: int) -> str:
+    return f"Reply with the color {answer}. {WORD_ANSWER}"
+
+
 def probe_image() -> Image.Image:
     """A plain mid-gray image: the probes ask for a stated answer, so the image carries nothing."""
     return Image.new("RGB", (PROBE_IMAGE_SIZE, PROBE_IMAGE_SIZE), PROBE_IMAGE_GRAY)
@@ -125,9 +132,9 @@ def probe_query(alphabet: Sequence[str], output: OutputFormat, image: Image.Imag
     if output == "integer":
         if alphabet != tuple(str(n) for n in range(1, len(alphabet) + 1)):
             raise ConvswapError(f"an integer alphabet must be '1'..'K' in order; got {list(alphabet)}")
-        template, task = INTEGER_PROBE, "locate"
+        probe_text, task = integer_probe, "locate"
     elif output == "word":
-        template, task = WORD_PROBE, "color"
+        probe_text, task = word_probe, "color"
     else:
         raise ConvswapError(f"unknown output format {output!r}; one of integer, word")
     prompts = tuple(
@@ -135,7 +142,7 @@ def probe_query(alphabet: Sequence[str], output: OutputFormat, image: Image.Imag
             trial_id=f"{PROBE_CONVENTION}-{slot}",
             convention=PROBE_CONVENTION,
             task=task,
-            text=template.format(answer=answer, k=len(alphabet)),
+            text=probe_text(answer, len(alphabet)),
             slots=alphabet,
             alphabet=alphabet,
             keys=(("target", slot),),

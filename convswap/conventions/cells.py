@@ -19,6 +19,7 @@ import math
 from convswap.core import ConvswapError
 
 GRID_SIZES = (3, 4)
+NORMALIZED_SCALE = 1000  # normalized coordinates run 0 to 999 across the image
 
 _CELL_NAMES = {
     3: (
@@ -77,8 +78,8 @@ def round_half_up(value: float) -> int:
 
 
 def normalized(pixel: int, size: int) -> int:
-    """A pixel coordinate on the 0-999 scale: round(1000 * pixel / size)."""
-    return round_half_up(1000 * pixel / size)
+    """A pixel coordinate on the 0-999 scale: round(NORMALIZED_SCALE * pixel / size)."""
+    return round_half_up(NORMALIZED_SCALE * pixel / size)
 
 
 def percent(pixel: int, size: int) -> int:

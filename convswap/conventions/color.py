@@ -6,6 +6,7 @@ is held out.  Every sentence a model sees is written out in full below.
 
 from __future__ import annotations
 
+from convswap.conventions.instructions import WORD_ANSWER, integer_answer
 from convswap.core import ConvswapError, Trial
 
 WHICH_HELD_OUT = "Which of these is it closest to?"
@@ -40,19 +41,19 @@ def glossed(angle: int, word: str) -> str:
 def word_text(where: str, options: str, which_text: str) -> str:
     return (
         f"In the array you memorized, the square at the {where} of the image was one of these colors: {options}. "
-        f"{which_text} Answer with a single color word and nothing else."
+        f"{which_text} {WORD_ANSWER}"
     )
 
 
 def label_text(where: str, options: str, which_text: str, k: int) -> str:
     return (
         f"In the array you memorized, the square at the {where} of the image was one of these colors: {options}. "
-        f"{which_text} Answer with a single integer 1 to {k} and nothing else."
+        f"{which_text} {integer_answer(k)}"
     )
 
 
 def hue_text(legend_text: str, where: str, options: str, which_text: str, k: int) -> str:
     return (
         f"{legend_text}In the array you memorized, the square at the {where} of the image had one of these hues: "
-        f"{options}. {which_text} Answer with a single integer 1 to {k} and nothing else."
+        f"{options}. {which_text} {integer_answer(k)}"
     )

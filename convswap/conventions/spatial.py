@@ -12,6 +12,7 @@ from collections.abc import Callable
 from typing import Literal, cast, get_args
 
 from convswap.conventions.cells import (
+    NORMALIZED_SCALE,
     cell_center_px,
     cell_position,
     check_grid,
@@ -19,6 +20,7 @@ from convswap.conventions.cells import (
     normalized,
     percent,
 )
+from convswap.conventions.instructions import integer_answer
 from convswap.core import ConvswapError, Trial
 
 SpatialCoordinate = Literal["cell_name", "pixels", "normalized", "grid_ref", "percent"]
@@ -40,7 +42,7 @@ def _pixels_preamble(trial: Trial, n: int) -> str:
 
 def _normalized_preamble(trial: Trial, n: int) -> str:
     return (
-        "Positions are given as (x, y) coordinates normalized to a 0 to 999 range, "
+        f"Positions are given as (x, y) coordinates normalized to a 0 to {NORMALIZED_SCALE - 1} range, "
         "where (0, 0) is the top-left corner and x increases to the right and y increases downward. "
     )
 
@@ -126,12 +128,12 @@ def glossed(description: str, cell_name: str) -> str:
 def locate_text(preamble_text: str, subject: str, options: str, k: int) -> str:
     return (
         f"{preamble_text}In this image, the {subject} is at one of these positions: {options}. "
-        f"Which one? Answer with a single integer 1 to {k} and nothing else."
+        f"Which one? {integer_answer(k)}"
     )
 
 
 def identify_text(preamble_text: str, position: str, options: str, k: int) -> str:
     return (
         f"{preamble_text}In this image, what object is at position {position}? "
-        f"It is one of these: {options}. Answer with a single integer 1 to {k} and nothing else."
+        f"It is one of these: {options}. {integer_answer(k)}"
     )

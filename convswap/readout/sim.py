@@ -45,6 +45,7 @@ from typing import Any
 import numpy as np
 
 from convswap.conventions import cell_center_px, cell_names, cell_position, normalized
+from convswap.conventions.cells import NORMALIZED_SCALE
 from convswap.core import ConvswapError, Generation, Prompt, Trial, canonical_json, sha256_hex
 from convswap.readout.base import DEFAULT_MAX_NEW_TOKENS, Backend, ModelInfo, Query
 from convswap.readout.sim_presets import Preset, get_preset
@@ -335,6 +336,6 @@ def _misread_slot(trial: Trial, prompt: Prompt, percept: str, units: str | None)
         x, y = cell_center_px(*cell_position(cell, n), width, height, n)
         if units == "as_pixels":  # the 0-999 numbers taken for pixels
             return np.array([normalized(x, width), normalized(y, height)], dtype=float)
-        return np.array([x * width / 1000, y * height / 1000])  # pixel numbers taken for thousandths
+        return np.array([x * width / NORMALIZED_SCALE, y * height / NORMALIZED_SCALE])  # pixels taken for thousandths
 
     return int(np.argmin([np.hypot(*(misread(cell) - target)) for cell in prompt.slots]))
