@@ -7,13 +7,13 @@ import os
 import tempfile
 from collections.abc import Iterator
 from pathlib import Path
-from typing import TextIO
+from typing import IO, Any
 
 from convswap.core import ConvswapError
 
 
 @contextlib.contextmanager
-def atomic_open(path: str | os.PathLike[str], mode: str = "w") -> Iterator[TextIO]:
+def atomic_open(path: str | os.PathLike[str], mode: str = "w") -> Iterator[IO[Any]]:
     """Open a temporary file beside `path`; it replaces `path` only if the block succeeds."""
     target = Path(path)
     folder = target.parent if str(target.parent) else Path(".")

@@ -97,40 +97,51 @@ def gated_models(
     """Models whose gate control clears the threshold, and (model, why not) for the others."""
     rows = gate_rows(context, experiment, records)
     passing = {row.model for row in rows if row.passed}
-    failing = [(row.model, row.refused or f"margin {decimal(row.gate.margin, 1)}") for row in rows if not row.passed]
+    failing = [(row.model, row.refused or _margin(row)) for row in rows if not row.passed]
     return passing, failing
 
 
+def _margin(row: GateRow) -> str:
+    assert row.gate is not None  # a row not refused was measured
+    return f"margin {decimal(row.gate.margin, 1)}"
+
+
 def gate_sensitivity_tables(context: Context) -> list[Table]:
-    model_rows, band_rows, refused = [], [], []
+    model_rows: list[tuple[str, ...]] = []
+    band_rows: list[tuple[str, ...]] = []
+    refused: list[str] = []
     for experiment in GATED_CONTRASTS:
         records = select(context.records, experiment=experiment)
         rows = gate_rows(context, experiment, records) if records else []
         status = context.registry.status(experiment, "gate_sensitivity")
         refused.extend(f"{experiment} {row.model}: {row.refused}" for row in rows if row.refused)
-        measured = [row for row in rows if row.gate is not None and row.contrast is not None]
-        for row in measured:
+        measured = [
+            (row, gate, contrast)
+            for row in rows
+            if (gate := row.gate) is not None and (contrast := row.contrast) is not None
+        ]
+        for row, gate, contrast in measured:
             model_rows.append(
                 (
                     experiment,
                     row.model,
                     row.task,
                     row.gate_control,
-                    row.gate.readout,
-                    decimal(row.gate.margin, 1),
-                    decimal(row.gate.threshold, 1),
+                    gate.readout,
+                    decimal(gate.margin, 1),
+                    decimal(gate.threshold, 1),
                     "yes" if row.passed else "no",
                     row.contrast_name,
-                    signed(-100 * row.contrast.difference),
-                    pvalue(row.contrast.test.pvalue),
+                    signed(-100 * contrast.difference),
+                    pvalue(contrast.test.pvalue),
                     "yes" if row.penalty else "no",
                     status,
                 )
             )
         if not measured:
             continue
-        margins = {row.model: row.gate.margin for row in measured}
-        penalty = {row.model: row.penalty for row in measured}
+        margins = {row.model: gate.margin for row, gate, _ in measured}
+        penalty = {row.model: row.penalty for row, _, _ in measured}
         for band in gate_sensitivity(margins, penalty):
             band_rows.append(
                 (
@@ -369,7 +380,8 @@ def breakdowns_table(context: Context) -> list[Table]:
         "distance to cell border": "boundary_distance_terciles",
         "category": "per_category",
     }
-    rows, held = [], {}
+    rows: list[tuple[str, ...]] = []
+    held: dict[tuple[str, str], list[int]] = {}
     for (model,), group in group_by(records, "model").items():
         control, treatment = select(group, convention="cell_name"), select(group, convention="pixels")
         if not control or not treatment:

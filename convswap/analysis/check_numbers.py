@@ -148,7 +148,7 @@ def appears(number: Number, plain: set[str], values: list[Decimal]) -> bool:
     if number.exponent is None:
         return number.digits in plain
     written = Decimal(number.digits)
-    half_quantum = Decimal(1).scaleb(written.as_tuple().exponent) / 2
+    half_quantum = Decimal(1).scaleb(int(written.as_tuple().exponent)) / 2
     return any(abs(value.scaleb(-number.exponent) - written) <= half_quantum for value in values)
 
 

@@ -83,7 +83,7 @@ def crossover(records: Sequence[Record]) -> Crossover:
     if not complete:
         raise ConvswapError(f"none of {len(cells)} crossover pairs has both arrays at both swapped locations")
     shifts: dict[str, list[float]] = {role: [] for role in ROLES}
-    spreads = []
+    spreads: list[float] = []
     for pair_id, pair in sorted(complete.items()):
         swapped = _swapped_colors(pair_id, pair)
         for role in ROLES:
@@ -140,4 +140,5 @@ def _logits(record: Record) -> np.ndarray:
             f"trial {record.trial_id} ({record.convention}): no first-token candidate scores; "
             "the crossover interaction needs them"
         )
+    assert record.first_token is not None  # has_scores
     return np.asarray(record.first_token["candidate_logits"], dtype=float)

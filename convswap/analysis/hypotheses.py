@@ -21,12 +21,12 @@ from convswap.analysis.inversions import by_model_and_convention, model_pairs
 from convswap.analysis.loading import NothingScored, chance, group_by, select
 from convswap.analysis.mispaired import readership_of
 from convswap.analysis.report import MISSING, Table, decimal, points, pvalue, ratio, signed
-from convswap.analysis.stats import binomial_test
+from convswap.analysis.stats import Alternative, binomial_test
 from convswap.core import ConvswapError, Record
-from convswap.experiments.plan import Hypothesis, Plan
+from convswap.experiments.plan import Direction, Hypothesis, Plan
 from convswap.experiments.scoring import accuracy
 
-ALTERNATIVES = {"greater": "greater", "less": "less", "two_sided": "two-sided"}
+ALTERNATIVES: dict[Direction, Alternative] = {"greater": "greater", "less": "less", "two_sided": "two-sided"}
 
 
 @dataclass(frozen=True)
@@ -76,6 +76,7 @@ def bootstrap_results(context: Context, hypothesis: Hypothesis, group: Sequence[
         return []
     result = paired_contrast(*sides, with_interval=True, seed=context.seed, resamples=context.resamples)
     interval = result.interval
+    assert interval is not None  # asked for with_interval
     excludes_zero = interval.low > 0 or interval.high < 0
     return [
         Result(
@@ -209,7 +210,7 @@ def _results(
         return inversion_results(context, plan.id, hypothesis, records)
     if hypothesis.test not in PER_MODEL_TESTS:
         raise ConvswapError(f"hypothesis {hypothesis.id} of {plan.id} uses a test this analysis lacks")
-    results = []
+    results: list[tuple[str, str, Result]] = []
     for (model, condition), group in group_by(records, "model", "condition").items():
         try:
             found = PER_MODEL_TESTS[hypothesis.test](context, hypothesis, group)

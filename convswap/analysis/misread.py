@@ -97,7 +97,8 @@ def misread_units(records: Sequence[Record]) -> Misread:
     if len(conventions) != 1:
         raise ConvswapError(f"misread-units test takes one convention at a time, got {sorted(conventions)}")
     k = option_count(scored)
-    answers = [int(record.answer_slot) for record in scored]
+    # A scored record is one with an answer slot, so this keeps every record, in order.
+    answers = [record.answer_slot for record in scored if record.answer_slot is not None]
     predicted = [misread_slot(record) for record in scored]
     targets = [int(record.keys[score_key(record)]) for record in scored]
     n = len(scored)

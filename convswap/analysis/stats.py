@@ -148,7 +148,8 @@ def accuracy_under(records: Iterable[Record], readout: str, key: str | None = No
     A record without that readout is unscored under it (`no such readout`); a
     generation that did not parse is unscored by its parse status.
     """
-    correct, scored, unscored = 0, 0, Counter()
+    correct, scored = 0, 0
+    unscored: Counter[str] = Counter()
     for record in records:
         slot = answer_under(record, readout)
         if slot is None:

@@ -145,7 +145,7 @@ def _crossover_cells(result: Crossover | None) -> tuple[str, str, str]:
 
 
 def _color_contrasts(context: Context, model: str, by_rung: dict[tuple, list[Record]]) -> list[tuple[str, ...]]:
-    rows = []
+    rows: list[tuple[str, ...]] = []
     for condition in ("visible", "cached"):
         for control, treatment, hypothesis in COLOR_CONTRASTS:
             control_records = by_rung.get((control, condition))

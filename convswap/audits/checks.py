@@ -235,8 +235,9 @@ def truncation(records: Sequence[Record]) -> CheckResult:
     stopped = [r for r in records if _is_cut_or_empty(r.generation)]
     for (model, condition, convention_name), group in group_by(stopped, "model", "condition", "convention").items():
         statuses = Counter(record.parse_status for record in group)
-        length = sum(record.generation.get("finish_reason") == "length" for record in group)
-        examples = "; ".join(repr(record.generation.get("text")) for record in group[:TRUNCATED_SHOWN])
+        generations = [record.generation for record in group if record.generation is not None]  # all: stopped
+        length = sum(generation.get("finish_reason") == "length" for generation in generations)
+        examples = "; ".join(repr(generation.get("text")) for generation in generations[:TRUNCATED_SHOWN])
         result.notes.append(
             f"{model} {condition} {convention_name}: {len(group)} empty or length-stopped ({length} at the token "
             f"budget), recorded as {dict(sorted(statuses.items()))}; texts: {examples}"
@@ -254,9 +255,9 @@ def _is_cut_or_empty(generation: dict | None) -> bool:
 
 
 def _truncation_problem(record: Record) -> str | None:
-    if not _is_cut_or_empty(record.generation):
-        return None
     generation = generation_of(record)
+    if generation is None or not _is_cut_or_empty(record.generation):
+        return None
     expected = parse_generation(generation, prompt_of(record))
     if expected.status in ("truncated", "empty") and record.parse_status != expected.status:
         return (f"a generation stopped by {generation.finish_reason!r} with text {generation.text!r} is recorded as "
@@ -326,6 +327,8 @@ def _index_space_problem(record: Record) -> str | None:
             return f"word alphabet {list(record.alphabet)} is not the options in slot order {list(record.slots)}"
         generation = generation_of(record)
         if record.parse_status == "ok" and generation is not None:
+            if record.parsed_slot is None:
+                return "parse status ok but no parsed slot"
             said, held = normalize_word(generation.text or ""), normalize_word(record.slots[record.parsed_slot - 1])
             if said != held:
                 return f"parsed slot {record.parsed_slot} holds {held!r} but the text says {said!r}"

@@ -144,14 +144,15 @@ def _look_at_first_tokens(backend: Backend, alphabet: Alphabet, probes: Query) -
     logits = np.asarray(backend.next_token_logits(probes), dtype=np.float64)
     masses = {variant: float(candidate_masses(logits, ids).mean()) for variant, ids in first_tokens.items()}
     tops = [_top_tokens(row, backend) for row in logits]
-    surface, slots = None, [None] * n
+    surface: Surface | None = None
+    slots: list[int | None] = [None] * n
     try:
         surface = resolve_surface(backend, alphabet.answers, [probes])
     except NoFirstTokenReadout:
         listing = "; ".join(f"{v}: {_shared_tokens(alphabet.answers, ids, backend)}" for v, ids in first_tokens.items())
         verdict = Verdict("first_token", False, f"candidates share a first token under every variant ({listing})")
     except SurfaceRefused as error:
-        best = max((v for v in error.masses if v not in error.shared), key=error.masses.get)
+        best = max((v for v in error.masses if v not in error.shared), key=error.masses.__getitem__)
         verdict = Verdict(
             "first_token",
             False,
@@ -159,8 +160,9 @@ def _look_at_first_tokens(backend: Backend, alphabet: Alphabet, probes: Query) -
             f"{error.masses[best]:.3f})",
         )
     else:
-        slots = [first_token_readout(row, surface, backend.decode_token, TOP_TOKENS).slot for row in logits]
-        verdict = _first_token_verdict(surface, slots)
+        read = [first_token_readout(row, surface, backend.decode_token, TOP_TOKENS).slot for row in logits]
+        verdict = _first_token_verdict(surface, read)
+        slots = [*read]
     return _FirstTokenLook(first_tokens, tuple(shared), masses, surface, tops, slots, verdict)
 
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from convswap.conventions.cells import NORMALIZED_SCALE, cell_names, cell_of_point
+from convswap.conventions.cells import NORMALIZED_SCALE, cell_names, cell_of_point, grid_of
 from convswap.core import Trial
 
 _GLOSS = re.compile(r"^(?P<body>.*?)\s*(?:\[(?P<square>[^\]]+)\]|\((?P<round>[A-Za-z][^)]*)\))$")
@@ -91,7 +91,7 @@ def cell_named_by(description: str, trial: Trial, scale: str = "pixels") -> str 
 
     scale: how a bare "(x, y)" pair is read -- "pixels" or "normalized" (0-999).
     """
-    n, width, height = trial.grid, trial.width, trial.height
+    n, width, height = grid_of(trial), trial.width, trial.height
     if description in cell_names(n):
         return description
     grid_ref = _GRID_REF.match(description)
@@ -101,7 +101,8 @@ def cell_named_by(description: str, trial: Trial, scale: str = "pixels") -> str 
     pair = _PAIR.match(description)
     if not pair:
         return None
-    x, y = int(pair["x"]), int(pair["y"])
+    x: float = int(pair["x"])
+    y: float = int(pair["y"])
     if "%" in description:
         x, y = x * width / 100, y * height / 100
     elif scale == "normalized":

@@ -30,7 +30,7 @@ import numpy as np
 from PIL import Image
 
 from convswap.conventions.instructions import WORD_ANSWER, integer_answer
-from convswap.core import ConvswapError, OutputFormat, Prompt
+from convswap.core import ConvswapError, OutputFormat, Prompt, Task
 from convswap.readout.base import Backend, Query
 from convswap.readout.first_token import candidate_masses
 from convswap.readout.surface import PROBE_CONVENTION, VARIANTS, Surface, variant_strings
@@ -129,6 +129,7 @@ def probe_query(alphabet: Sequence[str], output: OutputFormat, image: Image.Imag
     are ordinary prompts with known answers.
     """
     alphabet = _check_alphabet(alphabet)
+    task: Task
     if output == "integer":
         if alphabet != tuple(str(n) for n in range(1, len(alphabet) + 1)):
             raise ConvswapError(f"an integer alphabet must be '1'..'K' in order; got {list(alphabet)}")

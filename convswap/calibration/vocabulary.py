@@ -133,12 +133,13 @@ def find_runs(namings: Sequence[AngleNaming]) -> list[tuple[str, tuple[int, ...]
     runs: list[tuple[str, tuple[int, ...]]] = []
     for offset in range(n):
         i = (start + offset) % n
-        if names[i] is None:
+        name = names[i]
+        if name is None:
             continue
-        if offset and names[i] == names[i - 1]:
-            runs[-1] = (names[i], runs[-1][1] + (angles[i],))
+        if offset and name == names[i - 1]:
+            runs[-1] = (name, runs[-1][1] + (angles[i],))
         else:
-            runs.append((names[i], (angles[i],)))
+            runs.append((name, (angles[i],)))
     return runs
 
 

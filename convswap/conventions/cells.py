@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import math
 
-from convswap.core import ConvswapError
+from convswap.core import ConvswapError, Trial
 
 GRID_SIZES = (3, 4)
 NORMALIZED_SCALE = 1000  # normalized coordinates run 0 to 999 across the image
@@ -62,6 +62,13 @@ def cell_of_point(x: float, y: float, width: int, height: int, n: int) -> str:
     row = min(int(y * n // height), n - 1)
     col = min(int(x * n // width), n - 1)
     return cell_names(n)[row * n + col]
+
+
+def grid_of(trial: Trial) -> int:
+    """The grid size of a spatial trial, refused when the trial has none."""
+    if trial.grid is None:
+        raise ConvswapError(f"trial {trial.trial_id}: a spatial convention needs a grid size")
+    return check_grid(trial.grid)
 
 
 def cell_center_px(row: int, col: int, width: int, height: int, n: int) -> tuple[int, int]:

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from typing import Literal
 
 from convswap.conventions import color, spatial
-from convswap.conventions.cells import cell_names
+from convswap.conventions.cells import cell_names, grid_of
 from convswap.conventions.order import check_derangement, derangement, option_order
 from convswap.core import ConvswapError, Gloss, OutputFormat, Prompt, Side, Trial
 
@@ -90,7 +90,7 @@ def render(
     convention = get_convention(convention_name, trial.task)
     slots = _slots(trial, order)
     if convention.gloss == "mispaired":
-        size = len(cell_names(trial.grid)) if trial.task == "identify" else trial.k
+        size = len(cell_names(grid_of(trial))) if trial.task == "identify" else trial.k
         mapping = derangement(trial.trial_id, size) if mispairing is None else tuple(mispairing)
         check_derangement(tuple(mapping), trial.trial_id)
         if len(mapping) != size:
@@ -160,7 +160,7 @@ def _render_identify(trial: Trial, convention: Convention, slots: tuple[str, ...
     if trial.cell is None:
         raise ConvswapError(f"trial {trial.trial_id}: an identify trial needs the cell it asks about")
     position = spatial.describe_cell(convention.coordinate, trial, trial.cell)
-    cells = cell_names(trial.grid)
+    cells = cell_names(grid_of(trial))
     if convention.gloss == "glossed":
         position = spatial.glossed(position, trial.cell)
     elif convention.gloss == "mispaired":

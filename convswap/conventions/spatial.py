@@ -15,7 +15,7 @@ from convswap.conventions.cells import (
     NORMALIZED_SCALE,
     cell_center_px,
     cell_position,
-    check_grid,
+    grid_of,
     grid_reference,
     normalized,
     percent,
@@ -25,12 +25,6 @@ from convswap.core import ConvswapError, Trial
 
 SpatialCoordinate = Literal["cell_name", "pixels", "normalized", "grid_ref", "percent"]
 COORDINATES: tuple[SpatialCoordinate, ...] = get_args(SpatialCoordinate)
-
-
-def _grid(trial: Trial) -> int:
-    if trial.grid is None:
-        raise ConvswapError(f"trial {trial.trial_id}: a spatial convention needs a grid size")
-    return check_grid(trial.grid)
 
 
 def _pixels_preamble(trial: Trial, n: int) -> str:
@@ -110,13 +104,13 @@ def _known(coordinate: str) -> SpatialCoordinate:
 
 def preamble(coordinate: str, trial: Trial) -> str:
     """The sentence that states the coordinate system, with its trailing space; empty for cell names."""
-    n = _grid(trial)
+    n = grid_of(trial)
     return PREAMBLES[_known(coordinate)](trial, n)
 
 
 def describe_cell(coordinate: str, trial: Trial, cell: str) -> str:
     """One cell under one coordinate system, e.g. "middle-right", "(533, 213)", "(833, 500)", "C2", "(83%, 50%)"."""
-    n = _grid(trial)
+    n = grid_of(trial)
     row, col = cell_position(cell, n)
     return DESCRIPTIONS[_known(coordinate)](trial, cell, row, col, n)
 

@@ -56,7 +56,6 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     merge.set_defaults(handler=merge_command)
 
 
-
 def run_command(args: argparse.Namespace) -> int:
     request = RunRequest(
         experiment=args.experiment,

@@ -25,6 +25,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
+from typing import Any
 
 from convswap.core import ConvswapError, canonical_json, sha256_hex
 from convswap.experiments.plan import load_plan, plan_files
@@ -96,7 +97,7 @@ class Ledger:
                 raise ConvswapError(f"{name} is already registered (line {latest.line}); changes need an amendment")
             if action == "amend" and latest is None:
                 raise ConvswapError(f"{name} is not registered; register it before amending it")
-            if action == "amend" and latest.sha256 == digest:
+            if action == "amend" and latest is not None and latest.sha256 == digest:
                 raise ConvswapError(f"{name} is unchanged since its last entry (line {latest.line}); nothing to amend")
             timestamp = self.clock()
             if entries and timestamp < entries[-1].timestamp:
@@ -104,7 +105,7 @@ class Ledger:
                     f"the clock reads {timestamp}, before the last entry's {entries[-1].timestamp} "
                     f"(line {entries[-1].line}); nothing appended"
                 )
-            body = {"action": action, "file": name, "sha256": digest, "reason": reason, "timestamp": timestamp,
+            body: dict[str, Any] = {"action": action, "file": name, "sha256": digest, "reason": reason, "timestamp": timestamp,
                     "prev": entries[-1].entry_hash if entries else GENESIS}  # fmt: skip
             digest_of_entry = entry_hash(body)
             os.write(fd, (canonical_json({**body, "entry_hash": digest_of_entry}) + "\n").encode("utf-8"))
@@ -158,7 +159,7 @@ class Ledger:
         """The plan hash a run of this file records; refuses a file not registered as it now reads."""
         state, entry = self.status(file)
         name = self.relative(file)
-        if state == "unregistered":
+        if entry is None:  # unregistered
             raise ConvswapError(f"{name} is not registered in {self.path}; run `convswap plan register {name}`")
         if state == "missing":
             raise ConvswapError(f"{name} is registered (line {entry.line}) but missing from {self.plan_dir}")

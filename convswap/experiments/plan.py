@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Any, Literal, TypeVar, get_args
 
 from convswap.conventions import CONVENTIONS
-from convswap.core import CONDITIONS, TASKS, ConvswapError, sha256_hex
+from convswap.core import CONDITIONS, TASKS, Condition, ConvswapError, Task, sha256_hex
 
 PLAN_DIR_NAME = "analysis_plan"
 
@@ -81,9 +81,9 @@ _STRICT_FRACTION = "must be a number strictly between 0 and 1"
 @dataclass(frozen=True)
 class Design:
     stimuli: Stimuli
-    tasks: tuple[str, ...]
+    tasks: tuple[Task, ...]
     conventions: tuple[str, ...]
-    conditions: tuple[str, ...]
+    conditions: tuple[Condition, ...]
     n: int
     seeds: tuple[int, ...]
     grid: int | None
@@ -471,7 +471,7 @@ class _Reader:
             raise self.fail(f"{prefix}{field}", f"must be one of {', '.join(allowed)}", value)
         return value
 
-    def choices(self, data: dict[str, Any], field: str, allowed: tuple[str, ...], prefix: str) -> tuple[str, ...]:
+    def choices(self, data: dict[str, Any], field: str, allowed: tuple[Choice, ...], prefix: str) -> tuple[Choice, ...]:
         value = data.get(field)
         if not isinstance(value, list) or not value:
             raise self.fail(f"{prefix}{field}", f"must be a non-empty list drawn from {', '.join(allowed)}", value)

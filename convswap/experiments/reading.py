@@ -103,7 +103,13 @@ def build_record(
     generation: Generation | None,
 ) -> Record:
     parsed = parse_generation(generation, prompt) if generation is not None else None
-    answer_slot = first_token.slot if first_token is not None else parsed.slot
+    answer_slot: int | None
+    if first_token is not None:
+        answer_slot = first_token.slot
+    else:
+        assert parsed is not None  # the reader generates for every prompt it has no first-token readout of
+        answer_slot = parsed.slot
+    assert query.trial is not None  # the runner asks every query with its trial
     info = context.backend.info()
     cached = query.condition == "cached"
     extra: dict[str, Any] = {}

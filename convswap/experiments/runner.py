@@ -45,7 +45,7 @@ from convswap.calibration.vocabulary import (
     save_vocabulary,
 )
 from convswap.conventions import CONVENTIONS, render
-from convswap.core import ConvswapError, Prompt, Record, Trial
+from convswap.core import Condition, ConvswapError, Prompt, Record, Trial
 from convswap.experiments.launcher import launcher_shard, local_rank
 from convswap.experiments.ledger import Ledger
 from convswap.experiments.logs import (
@@ -152,7 +152,8 @@ def vocabulary_path(out: Path, model: str, quant: str | None) -> Path:
 def check_calibration_design(plan: Plan) -> None:
     """Refuse a calibration plan whose numbers are not the ones the calibration code applies."""
     design, rule = plan.calibration, plan.held_out
-    stated = {
+    assert design is not None  # the plan reader requires [calibration] for calibration stimuli
+    stated: dict[str, tuple[int | None, int]] = {
         "calibration.step_deg": (design.step_deg, SWATCH_GRID_STEP),
         "calibration.renders_per_angle": (design.renders_per_angle, len(SWATCH_PLACEMENTS)),
         "calibration.min_anchor_separation_deg": (design.min_anchor_separation_deg, MIN_ANCHOR_SEPARATION),
@@ -217,7 +218,7 @@ def run_experiment(request: RunRequest, backend: Backend | None = None, progress
     reader = Reader(backend, plan.design.readout)
     writers = {condition: RecordWriter(result.folder / log_name(condition, shard)) for condition in conditions}
 
-    def read_trial(item: tuple[Trial, list[tuple[str, list[Prompt]]]]) -> list[Record]:
+    def read_trial(item: tuple[Trial, list[tuple[Condition, list[Prompt]]]]) -> list[Record]:
         trial, asks = item
         image = render_image(trial.image)
         context = RecordContext(plan, plan_hash, request.model, request.quant, backend, shard, image_sha256(image))
@@ -288,7 +289,7 @@ def _check_request(plan: Plan, request: RunRequest) -> None:
         coco_annotations(request.coco)
 
 
-def _conditions(plan: Plan, asked: Sequence[str]) -> tuple[str, ...]:
+def _conditions(plan: Plan, asked: Sequence[str]) -> tuple[Condition, ...]:
     for condition in asked:
         if condition not in plan.design.conditions:
             raise ConvswapError(
@@ -393,8 +394,8 @@ def _stimulus(trial_json: dict[str, Any]) -> dict[str, Any]:
 
 
 def _pending(
-    plan: Plan, model: str, trials: Iterable[Trial], conditions: Sequence[str], done: set[Unit]
-) -> list[tuple[Trial, list[tuple[str, list[Prompt]]]]]:
+    plan: Plan, model: str, trials: Iterable[Trial], conditions: Sequence[Condition], done: set[Unit]
+) -> list[tuple[Trial, list[tuple[Condition, list[Prompt]]]]]:
     """Per trial, per condition, the prompts of the units not yet on disk."""
     work = []
     for trial in trials:

@@ -85,8 +85,10 @@ def build_trials(plan: Plan, sources: Sources, limit: int | None = None) -> list
 
 def _seed_trials(plan: Plan, sources: Sources, n: int, seed: int) -> list[Trial]:
     design = plan.design
+    # build_trials has refused a plan whose stimuli lack their source (vocabulary or COCO folder).
     if design.stimuli == "color_arrays":
         vocabulary = sources.vocabulary
+        assert vocabulary is not None
         held_out = design.angles == "held_out"
         if held_out:
             angles = {h.angle: h.word for h in vocabulary.held_out}
@@ -97,8 +99,10 @@ def _seed_trials(plan: Plan, sources: Sources, n: int, seed: int) -> list[Trial]
             trials += crossover_trials(vocabulary.anchors, angles, crossover_pair_count(n), seed, held_out)
         return trials
     if design.stimuli == "synthetic_spatial":
+        assert sources.vocabulary is not None
         return spatial_trials(sources.vocabulary.anchors, n, seed)
     if design.stimuli == "coco":
+        assert sources.coco is not None and design.grid is not None
         annotations = coco_annotations(sources.coco)
         objects = select_objects(admitted_objects(annotations, design.grid), n, seed)
         images = default_images_dir(annotations)

@@ -342,11 +342,12 @@ class ApiBackend(Backend):
             self.counters.add("cache_hits")
         else:
             try:
-                reply, attempts = self.settings.retry.call(lambda: self._counted_send(request), self._scrubbed)
+                sent, attempts = self.settings.retry.call(lambda: self._counted_send(request), self._scrubbed)
             except RequestFailed as failed:
                 return self._failed(failed)
             self.counters.add("retries", attempts - 1)
-            self._cache.put(key, self.api, self.model, reply)
+            self._cache.put(key, self.api, self.model, sent)
+            reply = sent
         generation, served_model = self._read(reply)
         if served_model:
             self._served_model = served_model

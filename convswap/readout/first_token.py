@@ -27,14 +27,14 @@ def _as_logits(logits: np.ndarray, ndim: int) -> np.ndarray:
     return array
 
 
-def _check_ids(token_ids: Sequence[int], vocab_size: int) -> np.ndarray:
+def _check_ids(token_ids: Sequence[int] | np.ndarray, vocab_size: int) -> np.ndarray:
     ids = np.asarray(token_ids, dtype=np.int64)
     if ids.size == 0 or ids.min() < 0 or ids.max() >= vocab_size:
         raise ConvswapError(f"candidate token ids {list(token_ids)} do not all lie in a vocabulary of {vocab_size}")
     return ids
 
 
-def candidate_masses(logits: np.ndarray, token_ids: Sequence[int]) -> np.ndarray:
+def candidate_masses(logits: np.ndarray, token_ids: Sequence[int] | np.ndarray) -> np.ndarray:
     """Softmax mass on the set of `token_ids` for each row of `logits` [n, vocab]; a repeated id counts once."""
     rows = _as_logits(logits, 2)
     ids = np.unique(_check_ids(token_ids, rows.shape[1]))

@@ -80,7 +80,7 @@ def tokenize(model: Any, processor: Any, image: Image.Image, condition: Conditio
             "questions differ, so the image cannot be encoded once as a shared prefix"
         )
     positions = None
-    base_model = getattr(model, "model", None)
+    base_model: Any = getattr(model, "model", None)
     if hasattr(base_model, "get_rope_index"):
         positions = [
             base_model.get_rope_index(

@@ -45,7 +45,7 @@ from typing import Any
 import numpy as np
 
 from convswap.conventions import cell_center_px, cell_names, cell_position, normalized
-from convswap.conventions.cells import NORMALIZED_SCALE
+from convswap.conventions.cells import NORMALIZED_SCALE, grid_of
 from convswap.core import ConvswapError, Generation, Prompt, Trial, canonical_json, sha256_hex
 from convswap.readout.base import DEFAULT_MAX_NEW_TOKENS, Backend, ModelInfo, Query
 from convswap.readout.sim_presets import Preset, get_preset
@@ -208,7 +208,7 @@ class SimulatedObserver(Backend):
         if not prompt.slots and prompt.output == "word":
             return self._free_report(pixels)
         if prompt.convention == PROBE_CONVENTION:
-            answer = prompt.key("target") - 1
+            answer = dict(prompt.keys)["target"] - 1
             return self._decision(prompt.alphabet, prompt.output, answer, self._draw(prompt, query.condition))
         trial = query.trial
         if trial is None or trial.trial_id != prompt.trial_id:
@@ -274,8 +274,9 @@ class SimulatedObserver(Backend):
     def _find_square(self, trial: Trial, pixels: np.ndarray) -> str | None:
         wanted = trial.subject.removesuffix(" square")
         wheel = _stimulus_wheel(trial)
-        for cell in cell_names(trial.grid):
-            rgb = _cell_rgb(pixels, cell, trial.grid)
+        n = grid_of(trial)
+        for cell in cell_names(n):
+            rgb = _cell_rgb(pixels, cell, n)
             if not _is_background(rgb) and self._hue_name(perceived_angle(rgb, wheel)) == wanted:
                 return cell
         return None
@@ -308,7 +309,9 @@ class SimulatedObserver(Backend):
         if circular_distance(angle, hues[index][0]) < self.preset.hue_margin:
             before, after = hues[index - 1][1], hues[index][1]
             return after if uniform(self.preset.name, "boundary", *signature) < 0.5 else before
-        return self._hue_name(angle)
+        name = self._hue_name(angle)
+        assert name is not None  # the preset has hues, so every angle falls in one
+        return name
 
 
 def _dominant_color(colors: np.ndarray) -> tuple[int, int, int]:
@@ -329,7 +332,7 @@ def _categorical(weights: list[float], u: float) -> int:
 
 def _misread_slot(trial: Trial, prompt: Prompt, percept: str, units: str | None) -> int:
     """The slot whose coordinate numbers, read in the wrong units, lie nearest the percept's pixel center."""
-    n, width, height = trial.grid, trial.width, trial.height
+    n, width, height = grid_of(trial), trial.width, trial.height
     target = np.array(cell_center_px(*cell_position(percept, n), width, height, n), dtype=float)
 
     def misread(cell: str) -> np.ndarray:

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import hashlib
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import torch
@@ -56,6 +57,7 @@ def resolved_revision(name: str, revision: str | None, cache_dir: str | None, lo
     config_file = cached_file(
         name, "config.json", revision=revision, cache_dir=cache_dir, local_files_only=local_files_only
     )
+    assert config_file is not None  # cached_file raises for a file it cannot find
     return extract_commit_hash(config_file, None) or folder_sha256(Path(config_file).parent)
 
 
@@ -153,7 +155,7 @@ class TransformersBackend(Backend):
 
     def _generate_one(self, tokenized: prefix_cache.Tokenized, cache, index: int, max_new_tokens: int) -> Generation:
         inputs = prefix_cache.generation_inputs(self.model, tokenized, index)
-        base_model = getattr(self.model, "model", None)
+        base_model: Any = getattr(self.model, "model", None)
         if hasattr(base_model, "rope_deltas"):
             # Continuing a cache, generate() reuses the rotary offset kept from the model's last call (another
             # image, perhaps); cleared, it is recomputed from the full input_ids.

@@ -51,14 +51,14 @@ from tqdm import tqdm
 
 from convswap.conventions import cell_names, cell_of_point, cell_position
 from convswap.conventions.cells import check_grid
-from convswap.core import ConvswapError, ImageSpec, Trial, freeze
+from convswap.core import ConvswapError, ImageSpec, Task, Trial, freeze
 from convswap.fileio import atomic_open
 from convswap.stimuli.arrays import check_non_negative
 
 MAX_AREA_FRACTION = 0.25
 MIN_MARGIN = 0.08
 IDENTIFY_DISTRACTORS = 5
-COCO_TASKS = ("locate", "identify")
+COCO_TASKS: tuple[Task, ...] = ("locate", "identify")
 
 NOT_UNIQUE = "not_unique"
 CROWD = "crowd"
@@ -122,6 +122,7 @@ class GridObject:
     @classmethod
     def from_json(cls, data: Mapping[str, Any]) -> GridObject:
         x, y = data["center"]
+        left, top, box_width, box_height = data["bbox"]
         return cls(
             image_id=int(data["image_id"]),
             file_name=str(data["file_name"]),
@@ -133,7 +134,7 @@ class GridObject:
             grid=int(data["grid"]),
             cell=str(data["cell"]),
             center=(float(x), float(y)),
-            bbox=tuple(float(v) for v in data["bbox"]),
+            bbox=(float(left), float(top), float(box_width), float(box_height)),
             area_fraction=float(data["area_fraction"]),
             margin_x=float(data["margin_x"]),
             margin_y=float(data["margin_y"]),
@@ -288,7 +289,7 @@ def _border_distance(coordinate: float, index: int, size: int, grid: int) -> flo
 def admitted_objects(annotations_path: str | Path, grid: int) -> list[GridObject]:
     """Every object of the file admitted on an n x n grid, in image-id then category-id order."""
     coco = load_annotations(annotations_path)
-    return [verdict.object for verdict in screen(coco, grid) if verdict.admitted]
+    return [verdict.object for verdict in screen(coco, grid) if verdict.admitted and verdict.object is not None]
 
 
 def default_images_dir(annotations_path: str | Path) -> Path:
@@ -333,7 +334,9 @@ def trials_for_image(
                 f"{', '.join(verdict.reasons)}"
             )
     images_dir = default_images_dir(annotations_path) if images_dir is None else images_dir
-    return [trial for task in COCO_TASKS for trial in coco_trials([verdict.object], images_dir, task, seed)]
+    placed = verdict.object
+    assert placed is not None  # an admitted verdict carries its measured object
+    return [trial for task in COCO_TASKS for trial in coco_trials([placed], images_dir, task, seed)]
 
 
 def select_objects(objects: Sequence[GridObject], n: int, seed: int) -> list[GridObject]:
@@ -396,7 +399,7 @@ def identify_referents(placed: GridObject, seed: int) -> tuple[str, ...]:
     return tuple(options[i] for i in rng.permutation(len(options)))
 
 
-def coco_trials(objects: Iterable[GridObject], images_dir: str | Path, task: str, seed: int) -> list[Trial]:
+def coco_trials(objects: Iterable[GridObject], images_dir: str | Path, task: Task, seed: int) -> list[Trial]:
     """One trial per object: locate (referents: the grid's cells) or identify (referents: six categories)."""
     if task not in COCO_TASKS:
         raise ConvswapError(f"COCO task {task!r} is not one of {', '.join(COCO_TASKS)}")
@@ -448,7 +451,7 @@ class CocoSelection:
     images_dir: Path
     seed: int
 
-    def trials(self, task: str) -> list[Trial]:
+    def trials(self, task: Task) -> list[Trial]:
         return coco_trials(self.objects, self.images_dir, task, self.seed)
 
 

@@ -10,6 +10,7 @@ the three builders draw from separate streams even under one seed.
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -174,7 +175,7 @@ def spatial_trials(anchors: Sequence[ColorAnchor], n: int, seed: int, wheel: Whe
     return trials
 
 
-def _vocabulary(anchors: Sequence[ColorAnchor]) -> dict[str, float]:
+def _vocabulary(anchors: Sequence[ColorAnchor]) -> dict[str, int]:
     """word -> anchor angle, in canonical (anchor-angle) order."""
     if len(anchors) < N_SQUARES:
         raise ConvswapError(
@@ -186,13 +187,13 @@ def _vocabulary(anchors: Sequence[ColorAnchor]) -> dict[str, float]:
             raise ConvswapError(f"vocabulary entry {anchor!r} is not a ColorAnchor")
         check_angle(anchor.angle)
     for field, values in (("word", [a.word for a in anchors]), ("angle", [a.angle for a in anchors])):
-        repeated = sorted({v for v in values if values.count(v) > 1})
+        repeated = sorted(value for value, count in Counter[Any](values).items() if count > 1)
         if repeated:
             raise ConvswapError(f"vocabulary repeats {field}(s) {repeated}")
     return {a.word: a.angle for a in sorted(anchors, key=lambda a: a.angle)}
 
 
-def _stimuli(stimulus_angles: Mapping[int, str], vocabulary: Mapping[str, float]) -> list[tuple[float, str]]:
+def _stimuli(stimulus_angles: Mapping[int, str], vocabulary: Mapping[str, int]) -> list[tuple[float, str]]:
     if not stimulus_angles:
         raise ConvswapError("no stimulus angles given")
     for angle, word in stimulus_angles.items():
@@ -206,7 +207,7 @@ def _stimuli(stimulus_angles: Mapping[int, str], vocabulary: Mapping[str, float]
 
 def _color_trial(
     trial_id: str,
-    vocabulary: Mapping[str, float],
+    vocabulary: Mapping[str, int],
     array: FourSquareArray,
     cued: str,
     target: str,
@@ -237,7 +238,7 @@ def _draw_cells(rng: np.random.Generator, count: int) -> list[str]:
     return [names[i] for i in rng.choice(len(names), size=count, replace=False)]
 
 
-def _draw_words(rng: np.random.Generator, vocabulary: Mapping[str, float], exclude: set[str], count: int) -> list[str]:
+def _draw_words(rng: np.random.Generator, vocabulary: Mapping[str, int], exclude: set[str], count: int) -> list[str]:
     pool = [word for word in vocabulary if word not in exclude]
     return [pool[i] for i in rng.choice(len(pool), size=count, replace=False)]
 
