@@ -155,6 +155,7 @@ def run_reproduce(*args: str) -> subprocess.CompletedProcess:
     )
 
 
+@pytest.mark.slow
 def test_reproduce_regenerates_the_tables_and_checks_the_manuscript(tmp_path):
     trials = [locate_trial(i) for i in range(8)]
     logdir = tmp_path / "logs"
@@ -173,6 +174,7 @@ def test_reproduce_regenerates_the_tables_and_checks_the_manuscript(tmp_path):
     assert f"{paper}:1: 68.5 does not appear" in failed.stdout
 
 
+@pytest.mark.slow
 def test_reproduce_stops_at_a_failed_audit_before_writing_tables(tmp_path):
     trials = [locate_trial(i) for i in range(8)]
     records = planted(trials, "cell_name", lambda i: i < 7, experiment="coco_locate_identify")
@@ -185,6 +187,7 @@ def test_reproduce_stops_at_a_failed_audit_before_writing_tables(tmp_path):
     assert not (tmp_path / "out").exists()
 
 
+@pytest.mark.slow
 def test_reproduce_refuses_wrong_usage_and_a_missing_log_folder(tmp_path):
     assert run_reproduce().returncode == 2
     missing = run_reproduce(str(tmp_path / "none"), "", str(tmp_path / "out"))

@@ -148,6 +148,7 @@ def tiny_smolvlm(tmp_path_factory, smolvlm_assets):
     return build_tiny("smolvlm", folder, edit=planting({THREE: 14.0, SPACE: 12.0}), tokenizers=smolvlm_assets.parent)
 
 
+@pytest.mark.slow
 def test_audit_model_on_a_transformers_model(capsys, tiny_smolvlm):
     status, report, verdicts = audit_model(capsys, "--model", f"hf:{tiny_smolvlm}", "--max-new-tokens", "4")
     assert status == 1
@@ -181,6 +182,7 @@ def assume_spaced(backend, alphabet, probes):
     return Surface(tuple(alphabet), "space", ids, 1.0, (("space", 1.0),), "assumed")
 
 
+@pytest.mark.slow
 def test_labels_sharing_a_first_token_are_caught_in_a_run(capsys, tiny_smolvlm, tmp_path, monkeypatch):
     save_vocabulary(tmp_path / "vocabulary.json", brown_vocabulary())
     backend = load_backend(f"hf:{tiny_smolvlm}", device_map="cpu")

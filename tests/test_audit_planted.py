@@ -58,6 +58,7 @@ def assume_bare(backend, alphabet, probes):
     return Surface(tuple(alphabet), "bare", first_token_ids(backend, alphabet), 1.0, (("bare", 1.0),), "assumed")
 
 
+@pytest.mark.slow
 def test_the_wrong_token_surface_is_caught_by_the_alphabet_check(out, capsys, monkeypatch):
     measured = readership(out / "measured", model="sim:smolvlm-like")
     assert audit(capsys, measured)[0] == 0
@@ -147,6 +148,7 @@ def parse_ignoring_budget(generation, prompt):
     return parse_answer(generation, prompt)
 
 
+@pytest.mark.slow
 def test_output_truncated_before_the_answer_is_caught(out, capsys, monkeypatch):
     backend = EightTokenBudget(get_preset("reasons-first"))
     status, report, rows = audit(capsys, readership(out / "flagged", "sim:reasons-first", backend))

@@ -117,6 +117,7 @@ EXPECTED_HELD_OUT = (
 )
 
 
+@pytest.mark.slow
 def test_calibrate_names_every_swatch_and_builds_the_planted_vocabulary(planted_backend):
     vocabulary = calibrate(planted_backend, progress=lambda items: items)
     assert planted_backend.asked == [CALIBRATION_PROMPT] * 216
@@ -275,6 +276,7 @@ def test_a_failed_request_stops_the_calibration(smolvlm_assets):
         calibrate(backend, progress=lambda items: items)
 
 
+@pytest.mark.slow
 def test_calibrate_command_writes_the_vocabulary(tmp_path, monkeypatch, planted_backend, capsys):
     seen = {}
 

@@ -6,6 +6,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
 from conftest import COCO_ANNOTATIONS
 
 from convswap.cli import main
@@ -57,6 +58,7 @@ def test_bad_inputs_exit_non_zero_with_one_line(capsys, tmp_path):
         assert message in err and len(err.splitlines()) == 1
 
 
+@pytest.mark.slow
 def test_console_script_exit_status():
     result = subprocess.run(
         [str(Path(sys.executable).parent / "convswap"), "prompts", "--annotations", str(COCO_ANNOTATIONS), "--image-id", "424242"],

@@ -102,6 +102,7 @@ def test_derangements_have_no_fixed_point_over_many_seeds(k):
         assert all(mapping[j] != j for j in range(k))
 
 
+@pytest.mark.slow
 def test_derangement_is_uniform_enough_to_use_every_pairing():
     # Every off-diagonal pairing occurs for k=6 over many trials (no structural bias like a cyclic shift).
     seen = {(j, derangement(f"u-{i}", 6)[j]) for i in range(3000) for j in range(6)}

@@ -2,7 +2,11 @@
 
 from __future__ import annotations
 
+import pytest
+
 from convswap.cli import main
+
+pytestmark = pytest.mark.slow  # tiny transformers models or whole runs: see the README's fast tier
 
 LOGS = {
     "color_ladder": ("visible.jsonl", "cached.jsonl"),

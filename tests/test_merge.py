@@ -44,6 +44,7 @@ def two_process_run(out: Path, vocabulary: Path, limit: int) -> subprocess.Compl
     return subprocess.run(command, cwd=REPO_ROOT, env=environment, capture_output=True, text=True, timeout=300)
 
 
+@pytest.mark.slow
 def test_accelerate_launch_on_two_cpu_processes_shards_trials_and_merge_joins_them(tmp_path, vocabulary):
     done = two_process_run(tmp_path / "sharded", vocabulary, limit=5)
     assert done.returncode == 0, done.stderr[-3000:]

@@ -90,6 +90,7 @@ def test_a_perfect_observer_is_right_on_every_key_it_is_scored_on(tmp_path, voca
     assert all(row.accuracy.rate == 1.0 and row.records == 5 for row in result.summary)
 
 
+@pytest.mark.slow
 def test_planted_gap_between_cell_names_and_pixels_is_recovered(tmp_path, vocabulary):
     # qwen3vl-like reads cell names with p 0.65 and pixels with p 0.08 (plus guessing among 9).
     result = run_experiment(spatial_request(tmp_path, vocabulary, limit=60, conditions=("visible",)), progress=False)
@@ -164,6 +165,7 @@ def test_generate_only_backends_separate_parse_failures_and_refusals_from_wrong_
     assert (summary["pixels_mispaired"].accuracy.rate, summary["pixels_mispaired"].accuracy.scored) == (0.0, 4)
 
 
+@pytest.mark.slow
 def test_color_experiment_calibrates_first_and_keeps_the_vocabulary(tmp_path):
     request = RunRequest("color_ladder", SIM, out=tmp_path, plan_dir=PLAN_DIR, limit=2, conditions=("visible",))
     result = run_experiment(request, progress=False)

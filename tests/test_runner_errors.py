@@ -101,6 +101,7 @@ def test_the_vocabulary_given_is_kept_with_the_logs(tmp_path, vocabulary):
     assert kept.read_bytes() == vocabulary.read_bytes()
 
 
+@pytest.mark.slow
 def test_another_vocabulary_for_the_same_logs_is_refused(tmp_path, vocabulary):
     run_experiment(spatial_request(tmp_path, vocabulary, limit=1), progress=False)
     other = save_sim_vocabulary(tmp_path / "other.vocab.json", "qwen25vl-like")

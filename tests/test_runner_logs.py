@@ -80,6 +80,7 @@ with RecordWriter(Path(sys.argv[1])) as writer:
 """
 
 
+@pytest.mark.slow
 def test_a_writer_killed_at_any_moment_leaves_only_whole_records(tmp_path):
     path = tmp_path / "visible.jsonl"
     for target in (5, 40, 120):

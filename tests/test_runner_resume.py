@@ -10,6 +10,7 @@ import sys
 import time
 from pathlib import Path
 
+import pytest
 from runner_support import (
     REPO_ROOT,
     SIM,
@@ -48,6 +49,7 @@ def kill_after(process: subprocess.Popen, folder: Path, records: int) -> None:
         process.stderr.close()
 
 
+@pytest.mark.slow
 def test_killed_at_several_points_and_resumed_the_log_equals_an_uninterrupted_run(tmp_path, vocabulary):
     out = tmp_path / "killed"
     folder = out / SPATIAL / "sim-qwen3vl-like"

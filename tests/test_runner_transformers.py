@@ -9,6 +9,8 @@ from transformers import AutoTokenizer
 
 from convswap.experiments.runner import RunRequest, run_experiment
 
+pytestmark = pytest.mark.slow  # tiny transformers models or whole runs: see the README's fast tier
+
 
 @pytest.fixture(scope="module")
 def run(tmp_path_factory, smolvlm_assets):

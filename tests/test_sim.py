@@ -156,6 +156,7 @@ def test_a_square_of_a_color_the_observer_cannot_name_is_guessed():
     assert parse_answer(generation, prompt).slot == 1  # the bias, not a read
 
 
+@pytest.mark.slow
 def test_calibration_of_the_qwen3vl_like_observer():
     sim = SimulatedObserver.from_spec("qwen3vl-like")
     vocabulary = calibrate(sim, progress=lambda items: items)
@@ -171,6 +172,7 @@ def test_calibration_of_the_qwen3vl_like_observer():
     assert all(min(min(abs(a - s) % 360, 360 - abs(a - s) % 360) for s in starts) < 8 for a in discarded)
 
 
+@pytest.mark.slow
 def test_calibration_of_blind_and_perfect_observers():
     assert calibrate(SimulatedObserver.from_spec("blind"), progress=lambda items: items).anchors == ()
     perfect = calibrate(SimulatedObserver.from_spec("perfect"), progress=lambda items: items)
@@ -203,6 +205,7 @@ def test_first_token_argmax_equals_the_parsed_generation():
             assert readout.candidate_mass > 0.5
 
 
+@pytest.mark.slow
 def test_planted_disagreement_between_readouts():
     sim = SimulatedObserver.from_spec("smolvlm-like")
     digits = tuple(str(n) for n in range(1, 10))
@@ -264,6 +267,7 @@ def test_runs_are_deterministic_and_preset_specific():
 # -- planted parameters, recovered ----------------------------------------------------------
 
 
+@pytest.mark.slow
 def test_mispaired_key_rates_recover_p_read_and_name_pull():
     r, m, k, n = 0.3, 0.4, 9, 3000
     sim = planted("planted", "locate", "pixels_mispaired", Reading(r, name_pull=m))
@@ -284,6 +288,7 @@ def test_mispaired_key_rates_recover_p_read_and_name_pull():
     assert abs(readership - (r + guess) / c) <= Z * math.sqrt(pc * (1 - pc) / n) / c
 
 
+@pytest.mark.slow
 def test_accuracy_recovers_p_read_under_perception_noise_and_bias():
     n = 3000
     noisy = planted("noisy", "locate", "cell_name", Reading(1.0), noise=(("visible", 0.2), ("cached", 0.0)))
@@ -296,6 +301,7 @@ def test_accuracy_recovers_p_read_under_perception_noise_and_bias():
     assert within(first, n, 3 / 11)
 
 
+@pytest.mark.slow
 def test_misread_units_pick_the_option_nearest_when_numbers_are_taken_for_pixels():
     # Independent of the observer: the option numbers are read back out of the prompt text.
     n, p_misread = 2000, 0.5
@@ -313,6 +319,7 @@ def test_misread_units_pick_the_option_nearest_when_numbers_are_taken_for_pixels
     assert abs(hits - expected) <= Z * math.sqrt(variance)
 
 
+@pytest.mark.slow
 def test_default_preset_reproduces_the_spec_pattern():
     sim = SimulatedObserver.from_spec("qwen3vl-like")
     trials = coco_trials(900)

@@ -149,6 +149,7 @@ def test_image_folder_lacking_a_selected_image(coco_annotations, tmp_path, capsy
     assert not out.exists()
 
 
+@pytest.mark.slow
 def test_console_script_is_deterministic_across_hash_seeds(coco_annotations, tmp_path):
     # Python's hash() changes with PYTHONHASHSEED; the selection must not.
     outputs = []
@@ -166,6 +167,7 @@ def test_console_script_is_deterministic_across_hash_seeds(coco_annotations, tmp
     assert outputs[0] == outputs[1]
 
 
+@pytest.mark.slow
 def test_console_script_exit_status_on_a_bad_grid(coco_annotations, tmp_path):
     out = tmp_path / "coco.jsonl"
     result = subprocess.run(

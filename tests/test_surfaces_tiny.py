@@ -12,6 +12,8 @@ from convswap.calibration.surfaces import SurfaceRefused, first_token_ids, probe
 from convswap.readout.first_token import first_token_readout
 from convswap.readout.transformers_backend import TransformersBackend
 
+pytestmark = pytest.mark.slow  # tiny transformers models or whole runs: see the README's fast tier
+
 COLORS = ("red", "green", "blue")
 GREEN, BARE_GREEN, CAPITAL_GREEN = 4910, 9298, 15420  # " Green", "green", "Green" in SmolVLM's vocabulary
 

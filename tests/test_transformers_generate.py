@@ -10,6 +10,8 @@ from transformers_helpers import IMAGES, QUESTIONS, messages, query
 
 from convswap.readout.transformers_backend import TransformersBackend
 
+pytestmark = pytest.mark.slow  # tiny transformers models or whole runs: see the README's fast tier
+
 STEPS = 3
 
 

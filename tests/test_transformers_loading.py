@@ -15,6 +15,8 @@ from convswap.core import ConvswapError
 from convswap.readout.registry import load_backend
 from convswap.readout.transformers_backend import TransformersBackend
 
+pytestmark = pytest.mark.slow  # tiny transformers models or whole runs: see the README's fast tier
+
 COMMIT = "0123456789abcdef0123456789abcdef01234567"
 
 

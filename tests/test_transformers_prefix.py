@@ -19,6 +19,8 @@ from convswap.readout import prefix_cache
 from convswap.readout.base import MEMORIZE_INSTRUCTION
 from convswap.readout.transformers_backend import TransformersBackend
 
+pytestmark = pytest.mark.slow  # tiny transformers models or whole runs: see the README's fast tier
+
 
 @pytest.fixture(scope="module")
 def tokenizers(qwen25_assets, smolvlm_assets):

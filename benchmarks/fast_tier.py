@@ -1,0 +1,41 @@
+"""The fast test tier (`pytest -m "not slow" -n 2`) against the 40 s target, from one run.
+
+Wall time depends on whatever else the machine runs; the CPU time the run and its
+workers use hardly does.  So this prints both, the share of the two cores the run
+got, and the wall time the same CPU work would take with two idle cores to itself
+(CPU time / 2, a lower bound: it leaves out the moments one worker waits for the other).
+
+    python benchmarks/fast_tier.py
+"""
+
+from __future__ import annotations
+
+import os
+import resource
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+WORKERS = 2
+TARGET_S = 40.0
+
+
+def main() -> int:
+    command = [sys.executable, "-m", "pytest", "-m", "not slow", "-n", str(WORKERS), "-q", "-p", "no:cacheprovider"]
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
+    start = time.perf_counter()
+    finished = subprocess.run(command, cwd=ROOT, capture_output=True, text=True, env=os.environ.copy())
+    wall = time.perf_counter() - start
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
+    print(finished.stdout.strip().splitlines()[-1] if finished.stdout.strip() else finished.stderr[-2000:])
+    print(f"wall {wall:.1f} s; CPU {cpu:.1f} s; cores used {cpu / wall:.2f} of {WORKERS}")
+    idle_estimate = cpu / WORKERS
+    print(f"two idle cores: about {idle_estimate:.1f} s, {idle_estimate / TARGET_S:.2f} of the {TARGET_S:.0f} s target")
+    return finished.returncode
+
+
+if __name__ == "__main__":
+    sys.exit(main())
