@@ -1,14 +1,15 @@
-"""One name, one meaning: which records are mispaired, and what `model` means to `select` and `group_by`."""
+"""One name, one meaning: which records are mispaired, and what `model` means to `select` and `group_by`; and an
+index-space record the audit cannot read through."""
 
 from __future__ import annotations
 
 from dataclasses import replace
 
-from analysis_factory import locate_trial, make_record, planted_readership
+from analysis_factory import color_trial, locate_trial, make_record, planted_readership
 
 from convswap.analysis.loading import group_by, select
 from convswap.analysis.mispaired import is_mispaired, readership_of
-from convswap.audits.checks import derangement
+from convswap.audits.checks import derangement, index_space
 from convswap.conventions import render
 from convswap.core import ImageSpec, Trial
 
@@ -71,3 +72,12 @@ def test_select_matches_model_as_group_by_groups_it():
     for (model,), members in groups.items():
         assert select(records, model=model) == members
     assert select(records, model=("hf:m (4bit)", "hf:m (8bit)")) == records[1:]
+
+
+def test_the_index_space_audit_names_an_ok_parse_without_a_slot():
+    record = make_record(color_trial("c", "green"), "word", 1, experiment="color_ladder", readout="generate")
+    record = replace(record, generation={"text": record.slots[0], "finish_reason": "stop"})
+    assert (record.parse_status, record.parsed_slot) == ("ok", 1)
+    result = index_space([replace(record, parsed_slot=None)])
+    assert [failure.reason for failure in result.failures] == ["parse status ok but no parsed slot"]
+    assert index_space([record]).failures == []

@@ -235,7 +235,7 @@ def truncation(records: Sequence[Record]) -> CheckResult:
     stopped = [r for r in records if _is_cut_or_empty(r.generation)]
     for (model, condition, convention_name), group in group_by(stopped, "model", "condition", "convention").items():
         statuses = Counter(record.parse_status for record in group)
-        generations = [record.generation for record in group if record.generation is not None]  # all: stopped
+        generations = [record.generation for record in group if record.generation is not None]  # all: each stopped
         length = sum(generation.get("finish_reason") == "length" for generation in generations)
         examples = "; ".join(repr(generation.get("text")) for generation in generations[:TRUNCATED_SHOWN])
         result.notes.append(
