@@ -48,7 +48,7 @@ from convswap.conventions import cell_center_px, cell_names, cell_position, norm
 from convswap.conventions.cells import NORMALIZED_SCALE, grid_of
 from convswap.core import ConvswapError, Generation, Prompt, Trial, canonical_json, sha256_hex
 from convswap.readout.base import DEFAULT_MAX_NEW_TOKENS, Backend, ModelInfo, Query
-from convswap.readout.sim_presets import Preset, get_preset
+from convswap.readout.sim_presets import Preset, Units, get_preset
 from convswap.readout.surface import PROBE_CONVENTION, VARIANTS, variant_strings
 from convswap.stimuli.arrays import GRID as ARRAY_GRID
 from convswap.stimuli.color import DEFAULT_WHEEL, Wheel, circular_distance
@@ -330,7 +330,7 @@ def _categorical(weights: list[float], u: float) -> int:
     return len(weights) - 1
 
 
-def _misread_slot(trial: Trial, prompt: Prompt, percept: str, units: str | None) -> int:
+def _misread_slot(trial: Trial, prompt: Prompt, percept: str, units: Units | None) -> int:
     """The slot whose coordinate numbers, read in the wrong units, lie nearest the percept's pixel center."""
     n, width, height = grid_of(trial), trial.width, trial.height
     target = np.array(cell_center_px(*cell_position(percept, n), width, height, n), dtype=float)

@@ -33,12 +33,14 @@ not fitted.
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
+from typing import Literal, get_args
 
 from convswap.conventions import CONVENTIONS
 from convswap.core import CONDITIONS, ConvswapError
 from convswap.readout.surface import VARIANTS
 
-UNITS = ("as_pixels", "as_thousandths")
+Units = Literal["as_pixels", "as_thousandths"]
+UNITS: tuple[Units, ...] = get_args(Units)
 
 
 @dataclass(frozen=True)
@@ -46,7 +48,7 @@ class Reading:
     p_read: float
     name_pull: float = 0.0
     p_misread: float = 0.0
-    units: str | None = None
+    units: Units | None = None
 
 
 @dataclass(frozen=True)
@@ -97,7 +99,7 @@ def _table(*rows: tuple) -> tuple[tuple[tuple[str, str, str], Reading], ...]:
 
 
 def _row(task: str, convention: str, visible: float, cached: float, name_pull: float = 0.0, p_misread: float = 0.0,
-         units: str | None = None) -> list[tuple[tuple[str, str, str], Reading]]:  # fmt: skip
+         units: Units | None = None) -> list[tuple[tuple[str, str, str], Reading]]:  # fmt: skip
     return [
         ((task, convention, condition), Reading(p_read, name_pull, p_misread, units))
         for condition, p_read in zip(CONDITIONS, (visible, cached), strict=True)
