@@ -110,7 +110,10 @@ def test_batched_generation_equals_one_full_generate_per_prompt(backend_of, fami
         assert {generation.finish_reason for generation in expected} == {"length"}
         for suffix_batch in (len(QUESTIONS), 3):  # every prompt in one batch; a batch of three and one of one
             monkeypatch.setattr(backend, "suffix_batch", suffix_batch)
-            assert backend.generate(query(image, condition), max_new_tokens=BUDGET) == expected, (image.size, suffix_batch)
+            assert backend.generate(query(image, condition), max_new_tokens=BUDGET) == expected, (
+                image.size,
+                suffix_batch,
+            )
 
 
 @pytest.mark.parametrize("condition", ["visible", "cached"])
@@ -124,7 +127,9 @@ def test_rows_that_stop_at_different_steps_and_rows_that_hit_the_budget(backend_
     original_eos = model.generation_config.eos_token_id
     model.generation_config.eos_token_id = np.atleast_1d(original_eos).tolist() + stop_tokens_for_staggered_ends(paths)
     try:
-        backend = TransformersBackend(plain.spec, model, plain.processor, plain.info(), suffix_batch=len(MORE_QUESTIONS))
+        backend = TransformersBackend(
+            plain.spec, model, plain.processor, plain.info(), suffix_batch=len(MORE_QUESTIONS)
+        )
         expected = [reference_generation(backend, image, condition, question, BUDGET) for question in MORE_QUESTIONS]
         stopped_early_at = {g.completion_tokens for g in expected if g.finish_reason == "stop"} - {BUDGET}
         assert len(stopped_early_at) >= 2

@@ -13,6 +13,7 @@ from convswap.experiments.merge import merge_tree
 from convswap.experiments.plan import default_plan_dir
 from convswap.experiments.plan_commands import PLAN_DIR_HELP
 from convswap.experiments.runner import CALIBRATION_EXPERIMENT, DEFAULT_OUT, RunRequest, RunResult, run_experiment
+from convswap.readout.base import DEFAULT_MAX_NEW_TOKENS
 
 DEFAULT_DEMO_MODEL = "sim:qwen3vl-like"
 DEFAULT_DEMO_OUT = Path("runs") / "demo"
@@ -62,6 +63,15 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     )
     run.add_argument("--coco", type=Path, metavar="DIR",
                      help="COCO folder holding annotations/instances_val2017.json and val2017/ (COCO experiments)")  # fmt: skip
+    run.add_argument(
+        "--max-new-tokens",
+        type=int,
+        default=DEFAULT_MAX_NEW_TOKENS,
+        metavar="N",
+        help=f"generation budget per answer, recorded with every generation (default {DEFAULT_MAX_NEW_TOKENS}; API "
+        "backends never send less than their own max_output_tokens); a budget `convswap audit-model` found too small "
+        "is raised here",
+    )
     run.add_argument("--no-progress", action="store_true", help="no progress bar")
     run.set_defaults(handler=run_command)
 
@@ -105,6 +115,7 @@ def run_command(args: argparse.Namespace) -> int:
         plan_dir=args.plan_dir,
         vocabulary=args.vocabulary,
         coco=args.coco,
+        max_new_tokens=args.max_new_tokens,
     )
     print(report(run_experiment(request, progress=not args.no_progress)))
     return 0
