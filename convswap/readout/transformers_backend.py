@@ -1,10 +1,11 @@
 """Local vision-language models through transformers (`hf:<local path or hub id>`).
 
-The processor and chat template are the model's own; the image prefix of a
-query is encoded once and shared by all its prompts (`prefix_cache`), which
-gives the same logits as one full forward per prompt.  Generation is greedy and
-nothing else: the checkpoint's sampling settings and penalties are dropped at
-load time, its stop tokens kept.
+The processor and chat template are the model's own; the image of a query is
+preprocessed once and its prefix encoded once and shared by all its prompts
+(`prefix_cache`), which gives the same logits as one full forward per prompt.
+Generation is greedy and nothing else, the prompts of a query decoded together
+(`batched_generation`): the checkpoint's sampling settings and penalties are
+dropped at load time, its stop tokens kept.
 """
 
 from __future__ import annotations
