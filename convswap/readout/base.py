@@ -31,6 +31,7 @@ def check_max_new_tokens(max_new_tokens: int) -> None:
     if max_new_tokens < 1:
         raise ConvswapError(f"--max-new-tokens must be at least 1, got {max_new_tokens}")
 
+
 # Weight quantizations a local model can be loaded with (bitsandbytes).
 QUANTIZATIONS = ("4bit", "8bit")
 
