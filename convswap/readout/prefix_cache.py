@@ -3,10 +3,11 @@
 Every prompt of a query is rendered into its full conversation and tokenized
 whole by the processor; the sequences are cut where they first differ, so the
 shared part is exactly the tokens a full forward would see (tokenizing a prefix
-and a suffix apart can move a token boundary).  The prefix, image included, is
-encoded once into a KV cache; each batch of continuations runs on a copy of it,
-because a cache grows in place and a reused one would carry the previous
-continuation along.
+and a suffix apart can move a token boundary).  The image goes through the
+image processor once per query; every prompt reuses its pixels and grid.  The
+prefix, image included, is encoded once into a KV cache; each batch of
+continuations runs on a copy of it, because a cache grows in place and a reused
+one would carry the previous continuation along.
 
 Qwen-family models place text and image tokens with multimodal rotary
 positions.  A continuation left to infer them would use whatever offset the
