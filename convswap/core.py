@@ -243,6 +243,7 @@ class Generation:
     completion_tokens: int | None = None
     reasoning_tokens: int | None = None
     error: str | None = None  # set only for a request that failed for good (status api_error)
+    max_new_tokens: int | None = None  # the output budget the backend gave the generation
 
 
 @dataclass(frozen=True)

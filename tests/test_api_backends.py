@@ -29,6 +29,9 @@ from convswap.readout.base import ACKNOWLEDGEMENT, MEMORIZE_INSTRUCTION, LogitsU
 from convswap.readout.parse import parse_answer
 from convswap.readout.registry import load_backend
 
+# The output budget an API backend sends by default, recorded with each generation.
+SENT_BUDGET = 4096
+
 GEMINI_STATES = {
     400: "INVALID_ARGUMENT",
     401: "UNAUTHENTICATED",
@@ -131,7 +134,9 @@ def test_answer_text_and_usage_are_kept(api, connect):
     with LoopbackServer(lambda seen: reply) as server:
         backend = connect(server)
         generations = backend.generate(query("Which cell?"))
-    expected = Generation("3", "stop", 812, 40, 39) if api is OPENAI else Generation("3", "stop", 812, 1, 57)
+    expected = Generation("3", "stop", 812, 40, 39, max_new_tokens=SENT_BUDGET)
+    if api is not OPENAI:
+        expected = Generation("3", "stop", 812, 1, 57, max_new_tokens=SENT_BUDGET)
     assert generations == [expected]
     assert backend.info().revision == api.served_model
     assert backend.info().backend == api.name
@@ -217,11 +222,11 @@ def test_answers_come_back_in_prompt_order(api, connect):
 def test_truncation_is_kept_with_finish_reason_length(api, connect):
     if api is OPENAI:
         reply = openai_reply("The object is in the", "length", completion_tokens=4096, reasoning_tokens=4090)
-        expected = Generation("The object is in the", "length", 100, 4096, 4090)
+        expected = Generation("The object is in the", "length", 100, 4096, 4090, max_new_tokens=SENT_BUDGET)
     else:
         # the whole budget went to thinking: no text part at all
         reply = gemini_reply(None, "MAX_TOKENS", candidates_tokens=0, thoughts_tokens=4096)
-        expected = Generation(None, "length", 100, 0, 4096)
+        expected = Generation(None, "length", 100, 0, 4096, max_new_tokens=SENT_BUDGET)
     with LoopbackServer(lambda seen: reply) as server:
         assert connect(server).generate(query("Which cell?")) == [expected]
 
@@ -231,7 +236,9 @@ def test_openai_empty_content_is_kept_as_given(content, monkeypatch, tmp_path):
     monkeypatch.setenv("OPENAI_API_KEY", OPENAI.secret)
     with LoopbackServer(lambda seen: openai_reply(content, completion_tokens=0)) as server:
         backend = load_backend("openai:gpt-4o", base_url=f"{server.url}/v1", cache_path=tmp_path / "c.sqlite")
-        assert backend.generate(query("Which cell?")) == [Generation(content, "stop", 100, 0, 0)]
+        assert backend.generate(query("Which cell?")) == [
+            Generation(content, "stop", 100, 0, 0, max_new_tokens=SENT_BUDGET)
+        ]
         backend.close()
 
 
@@ -239,7 +246,9 @@ def test_gemini_reply_without_text_is_kept_as_none(monkeypatch, tmp_path):
     monkeypatch.setenv("GEMINI_API_KEY", GEMINI.secret)
     with LoopbackServer(lambda seen: gemini_reply(None, "STOP", candidates_tokens=0, thoughts_tokens=12)) as server:
         backend = load_backend("gemini:gemini-flash-latest", base_url=server.url, cache_path=tmp_path / "c.sqlite")
-        assert backend.generate(query("Which cell?")) == [Generation(None, "stop", 100, 0, 12)]
+        assert backend.generate(query("Which cell?")) == [
+            Generation(None, "stop", 100, 0, 12, max_new_tokens=SENT_BUDGET)
+        ]
         backend.close()
 
 

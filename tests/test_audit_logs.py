@@ -222,7 +222,7 @@ def test_truncations_flagged_as_such_pass_and_are_shown(records):
     result = checks.truncation([cut(record, "", "length", "truncated"), cut(record, " ", "stop", "empty")])
     assert result.passed and result.checked == 2
     assert result.notes == [
-        "sim:qwen3vl-like visible label: 2 empty or length-stopped (1 at the token budget), recorded as "
+        "sim:qwen3vl-like visible label: 2 empty or length-stopped (1 at the token budget of 16), recorded as "
         "{'empty': 1, 'truncated': 1}; texts: ''; ' '"
     ]
 

@@ -21,20 +21,17 @@ from convswap.calibration.vocabulary import HeldOut, save_vocabulary
 from convswap.conventions import render
 from convswap.core import Parsed
 from convswap.experiments import reading, runner
-from convswap.readout.base import Query
 from convswap.readout.parse import parse_answer
-from convswap.readout.sim import SimulatedObserver
-from convswap.readout.sim_presets import get_preset
 
 LIMIT = 12
 
 
-def readership(out, model=MODEL, backend=None):
+def readership(out, model=MODEL, backend=None, **request):
     """The readership experiment's first LIMIT trials, visible, into `out` beside the model's vocabulary file."""
     out.mkdir(parents=True)
     save_vocabulary(out / "vocabulary.json", brown_vocabulary(model))
     run("color_readership", out, model=model, backend=backend, limit=LIMIT, conditions=("visible",),
-        vocabulary=out / "vocabulary.json")  # fmt: skip
+        vocabulary=out / "vocabulary.json", **request)  # fmt: skip
     return out
 
 
@@ -134,11 +131,8 @@ def test_two_index_spaces_are_caught(out, capsys, monkeypatch):
     assert "not the target" in report
 
 
-class EightTokenBudget(SimulatedObserver):
-    """The first frontier run's budget: eight tokens."""
-
-    def generate(self, query: Query, max_new_tokens: int = 8):
-        return super().generate(query, max_new_tokens)
+# The first frontier run's budget.
+EIGHT_TOKENS = 8
 
 
 def parse_ignoring_budget(generation, prompt):
@@ -150,17 +144,17 @@ def parse_ignoring_budget(generation, prompt):
 
 @pytest.mark.slow
 def test_output_truncated_before_the_answer_is_caught(out, capsys, monkeypatch):
-    backend = EightTokenBudget(get_preset("reasons-first"))
-    status, report, rows = audit(capsys, readership(out / "flagged", "sim:reasons-first", backend))
+    model = "sim:reasons-first"
+    status, report, rows = audit(capsys, readership(out / "flagged", model, max_new_tokens=EIGHT_TOKENS))
     assert status == 0, report
     for convention in ("word", "hue_glossed_mispaired", "hue_legend_mispaired"):
         assert (
-            f"sim:reasons-first visible {convention}: {LIMIT} empty or length-stopped ({LIMIT} at the token budget), "
+            f"{model} visible {convention}: {LIMIT} empty or length-stopped ({LIMIT} at the token budget of 8), "
             f"recorded as {{'truncated': {LIMIT}}}; texts: ''; ''; ''"
         ) in report
 
     monkeypatch.setattr(reading, "parse_generation", parse_ignoring_budget)
-    status, report, rows = audit(capsys, readership(out / "silent", "sim:reasons-first", backend))
+    status, report, rows = audit(capsys, readership(out / "silent", model, max_new_tokens=EIGHT_TOKENS))
     assert status == 1
     assert failing(rows) == {"relabel", "truncation"}
     assert rows["truncation"][:2] == rows["relabel"][:2] == (3 * LIMIT, 3 * LIMIT)

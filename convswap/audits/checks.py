@@ -228,19 +228,28 @@ def truncation(records: Sequence[Record]) -> CheckResult:
     and an empty one `empty` (the parser's statuses), and neither may carry an
     answer when it is the readout scored.  Correctly flagged ones pass and are
     shown per convention with their texts: whether a budget suits a model is
-    judged before a run, by `convswap audit-model`.
+    judged before a run, by `convswap audit-model`, and a budget found too small
+    is raised with `convswap run --max-new-tokens`.
+
+    Each generation records its token budget.  No generation may be longer than
+    its budget, and the generations of one experiment, model and condition must
+    share one budget: conventions read under different budgets are not compared
+    on equal terms (a resumed run given another --max-new-tokens would mix them).
     """
+    generated = [record for record in records if record.generation is not None]
     result = per_record("truncation", "empty and length-stopped generations are counted apart, never as answers",
-                        records, _truncation_problem, applies=lambda record: record.generation is not None)  # fmt: skip
-    stopped = [r for r in records if _is_cut_or_empty(r.generation)]
+                        generated, _truncation_problem)  # fmt: skip
+    result.failures += _mixed_budgets(generated)
+    stopped = [r for r in generated if _is_cut_or_empty(r.generation)]
     for (model, condition, convention_name), group in group_by(stopped, "model", "condition", "convention").items():
         statuses = Counter(record.parse_status for record in group)
         generations = [record.generation for record in group if record.generation is not None]  # all: each stopped
         length = sum(generation.get("finish_reason") == "length" for generation in generations)
+        budgets = "/".join(str(budget) for budget in sorted({_budget(record) for record in group}, key=str))
         examples = "; ".join(repr(generation.get("text")) for generation in generations[:TRUNCATED_SHOWN])
         result.notes.append(
             f"{model} {condition} {convention_name}: {len(group)} empty or length-stopped ({length} at the token "
-            f"budget), recorded as {dict(sorted(statuses.items()))}; texts: {examples}"
+            f"budget of {budgets}), recorded as {dict(sorted(statuses.items()))}; texts: {examples}"
         )
     if not stopped:
         result.notes.append("no empty or length-stopped generation")
@@ -254,9 +263,34 @@ def _is_cut_or_empty(generation: dict | None) -> bool:
     return generation.get("finish_reason") == "length" or not str(generation.get("text") or "").strip()
 
 
+def _budget(record: Record) -> int | str:
+    """The token budget a stored generation was given ("unrecorded" in logs written before budgets were kept)."""
+    budget = record.generation.get("max_new_tokens") if record.generation is not None else None
+    return "unrecorded" if budget is None else budget
+
+
+def _mixed_budgets(generated: Sequence[Record]) -> list[CheckFailure]:
+    """Each generation whose budget differs from the one most of its experiment, model and condition had."""
+    failures = []
+    for (experiment, model, condition), group in group_by(generated, "experiment", "model", "condition").items():
+        budgets = Counter(_budget(record) for record in group)
+        usual, count = budgets.most_common(1)[0]
+        for record in group:
+            if _budget(record) != usual:
+                failures.append(CheckFailure(record, (
+                    f"generated under a token budget of {_budget(record)}, while {count} other generation(s) of "
+                    f"{experiment} {model} {condition} had {usual}: conventions read under different budgets")))  # fmt: skip
+    return failures
+
+
 def _truncation_problem(record: Record) -> str | None:
     generation = generation_of(record)
-    if generation is None or not _is_cut_or_empty(record.generation):
+    if generation is None:
+        return None
+    budget, used = generation.max_new_tokens, generation.completion_tokens
+    if budget is not None and used is not None and used > budget:
+        return f"a generation of {used} tokens exceeds its token budget of {budget}"
+    if not _is_cut_or_empty(record.generation):
         return None
     expected = parse_generation(generation, prompt_of(record))
     if expected.status in ("truncated", "empty") and record.parse_status != expected.status:

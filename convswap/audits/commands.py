@@ -10,8 +10,7 @@ from convswap.audits.model_audit import DEFAULT_COLOR_WORDS, audit_model, defaul
 from convswap.audits.model_report import format_model_audit
 from convswap.audits.report import format_report
 from convswap.calibration.vocabulary import load_vocabulary
-from convswap.core import ConvswapError
-from convswap.readout.base import DEFAULT_MAX_NEW_TOKENS
+from convswap.readout.base import DEFAULT_MAX_NEW_TOKENS, check_max_new_tokens
 from convswap.readout.options import add_model_arguments
 from convswap.readout.registry import backend_options, load_backend
 
@@ -74,8 +73,7 @@ def run_audit(args: argparse.Namespace) -> int:
 
 
 def run_audit_model(args: argparse.Namespace) -> int:
-    if args.max_new_tokens < 1:
-        raise ConvswapError(f"--max-new-tokens must be at least 1, got {args.max_new_tokens}")
+    check_max_new_tokens(args.max_new_tokens)
     if args.vocabulary is not None:
         alphabets = default_alphabets(load_vocabulary(args.vocabulary).words, f"vocabulary {args.vocabulary}")
     else:

@@ -7,7 +7,7 @@ from pathlib import Path
 
 from convswap.calibration.vocabulary import CALIBRATION_PROMPT, calibrate, save_vocabulary
 from convswap.core import ConvswapError
-from convswap.readout.base import DEFAULT_MAX_NEW_TOKENS
+from convswap.readout.base import DEFAULT_MAX_NEW_TOKENS, check_max_new_tokens
 from convswap.readout.options import add_model_arguments
 from convswap.readout.registry import backend_options, load_backend
 
@@ -32,8 +32,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 
 def run_calibrate(args: argparse.Namespace) -> int:
-    if args.max_new_tokens < 1:
-        raise ConvswapError(f"--max-new-tokens must be at least 1, got {args.max_new_tokens}")
+    check_max_new_tokens(args.max_new_tokens)
     if not args.out.parent.is_dir():
         raise ConvswapError(f"--out: folder {args.out.parent} does not exist")
     if args.out.is_dir():  # refused now rather than after every swatch has been paid for

@@ -9,6 +9,7 @@ from convswap.core import CONDITIONS
 from convswap.experiments.merge import merge_tree
 from convswap.experiments.plan_commands import PLAN_DIR_HELP
 from convswap.experiments.runner import DEFAULT_OUT, RunRequest, RunResult, run_experiment
+from convswap.readout.base import DEFAULT_MAX_NEW_TOKENS
 from convswap.readout.options import add_model_arguments
 
 
@@ -42,6 +43,15 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     )
     run.add_argument("--coco", type=Path, metavar="DIR",
                      help="COCO folder holding annotations/instances_val2017.json and val2017/ (COCO experiments)")  # fmt: skip
+    run.add_argument(
+        "--max-new-tokens",
+        type=int,
+        default=DEFAULT_MAX_NEW_TOKENS,
+        metavar="N",
+        help=f"generation budget per answer, recorded with every generation (default {DEFAULT_MAX_NEW_TOKENS}; API "
+        "backends never send less than their own max_output_tokens); a budget `convswap audit-model` found too small "
+        "is raised here",
+    )
     run.add_argument("--no-progress", action="store_true", help="no progress bar")
     run.set_defaults(handler=run_command)
 
@@ -68,6 +78,7 @@ def run_command(args: argparse.Namespace) -> int:
         plan_dir=args.plan_dir,
         vocabulary=args.vocabulary,
         coco=args.coco,
+        max_new_tokens=args.max_new_tokens,
     )
     print(report(run_experiment(request, progress=not args.no_progress)))
     return 0

@@ -29,7 +29,7 @@ from convswap import __version__
 from convswap.calibration.surfaces import NoFirstTokenReadout, Surface, SurfaceRefused, probe_query, resolve_surface
 from convswap.core import FirstTokenReadout, Generation, Prompt, Record, score_answer
 from convswap.experiments.plan import Plan
-from convswap.readout.base import ACKNOWLEDGEMENT, MEMORIZE_INSTRUCTION, Backend, Query
+from convswap.readout.base import ACKNOWLEDGEMENT, DEFAULT_MAX_NEW_TOKENS, MEMORIZE_INSTRUCTION, Backend, Query
 from convswap.readout.first_token import first_token_readout
 from convswap.readout.parse import parse_generation
 
@@ -48,8 +48,9 @@ class RecordContext:
 class Reader:
     """Both readouts of one query, with each alphabet's surface resolved once per run."""
 
-    def __init__(self, backend: Backend, readout: str) -> None:
+    def __init__(self, backend: Backend, readout: str, max_new_tokens: int = DEFAULT_MAX_NEW_TOKENS) -> None:
         self.backend = backend
+        self.max_new_tokens = max_new_tokens
         self.want_first_token = backend.has_logits and readout in ("first_token", "both")
         self.want_generation = readout in ("generate", "both") or not backend.has_logits
         self._surfaces: dict[tuple[str, ...], Surface | str] = {}
@@ -83,7 +84,8 @@ class Reader:
         generations: list[Generation | None] = [None] * len(query.prompts)
         asked = [i for i, s in enumerate(surfaces) if self.want_generation or isinstance(s, str)]
         if asked:
-            answers = self.backend.generate(replace(query, prompts=tuple(query.prompts[i] for i in asked)))
+            asked_query = replace(query, prompts=tuple(query.prompts[i] for i in asked))
+            answers = self.backend.generate(asked_query, self.max_new_tokens)
             for i, generation in zip(asked, answers, strict=True):
                 generations[i] = generation
         return [

@@ -70,7 +70,7 @@ from convswap.experiments.trials import (
     needs_vocabulary,
     shard_trials,
 )
-from convswap.readout.base import Backend, Query
+from convswap.readout.base import DEFAULT_MAX_NEW_TOKENS, Backend, Query, check_max_new_tokens
 from convswap.readout.registry import backend_options, load_backend, split_spec
 from convswap.stimuli.arrays import SWATCH_GRID_STEP, SWATCH_PLACEMENTS
 from convswap.stimuli.render import image_sha256, render_image
@@ -98,6 +98,7 @@ class RunRequest:
     vocabulary: Path | None = None
     coco: Path | None = None
     shard: tuple[int, int] | None = None  # None: from the launcher's environment
+    max_new_tokens: int = DEFAULT_MAX_NEW_TOKENS  # generation budget per answer, recorded with each generation
 
 
 @dataclass
@@ -215,7 +216,7 @@ def run_experiment(request: RunRequest, backend: Backend | None = None, progress
     work = _pending(plan, request.model, mine, conditions, done)
     pending = sum(len(prompts) for _, asks in work for _, prompts in asks)
     result.already_done = _unit_count(plan, mine, conditions) - pending
-    reader = Reader(backend, plan.design.readout)
+    reader = Reader(backend, plan.design.readout, request.max_new_tokens)
     writers = {condition: RecordWriter(result.folder / log_name(condition, shard)) for condition in conditions}
 
     def read_trial(item: tuple[Trial, list[tuple[Condition, list[Prompt]]]]) -> list[Record]:
@@ -272,6 +273,7 @@ def in_order(function: Callable[[T], R], items: Iterable[T], workers: int) -> It
 def _check_request(plan: Plan, request: RunRequest) -> None:
     """Everything about a request that can be refused before a file is touched or a model loaded."""
     check_limit(request.limit)
+    check_max_new_tokens(request.max_new_tokens)
     split_spec(request.model)
     if plan.design.stimuli == CALIBRATION_EXPERIMENT:
         check_calibration_design(plan)
@@ -323,7 +325,7 @@ def _calibrated(
         )
     plan, _ = registered_plan(request.plan_dir, CALIBRATION_EXPERIMENT)
     check_calibration_design(plan)
-    vocabulary = calibrate(backend)
+    vocabulary = calibrate(backend, max_new_tokens=request.max_new_tokens)
     _mkdir(path.parent)
     save_vocabulary(path, vocabulary)
     return path, vocabulary

@@ -27,7 +27,7 @@ import time
 from abc import abstractmethod
 from collections.abc import Callable, Mapping
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass, field, fields
+from dataclasses import dataclass, field, fields, replace
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, ClassVar, TypeVar
@@ -329,7 +329,7 @@ class ApiBackend(Backend):
         image = png_base64(query.image)
         budget = max(max_new_tokens, self.settings.max_output_tokens)
         requests = [self._request(conversation(query.condition, text), image, budget) for text in query.texts]
-        return list(self._pool.map(self._answer, requests))
+        return [replace(generation, max_new_tokens=budget) for generation in self._pool.map(self._answer, requests)]
 
     def close(self) -> None:
         self._pool.shutdown(wait=True)

@@ -25,6 +25,13 @@ ACKNOWLEDGEMENT = "OK."
 
 DEFAULT_MAX_NEW_TOKENS = 16
 
+
+def check_max_new_tokens(max_new_tokens: int) -> None:
+    """Refuse a generation budget that leaves no room for an answer."""
+    if max_new_tokens < 1:
+        raise ConvswapError(f"--max-new-tokens must be at least 1, got {max_new_tokens}")
+
+
 # Weight quantizations a local model can be loaded with (bitsandbytes).
 QUANTIZATIONS = ("4bit", "8bit")
 

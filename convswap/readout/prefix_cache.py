@@ -3,10 +3,11 @@
 Every prompt of a query is rendered into its full conversation and tokenized
 whole by the processor; the sequences are cut where they first differ, so the
 shared part is exactly the tokens a full forward would see (tokenizing a prefix
-and a suffix apart can move a token boundary).  The prefix, image included, is
-encoded once into a KV cache; each batch of continuations runs on a copy of it,
-because a cache grows in place and a reused one would carry the previous
-continuation along.
+and a suffix apart can move a token boundary).  The image goes through the
+image processor once per query; every prompt reuses its pixels and grid.  The
+prefix, image included, is encoded once into a KV cache; each batch of
+continuations runs on a copy of it, because a cache grows in place and a reused
+one would carry the previous continuation along.
 
 Qwen-family models place text and image tokens with multimodal rotary
 positions.  A continuation left to infer them would use whatever offset the
@@ -66,7 +67,37 @@ class Tokenized:
         return [encoding["input_ids"][0] for encoding in self.encodings]
 
 
+class _ImageProcessedOnce:
+    """A processor's image processor that runs on a query's image once and hands every later call the same features.
+
+    Every prompt of a query shows the same image, so its pixels and grid are the
+    same for each; only the first call does the work.  Each call gets its own
+    copy of the feature mapping, so a processor that pops entries from it does
+    not take them from the next prompt.
+    """
+
+    def __init__(self, image_processor: Any) -> None:
+        self._image_processor = image_processor
+        self._features: Any = None
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        if self._features is None:
+            self._features = self._image_processor(*args, **kwargs)
+        return copy.copy(self._features)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._image_processor, name)
+
+
+def with_image_processed_once(processor: Any) -> Any:
+    """A shallow copy of `processor` whose image processor runs once: use it for one image only."""
+    once = copy.copy(processor)
+    once.image_processor = _ImageProcessedOnce(processor.image_processor)
+    return once
+
+
 def tokenize(model: Any, processor: Any, image: Image.Image, condition: Condition, texts: list[str]) -> Tokenized:
+    processor = with_image_processed_once(processor)
     encodings = [
         dict(processor(text=[render_conversation(processor, condition, text)], images=[image], return_tensors="pt"))
         for text in texts
@@ -104,7 +135,7 @@ def encode_prefix(model: Any, tokenized: Tokenized) -> Any:
         inputs["position_ids"] = tokenized.positions[0][..., :split]
     # No position of the prefix is projected onto the vocabulary: only its cache is needed.
     nothing = torch.empty(0, dtype=torch.long, device=model.device)
-    output = model(**_to_model(inputs, model), use_cache=True, logits_to_keep=nothing)
+    output = model(**model_inputs(inputs, model), use_cache=True, logits_to_keep=nothing)
     return output.cache
 
 
@@ -137,7 +168,7 @@ def continuation_logits(model: Any, tokenized: Tokenized, prefix_cache: Any, ind
         cache.batch_repeat_interleave(len(indices))
     # Each row's last real token is the only position projected onto the vocabulary.
     last = (lengths - 1)[:, None].to(model.device)
-    output = model(**_to_model(inputs, model), cache=cache, use_cache=True, logits_to_keep=last)
+    output = model(**model_inputs(inputs, model), cache=cache, use_cache=True, logits_to_keep=last)
     return output.logits[:, 0]
 
 
@@ -148,10 +179,10 @@ def generation_inputs(model: Any, tokenized: Tokenized, index: int) -> dict[str,
     against the image tokens of the uncached part, which holds none.
     """
     encoding = tokenized.encodings[index]
-    return _to_model({name: value for name, value in encoding.items() if not name.startswith("pixel_")}, model)
+    return model_inputs({name: value for name, value in encoding.items() if not name.startswith("pixel_")}, model)
 
 
-def _to_model(inputs: dict[str, torch.Tensor], model: Any) -> dict[str, torch.Tensor]:
+def model_inputs(inputs: dict[str, torch.Tensor], model: Any) -> dict[str, torch.Tensor]:
     """Inputs on the model's first device; pixels in the model's dtype."""
     return {
         name: value.to(model.device, model.dtype) if value.is_floating_point() else value.to(model.device)

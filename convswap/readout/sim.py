@@ -194,6 +194,7 @@ class SimulatedObserver(Backend):
                     prompt_tokens=len(self.encode(prompt.text)),
                     completion_tokens=spent + len(kept),
                     reasoning_tokens=spent if reasoning else None,
+                    max_new_tokens=max_new_tokens,
                 )
             )
         return generations

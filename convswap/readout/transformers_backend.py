@@ -1,17 +1,17 @@
 """Local vision-language models through transformers (`hf:<local path or hub id>`).
 
-The processor and chat template are the model's own; the image prefix of a
-query is encoded once and shared by all its prompts (`prefix_cache`), which
-gives the same logits as one full forward per prompt.  Generation is greedy and
-nothing else: the checkpoint's sampling settings and penalties are dropped at
-load time, its stop tokens kept.
+The processor and chat template are the model's own; the image of a query is
+preprocessed once and its prefix encoded once and shared by all its prompts
+(`prefix_cache`), which gives the same logits as one full forward per prompt.
+Generation is greedy and nothing else, the prompts of a query decoded together
+(`batched_generation`): the checkpoint's sampling settings and penalties are
+dropped at load time, its stop tokens kept.
 """
 
 from __future__ import annotations
 
 import hashlib
 from pathlib import Path
-from typing import Any
 
 import numpy as np
 import torch
@@ -19,7 +19,7 @@ from transformers import AutoModelForImageTextToText, AutoProcessor, BitsAndByte
 from transformers.utils.hub import cached_file, extract_commit_hash
 
 from convswap.core import ConvswapError, Generation
-from convswap.readout import prefix_cache
+from convswap.readout import batched_generation, prefix_cache
 from convswap.readout.base import DEFAULT_MAX_NEW_TOKENS, QUANTIZATIONS, Backend, ModelInfo, Query
 
 DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
@@ -142,8 +142,7 @@ class TransformersBackend(Backend):
     def next_token_logits(self, query: Query) -> np.ndarray:
         tokenized = self._tokenize(query)
         cache = prefix_cache.encode_prefix(self.model, tokenized)
-        indices = list(range(len(query.prompts)))
-        batches = [indices[start : start + self.suffix_batch] for start in range(0, len(indices), self.suffix_batch)]
+        batches = self._batches(len(query.prompts))
         logits = [prefix_cache.continuation_logits(self.model, tokenized, cache, batch) for batch in batches]
         return torch.cat(logits).float().cpu().numpy()
 
@@ -151,24 +150,24 @@ class TransformersBackend(Backend):
     def generate(self, query: Query, max_new_tokens: int = DEFAULT_MAX_NEW_TOKENS) -> list[Generation]:
         tokenized = self._tokenize(query)
         cache = prefix_cache.encode_prefix(self.model, tokenized)
-        return [self._generate_one(tokenized, cache, index, max_new_tokens) for index in range(len(query.prompts))]
+        generations = []
+        for batch in self._batches(len(query.prompts)):
+            rows = batched_generation.generate_batch(
+                self.model, tokenized, cache, batch, max_new_tokens, self._stop_ids
+            )
+            generations += [
+                Generation(
+                    text=self.tokenizer.decode(row.tokens, skip_special_tokens=True),
+                    finish_reason="stop" if row.stopped else "length",
+                    prompt_tokens=len(tokenized.input_ids[index]),  # every token the model read, the image's included
+                    completion_tokens=len(row.tokens),
+                    max_new_tokens=max_new_tokens,
+                )
+                for index, row in zip(batch, rows, strict=True)
+            ]
+        return generations
 
-    def _generate_one(self, tokenized: prefix_cache.Tokenized, cache, index: int, max_new_tokens: int) -> Generation:
-        inputs = prefix_cache.generation_inputs(self.model, tokenized, index)
-        base_model: Any = getattr(self.model, "model", None)
-        if hasattr(base_model, "rope_deltas"):
-            # Continuing a cache, generate() reuses the rotary offset kept from the model's last call (another
-            # image, perhaps); cleared, it is recomputed from the full input_ids.
-            base_model.rope_deltas = None
-        output = self.model.generate(
-            **inputs, cache=prefix_cache.branch(cache), max_new_tokens=max_new_tokens, do_sample=False
-        )
-        prompt_length = inputs["input_ids"].shape[1]  # every token the model read, the image's included
-        new_tokens = output[0, prompt_length:].tolist()
-        stopped = bool(new_tokens) and new_tokens[-1] in self._stop_ids
-        return Generation(
-            text=self.tokenizer.decode(new_tokens, skip_special_tokens=True),
-            finish_reason="stop" if stopped else "length",
-            prompt_tokens=prompt_length,
-            completion_tokens=len(new_tokens),
-        )
+    def _batches(self, count: int) -> list[list[int]]:
+        """Prompt indices in batches of at most suffix_batch."""
+        indices = list(range(count))
+        return [indices[start : start + self.suffix_batch] for start in range(0, count, self.suffix_batch)]

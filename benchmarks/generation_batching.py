@@ -1,0 +1,108 @@
+"""Time greedy generation three ways on the same trials, and check that they say the same thing.
+
+A trial is one image and several prompts (conventions of the same question).
+
+  full      one `generate` per prompt on its full input (image re-encoded each time), as the common
+            evaluation harnesses run a model
+  cached    the prefix encoded once, then one `generate` per prompt on a copy of its cache
+  batched   the prefix encoded once, then every prompt decoded together from one copy (the backend's way)
+
+Each time includes the processor.  Prints the time per trial, the speed-up over
+`full`, and how many prompts' texts equal `full`'s.
+
+By default the model is the random-weight Qwen2.5-VL of prefix_sharing.py
+(hidden 256, 4 layers, 448 px images -> 256 image tokens).
+
+    python benchmarks/generation_batching.py [--trials 3] [--prompts 8] [--new-tokens 16] [--threads 2]
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import tempfile
+from pathlib import Path
+
+import torch
+from prefix_sharing import REALISTIC, make_query, timed
+
+REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO / "tests"))
+
+from tiny_models import build_tiny  # noqa: E402
+
+from convswap.readout import prefix_cache  # noqa: E402
+from convswap.readout.base import Query  # noqa: E402
+from convswap.readout.transformers_backend import TransformersBackend  # noqa: E402
+
+
+def new_text(backend: TransformersBackend, output: torch.Tensor, prompt_length: int) -> str:
+    return backend.tokenizer.decode(output[0, prompt_length:], skip_special_tokens=True)
+
+
+@torch.inference_mode()
+def full_generation(backend: TransformersBackend, query: Query, new_tokens: int) -> list[str]:
+    texts = []
+    for text in query.texts:
+        rendered = prefix_cache.render_conversation(backend.processor, query.condition, text)
+        encoding = backend.processor(text=[rendered], images=[query.image], return_tensors="pt")
+        inputs = prefix_cache.model_inputs(dict(encoding), backend.model)
+        output = backend.model.generate(**inputs, max_new_tokens=new_tokens, do_sample=False)
+        texts.append(new_text(backend, output, inputs["input_ids"].shape[1]))
+    return texts
+
+
+@torch.inference_mode()
+def cached_generation(backend: TransformersBackend, query: Query, new_tokens: int) -> list[str]:
+    """The shared prefix, then one `generate` per prompt on a copy of its cache."""
+    tokenized = prefix_cache.tokenize(backend.model, backend.processor, query.image, query.condition, query.texts)
+    cache = prefix_cache.encode_prefix(backend.model, tokenized)
+    texts = []
+    for index in range(len(query.texts)):
+        inputs = prefix_cache.generation_inputs(backend.model, tokenized, index)
+        backend.model.model.rope_deltas = None  # recomputed from the full input, not kept from another image
+        output = backend.model.generate(
+            **inputs, cache=prefix_cache.branch(cache), max_new_tokens=new_tokens, do_sample=False
+        )
+        texts.append(new_text(backend, output, inputs["input_ids"].shape[1]))
+    return texts
+
+
+def batched_generation(backend: TransformersBackend, query: Query, new_tokens: int) -> list[str]:
+    return [generation.text for generation in backend.generate(query, max_new_tokens=new_tokens)]
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--trials", type=int, default=3, help="trials (images) to time")
+    parser.add_argument("--prompts", type=int, default=8, help="prompts per trial")
+    parser.add_argument("--new-tokens", type=int, default=16, help="greedy tokens per prompt")
+    parser.add_argument("--threads", type=int, default=2, help="torch CPU threads")
+    args = parser.parse_args()
+    torch.set_num_threads(args.threads)
+
+    with tempfile.TemporaryDirectory() as scratch:
+        backend = TransformersBackend.from_spec(
+            str(build_tiny("qwen2_5_vl", Path(scratch), size=REALISTIC)), device_map="cpu", suffix_batch=args.prompts
+        )
+    queries = [make_query(trial, args.prompts, REALISTIC.image_px) for trial in range(args.trials)]
+    tokenized = prefix_cache.tokenize(backend.model, backend.processor, queries[0].image, "visible", queries[0].texts)
+    image_tokens = int((tokenized.input_ids[0] == backend.processor.image_token_id).sum())
+    print(
+        f"random Qwen2.5-VL (hidden {REALISTIC.hidden}, {REALISTIC.layers} layers), {image_tokens} image tokens; "
+        f"{args.trials} trials x {args.prompts} prompts x {args.new_tokens} new tokens, {args.threads} threads"
+    )
+    ways = (("full", full_generation), ("cached", cached_generation), ("batched", batched_generation))
+    results = {name: timed(lambda query, way=way: way(backend, query, args.new_tokens), queries) for name, way in ways}
+    full_seconds, reference = results["full"]
+    total = args.trials * args.prompts
+    print(f"{'generation':<10} {'ms/trial':>9} {'speed-up':>9} {'texts equal to full':>20}")
+    for name, (seconds, texts) in results.items():
+        equal = sum(got == want for trial, expected in zip(texts, reference, strict=True)
+                    for got, want in zip(trial, expected, strict=True))  # fmt: skip
+        print(f"{name:<10} {seconds * 1e3:9.1f} {full_seconds / seconds:9.2f} {f'{equal}/{total}':>20}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,19 @@
+"""The GPU benchmark on a machine without a GPU: one line saying so, exit 0, nothing measured."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+SCRIPT = Path(__file__).resolve().parents[1] / "benchmarks" / "gpu_throughput.py"
+
+
+def test_without_a_gpu_the_benchmark_says_so_and_exits_0():
+    environment = os.environ | {"CUDA_VISIBLE_DEVICES": ""}  # hides any GPU this machine has
+    done = subprocess.run([sys.executable, str(SCRIPT)], capture_output=True, text=True, env=environment, timeout=300)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout == (
+        "no CUDA GPU on this machine: nothing measured (run it where one is, or --cpu-check to test the code)\n"
+    )
