@@ -68,8 +68,12 @@ def read_logs(logdir: Path, vocabularies: Sequence[Path] = ()) -> LogView:
     for number, ((experiment, model), members) in enumerate(group_by(records, "experiment", "model").items()):
         run = Run(number, experiment, model, members)
         for (condition,), in_condition in group_by(members, "condition").items():
-            per_convention = tuple((name, accuracy(group)) for (name,), group in group_by(in_condition, "convention").items())
-            run.conditions.append(ConditionSummary(condition, len(in_condition), accuracy(in_condition), per_convention))
+            per_convention = tuple(
+                (name, accuracy(group)) for (name,), group in group_by(in_condition, "convention").items()
+            )
+            run.conditions.append(
+                ConditionSummary(condition, len(in_condition), accuracy(in_condition), per_convention)
+            )
         runs.append(run)
     return LogView(runs, results, dict(failures))
 
@@ -156,4 +160,3 @@ def record_detail(record: Record, failures: list[tuple[str, str]]) -> dict[str, 
 
 def run_title(run: Run) -> str:
     return f"{run.experiment} · {run.model}"
-

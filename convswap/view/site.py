@@ -171,7 +171,7 @@ def runs_table(runs: list[Run]) -> str:
     for run in runs:
         for summary in run.conditions:
             conventions = "".join(
-                f"<li><span class=\"convention\">{escape(name)}</span> {percent(value)}</li>"
+                f'<li><span class="convention">{escape(name)}</span> {percent(value)}</li>'
                 for name, value in summary.per_convention
             )
             link = f"run.html?run={run.number}&amp;condition={escape(summary.condition)}"
@@ -191,7 +191,7 @@ def audit_table(results: list[CheckResult]) -> str:
         notes = "".join(f"<li>{escape(note)}</li>" for note in result.notes)
         rows.append(
             f'<tr class="check {verdict.lower()}"><td>{escape(result.name)}</td><td>{escape(result.description)}'
-            f'{f"<ul>{notes}</ul>" if notes else ""}</td><td>{result.checked}</td><td>{len(result.failures)}</td>'
+            f"{f'<ul>{notes}</ul>' if notes else ''}</td><td>{result.checked}</td><td>{len(result.failures)}</td>"
             f'<td class="verdict">{verdict}</td></tr>'
         )
     header = "<tr><th>check</th><th>what it verifies</th><th>checked</th><th>failures</th><th>verdict</th></tr>"
