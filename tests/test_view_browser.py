@@ -11,7 +11,18 @@ import shutil
 from urllib.parse import quote
 
 import pytest
-from view_support import LOW_MASS, PLANTED_LOG, SCRIPT_OUTPUT, Planted, count, disagree, log_records, mass_under, plant, run_demo
+from view_support import (
+    LOW_MASS,
+    PLANTED_LOG,
+    SCRIPT_OUTPUT,
+    Planted,
+    count,
+    disagree,
+    log_records,
+    mass_under,
+    plant,
+    run_demo,
+)
 
 from convswap.audits.log_audit import audit_folder
 from convswap.cli import main
@@ -81,8 +92,12 @@ def test_index_lists_every_run_with_its_counts_the_audit_and_the_tables(page, si
         assert int(cells[3]) == len(records)
         scored = count(records, lambda record: record["answer_slot"] is not None)
         assert int(cells[4]) == scored
-        correct = count(records, lambda record: record["answer_slot"] is not None and record["correct"].get(
-            "target", record["correct"].get("coord")))
+        correct = count(
+            records,
+            lambda record: (
+                record["answer_slot"] is not None and record["correct"].get("target", record["correct"].get("coord"))
+            ),
+        )
         assert cells[6] == f"{100 * correct / scored:.1f}% ({correct}/{scored})"
     planted_row = run_row(page, "color_ladder", "visible").locator("td").all_inner_texts()
     assert planted_row[5] == "unparseable 1"
@@ -115,7 +130,7 @@ def test_click_from_index_to_run_to_trial(page, site, planted, tmp_path):
     page.wait_for_selector(".card")
     same_trial = [r for r in records if r["trial_id"] == first["trial_id"]]
     assert page.locator(".card h3").all_inner_texts() == [r["convention"] for r in same_trial]
-    card = page.locator(f"[id='visible/pixels']")
+    card = page.locator("[id='visible/pixels']")
     assert "selected" in card.get_attribute("class")
     assert card.locator("pre.prompt").inner_text() == first["prompt"]
     options = card.locator("table.options tr").all_inner_texts()[1:]
