@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import json
 import shutil
+from dataclasses import asdict
 from html import escape
 from importlib import resources
 from pathlib import Path
@@ -55,6 +56,8 @@ def prepare_site(out: Path) -> None:
 
 def build_site(view: LogView, logdir: Path, out: Path, tables: Path | None) -> Path:
     """Write the whole site for `view` into `out`; returns the index page."""
+    if tables is not None and not tables.is_dir():
+        raise ConvswapError(f"tables folder {tables} does not exist")
     prepare_site(out)
     static = resources.files("convswap.view") / "static"
     for name in STATIC_FILES:
@@ -88,7 +91,7 @@ def write_run(run: Run, view: LogView, thumbnails: Thumbnails, data: Path) -> No
         part = part_of_trial[record.trial_id]
         rows.append({**record_row(record, failures), "part": part})
         shown = parts[part][record.trial_id]
-        image = thumbnails.check(record).__dict__
+        image = asdict(thumbnails.check(record))
         if image not in shown["images"]:
             shown["images"].append(image)
         shown["records"].append(record_detail(record, failures))
@@ -126,8 +129,6 @@ def trial_header(trial: Trial) -> dict[str, Any]:
 
 def copy_tables(tables: Path, into: Path) -> list[tuple[str, str]]:
     """The tables and figures of `convswap tables`, copied in; markdown tables get a page. (name, link) pairs."""
-    if not tables.is_dir():
-        raise ConvswapError(f"tables folder {tables} does not exist")
     links = []
     for path in sorted(p for p in tables.iterdir() if p.suffix in TABLE_SUFFIXES and p.is_file()):
         shutil.copyfile(path, into / path.name)
