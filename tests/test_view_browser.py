@@ -60,9 +60,13 @@ def page(browser):
     opened = browser.new_page(viewport={"width": 1400, "height": 1000})
     errors: list[str] = []
     opened.on("pageerror", lambda error: errors.append(str(error)))
+    fetched: list[str] = []
+    opened.on("request", lambda request: fetched.append(request.url))
     yield opened
     opened.close()
     assert not errors, f"script errors on the page: {errors}"
+    # Self-contained: every page, script, data file and image comes from the site folder.
+    assert fetched and all(address.startswith("file://") for address in fetched), fetched
 
 
 def url(site, name: str) -> str:
