@@ -2,7 +2,8 @@
 
 The log is made by real runs of the simulated observers (`sim:` presets) over
 the color ladder, the readership test and the synthetic spatial task, until it
-holds at least --records records; it is kept in --logs and reused by later runs.
+holds at least --records records; it is kept in --logs and reused by later runs
+(a run already on disk is skipped by the runner's own resume).
 The site is then built from scratch (every thumbnail rendered), built again into
 the same folder (thumbnails kept), and its index, its largest run page and one
 trial page are opened in Chromium.  Targets: a build under 30 s, the index
@@ -37,11 +38,16 @@ def record_count(logs: Path) -> int:
 
 
 def make_log(logs: Path, wanted: int) -> int:
+    # Every observer is shown the stimuli drawn from the first one's calibrated vocabulary: some presets'
+    # own vocabularies are too small for the ladder's cue crossover.
+    vocabulary = None
     for preset in PRESETS:
         for experiment in EXPERIMENTS:
             if record_count(logs) >= wanted:
                 return record_count(logs)
-            run_experiment(RunRequest(experiment, f"sim:{preset}", out=logs), progress=False)
+            request = RunRequest(experiment, f"sim:{preset}", out=logs, vocabulary=vocabulary)
+            result = run_experiment(request, progress=False)
+            vocabulary = vocabulary or result.vocabulary
     return record_count(logs)
 
 

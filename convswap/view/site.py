@@ -25,6 +25,7 @@ from importlib import resources
 from pathlib import Path
 from typing import Any
 
+from convswap.analysis.generate import FIGURE_SUFFIXES, TABLE_SUFFIXES
 from convswap.analysis.stats import Accuracy
 from convswap.audits.checks import CheckResult
 from convswap.core import ConvswapError, Trial
@@ -35,7 +36,6 @@ from convswap.view.runs import LOW_MASS, LogView, Run, record_detail, record_row
 TRIALS_PER_PART = 50
 SITE_MARKER = ".convswap-view"
 STATIC_FILES = ("run.html", "trial.html", "view.js", "style.css")
-TABLE_SUFFIXES = (".md", ".csv", ".png", ".pdf")
 
 
 def prepare_site(out: Path) -> None:
@@ -130,7 +130,7 @@ def trial_header(trial: Trial) -> dict[str, Any]:
 def copy_tables(tables: Path, into: Path) -> list[tuple[str, str]]:
     """The tables and figures of `convswap tables`, copied in; markdown tables get a page. (name, link) pairs."""
     links = []
-    for path in sorted(p for p in tables.iterdir() if p.suffix in TABLE_SUFFIXES and p.is_file()):
+    for path in sorted(p for p in tables.iterdir() if p.suffix in TABLE_SUFFIXES + FIGURE_SUFFIXES and p.is_file()):
         shutil.copyfile(path, into / path.name)
         links.append((path.name, f"tables/{path.name}"))
         if path.suffix == ".md":
@@ -189,15 +189,22 @@ def audit_table(results: list[CheckResult]) -> str:
     rows = []
     for result in results:
         verdict = "pass" if result.passed else "FAIL"
-        notes = "".join(f"<li>{escape(note)}</li>" for note in result.notes)
         rows.append(
             f'<tr class="check {verdict.lower()}"><td>{escape(result.name)}</td><td>{escape(result.description)}'
-            f"{f'<ul>{notes}</ul>' if notes else ''}</td><td>{result.checked}</td><td>{len(result.failures)}</td>"
+            f"{notes_list(result.notes)}</td><td>{result.checked}</td><td>{len(result.failures)}</td>"
             f'<td class="verdict">{verdict}</td></tr>'
         )
     header = "<tr><th>check</th><th>what it verifies</th><th>checked</th><th>failures</th><th>verdict</th></tr>"
     note = "<p>From <code>convswap audit</code>; a failing record is marked on its run's list and its trial page.</p>"
     return f'<h2>Audit</h2>\n{note}\n<table id="audit">\n{header}\n' + "\n".join(rows) + "\n</table>"
+
+
+def notes_list(notes: list[str]) -> str:
+    """A check's notes, folded: on a large log they run to a line per group."""
+    if not notes:
+        return ""
+    items = "".join(f"<li>{escape(note)}</li>" for note in notes)
+    return f"<details><summary>{len(notes)} notes</summary><ul>{items}</ul></details>"
 
 
 def tables_section(table_files: list[tuple[str, str]]) -> str:
