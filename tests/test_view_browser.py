@@ -1,7 +1,7 @@
 """`convswap view` in headless Chromium: the site built from the demo's logs, clicked through and filtered.
 
 Every expected figure is read from the JSONL files as plain JSON (view_support),
-never from the viewer's own data.  One screenshot of each page kind is written
+never from the viewer's own data; which records fail the audit, from the audit's own code.  One screenshot of each page kind is written
 under the test's temporary folder.
 """
 
@@ -11,6 +11,7 @@ import shutil
 from urllib.parse import quote
 
 import pytest
+from playwright.sync_api import sync_playwright
 from view_support import (
     LOW_MASS,
     PLANTED_LOG,
@@ -26,8 +27,6 @@ from view_support import (
 
 from convswap.audits.log_audit import audit_folder
 from convswap.cli import main
-
-playwright_api = pytest.importorskip("playwright.sync_api", reason="playwright is in the dev extra")
 
 
 @pytest.fixture(scope="session")
@@ -49,7 +48,7 @@ def browser():
     chromium = shutil.which("chromium")
     if chromium is None:
         pytest.fail("chromium is not installed (.ci/run installs Debian's chromium package)")
-    with playwright_api.sync_playwright() as playwright:
+    with sync_playwright() as playwright:
         launched = playwright.chromium.launch(executable_path=chromium, args=["--no-sandbox", "--disable-gpu"])
         yield launched
         launched.close()
