@@ -88,9 +88,10 @@ class Thumbnails:
         self.rendered = 0
 
     def check(self, record: Record) -> ImageCheck:
-        # Every convention of a trial shows the same image: look it up by what decides it before decoding the trial.
-        shown = [record.trial[name] for name in ("image", "task", "grid", "cell", "subject")]
-        seen = canonical_json([shown, record.image_sha256])
+        # Every convention of a trial shows the same image: look it up by what decides it before decoding the trial
+        # (a repr, not canonical JSON: a key spelled two ways costs one more lookup by name, never a wrong image).
+        fields = record.trial
+        seen = repr((record.image_sha256, *(fields[name] for name in ("image", "task", "grid", "cell", "subject"))))
         if seen not in self._seen:
             trial = Trial.from_json(record.trial)
             outline = outlined_cell(trial)
