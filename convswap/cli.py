@@ -26,6 +26,7 @@ COMMAND_MODULES = (
     "convswap.analysis.demo",
     "convswap.audits.commands",
     "convswap.analysis.commands",
+    "convswap.view.commands",
 )
 
 

@@ -37,7 +37,11 @@ def test_demo_runs_every_experiment_and_prints_the_main_tables(tmp_path, coco_an
     for heading in headings:
         assert heading in printed
     assert "| sim:qwen25vl-like vs sim:qwen3vl-like | normalized |" in printed
-    assert printed.rstrip().endswith(f"logs: {out}\ntables and figures: {out / 'tables'}")
+    # The demo ends by saying where everything is and how to read the records in a browser.
+    assert printed.rstrip().endswith(
+        f"logs: {out}\ntables and figures: {out / 'tables'}\n"
+        f"read what the model said, record by record: convswap view {out} --serve"
+    )
     assert (out / "tables" / "table2_coco.md").is_file()
     assert (out / "tables" / "figure1_locate.png").is_file()
 

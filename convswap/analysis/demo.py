@@ -79,4 +79,5 @@ def run_demo(out: Path, model: str, limit: int, coco: Path | None, plan_dir: Pat
         if path.exists():
             print(path.read_text(encoding="utf-8").rstrip(), end="\n\n")
     print(f"logs: {out}\ntables and figures: {tables}")
+    print(f"read what the model said, record by record: convswap view {out} --serve")
     return tables

@@ -41,23 +41,23 @@ def load_records(logdir: str | Path) -> list[Record]:
     root = Path(logdir)
     if not root.is_dir():
         raise ConvswapError(f"log folder {root} does not exist")
-    seen: dict[tuple, tuple[str, str]] = {}
+    seen: dict[tuple, tuple[Path, int, Record]] = {}
     records: list[Record] = []
     # disable=None: a bar on a terminal only, so piped reports stay clean.
     for path in tqdm(sorted(root.rglob("*.jsonl")), desc="reading logs", unit="file", leave=False, disable=None):
         for line_number, record in enumerate(read_records(path), start=1):
-            where = f"{path}:{line_number}"
             identity = record_identity(record)
-            content = record.to_json()
             if identity in seen:
-                first_where, first_content = seen[identity]
-                if first_content != content:
+                # Field equality decides the common case without serializing every record of a large log; the
+                # JSON decides the rest (a NaN logit is unequal to itself, yet the same number in both copies).
+                first_path, first_line, first = seen[identity]
+                if first != record and first.to_json() != record.to_json():
                     raise ConvswapError(
-                        f"{where}: record for {identity} differs from the one at {first_where}; "
-                        "remove one copy before analysing"
+                        f"{path}:{line_number}: record for {identity} differs from the one at "
+                        f"{first_path}:{first_line}; remove one copy before analysing"
                     )
                 continue
-            seen[identity] = (where, content)
+            seen[identity] = (path, line_number, record)
             records.append(record)
     return records
 

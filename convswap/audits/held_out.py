@@ -55,11 +55,17 @@ def find_vocabularies(logdir: str | Path, extra: Sequence[Path] = ()) -> Vocabul
 
 def held_out(records: Sequence[Record], vocabularies: Vocabularies) -> CheckResult:
     """Every held-out color record's stimulus angle is a held-out angle of its target word."""
+    # Whether a model's vocabulary files agree is asked once per model, not once per record.
+    disagreeing = {
+        model
+        for model, found in vocabularies.by_model.items()
+        if any(vocabulary.to_json() != found[0][1].to_json() for _, vocabulary in found[1:])
+    }
     result = per_record(
         "held-out",
         "held-out color stimuli keep their distance from every name the calibration saw",
         records,
-        lambda record: _held_out_problem(record, vocabularies),
+        lambda record: _held_out_problem(record, vocabularies, disagreeing),
         applies=lambda record: record.task == "color" and bool(record.trial.get("held_out")),
     )
     for path, reason in vocabularies.unreadable.items():
@@ -69,13 +75,13 @@ def held_out(records: Sequence[Record], vocabularies: Vocabularies) -> CheckResu
     return result
 
 
-def _held_out_problem(record: Record, vocabularies: Vocabularies) -> str | None:
+def _held_out_problem(record: Record, vocabularies: Vocabularies, disagreeing: set[str]) -> str | None:
     model = model_label(record)
     found = vocabularies.by_model.get(model, [])
     if not found:
         unreadable = "".join(f"; {path} does not load: {why}" for path, why in vocabularies.unreadable.items())
         return f"cannot verify: no vocabulary file for {model}{unreadable}"
-    if any(vocabulary.to_json() != found[0][1].to_json() for _, vocabulary in found[1:]):
+    if model in disagreeing:
         return f"cannot verify: vocabulary files for {model} disagree: {', '.join(str(path) for path, _ in found)}"
     vocabulary = found[0][1]
     trial = trial_of(record)

@@ -1,0 +1,54 @@
+"""`convswap view LOGDIR`: the logs as a static site to read, or served on loopback."""
+
+from __future__ import annotations
+
+import argparse
+import tempfile
+from pathlib import Path
+
+from convswap.core import ConvswapError
+
+
+def register(subparsers: argparse._SubParsersAction) -> None:
+    view = subparsers.add_parser(
+        "view",
+        help="read the logs in a browser: what the model said beside the image, prompt and keys",
+        description="Write a self-contained static site (open its index.html from disk) showing every run under "
+        "LOGDIR with its accuracy per convention and the audit verdicts, each record with its image, prompt, "
+        "options and keys, raw output and first-token readout, the records of a trial under every convention "
+        "side by side, and filters. With --serve, serve the site on 127.0.0.1 on a free port until interrupted.",
+    )
+    view.add_argument("logdir", type=Path, metavar="LOGDIR", help="folder of run logs (searched recursively)")
+    view.add_argument("--out", type=Path, metavar="SITE", help="site folder to write (with --serve: default a "
+                      "temporary folder)")  # fmt: skip
+    view.add_argument("--serve", action="store_true", help="serve the site on 127.0.0.1 and print its address")
+    view.add_argument("--tables", type=Path, metavar="DIR",
+                      help="what `convswap tables` wrote, linked from the index (default: LOGDIR/tables if present)")  # fmt: skip
+    view.add_argument("--vocabulary", type=Path, action="append", default=[], metavar="FILE",
+                      help="a calibrated vocabulary for the audit's held-out check, as `convswap audit` takes it")  # fmt: skip
+    view.set_defaults(handler=view_command)
+
+
+def view_command(args: argparse.Namespace) -> int:
+    from convswap.view.runs import read_logs
+    from convswap.view.serve import site_server
+    from convswap.view.site import build_site
+
+    if args.out is None and not args.serve:
+        raise ConvswapError("give --out SITE to write the site, or --serve to serve it")
+    tables = args.tables if args.tables is not None else args.logdir / "tables"
+    if args.tables is None and not tables.is_dir():
+        tables = None
+    view = read_logs(args.logdir, args.vocabulary)
+    with tempfile.TemporaryDirectory(prefix="convswap-view-") as temporary:
+        site = args.out if args.out is not None else Path(temporary) / "site"
+        index = build_site(view, args.logdir, site, tables)
+        records = sum(len(run.records) for run in view.runs)
+        print(f"{records} records in {len(view.runs)} runs: {index.resolve().as_uri()}", flush=True)
+        if args.serve:
+            with site_server(site) as server:
+                host, port = server.server_address[:2]
+                host = host.decode() if isinstance(host, bytes) else host
+                print(f"serving {site} at http://{host}:{port}/ (Ctrl-C stops)", flush=True)
+                server.serve_forever()
+    return 0

@@ -1,0 +1,125 @@
+"""Each trial's image for the viewer: re-rendered from its logged spec, checked against the logged hash, drawn once.
+
+A photograph is shown with its grid drawn and the cell the trial asks about
+outlined; a color array with the cued square's cell outlined.  The check is on
+the pixels before anything is drawn: `image_sha256` of the re-rendered image
+must equal the record's `image_sha256`, else the page warns that the image shown
+is not the one the model saw.  Thumbnails are named by what they show and kept
+across rebuilds of the same site folder, with their checks in a manifest, so an
+image is rendered and written once.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Literal
+
+from PIL import Image, ImageDraw
+
+from convswap.conventions import cell_position
+from convswap.core import ConvswapError, Record, Trial, canonical_json, sha256_hex
+from convswap.fileio import atomic_write_text
+from convswap.stimuli.arrays import GRID
+from convswap.stimuli.render import image_sha256, render_image
+
+THUMBNAIL_SIDE = 384  # the color arrays' own size: they are shown unscaled, photographs shrunk to fit
+GRID_LINE = (255, 255, 255)
+OUTLINE = (255, 214, 0)
+OUTLINE_EDGE = (0, 0, 0)
+MANIFEST = "manifest.json"
+
+Verdict = Literal["match", "mismatch", "unavailable"]
+
+
+@dataclass(frozen=True)
+class ImageCheck:
+    """What the page shows for one image: the thumbnail (None if it cannot be rendered) and the hash verdict."""
+
+    file: str | None
+    verdict: Verdict
+    logged_sha256: str
+    rendered_sha256: str | None
+    outlined: str | None
+    note: str
+
+
+def outlined_cell(trial: Trial) -> tuple[int, str] | None:
+    """The grid and cell to outline: a spatial trial's cell, or the cued square of a color array."""
+    if trial.grid and trial.cell:
+        return trial.grid, trial.cell
+    if trial.task == "color" and trial.image.kind == "four_square" and trial.subject:
+        return GRID, trial.subject
+    return None
+
+
+def draw_grid(image: Image.Image, grid: int, cell: str) -> Image.Image:
+    """A copy with the n x n cell borders drawn and `cell` outlined, on the cells' own pixel geometry."""
+    drawn = image.copy()
+    draw = ImageDraw.Draw(drawn)
+    width, height = drawn.size
+    line = max(1, min(width, height) // 160)
+    for index in range(1, grid):
+        x, y = index * width / grid, index * height / grid
+        draw.line([(x, 0), (x, height)], fill=GRID_LINE, width=line)
+        draw.line([(0, y), (width, y)], fill=GRID_LINE, width=line)
+    row, col = cell_position(cell, grid)
+    box = (col * width / grid, row * height / grid, (col + 1) * width / grid - 1, (row + 1) * height / grid - 1)
+    draw.rectangle(box, outline=OUTLINE_EDGE, width=3 * line)
+    draw.rectangle(box, outline=OUTLINE, width=2 * line)
+    return drawn
+
+
+class Thumbnails:
+    """The images of one site folder, each rendered, checked and written once."""
+
+    def __init__(self, folder: Path) -> None:
+        self.folder = folder
+        folder.mkdir(parents=True, exist_ok=True)
+        manifest = folder / MANIFEST
+        self._checks: dict[str, ImageCheck] = {}
+        self._seen: dict[str, ImageCheck] = {}
+        if manifest.is_file():
+            for name, check in json.loads(manifest.read_text(encoding="utf-8")).items():
+                # An image that could not be rendered is tried again: its file may be back.
+                if check["file"] is not None and (folder.parent / check["file"]).is_file():
+                    self._checks[name] = ImageCheck(**check)
+        self.rendered = 0
+
+    def check(self, record: Record) -> ImageCheck:
+        # Every convention of a trial shows the same image: look it up by what decides it before decoding the trial
+        # (a repr, not canonical JSON: a key spelled two ways costs one more lookup by name, never a wrong image).
+        fields = record.trial
+        seen = repr((record.image_sha256, *(fields[name] for name in ("image", "task", "grid", "cell", "subject"))))
+        if seen not in self._seen:
+            trial = Trial.from_json(record.trial)
+            outline = outlined_cell(trial)
+            name = sha256_hex(canonical_json([trial.image.to_json(), record.image_sha256, outline]))[:24]
+            if name not in self._checks:
+                self._checks[name] = self._render(name, trial, record.image_sha256, outline)
+            self._seen[seen] = self._checks[name]
+        return self._seen[seen]
+
+    def _render(self, name: str, trial: Trial, logged: str, outline: tuple[int, str] | None) -> ImageCheck:
+        self.rendered += 1
+        outlined = outline[1] if outline else None
+        try:
+            image = render_image(trial.image)
+        except ConvswapError as error:
+            return ImageCheck(None, "unavailable", logged, None, outlined, f"cannot re-render the image: {error}")
+        rendered = image_sha256(image)
+        if outline is not None:
+            image = draw_grid(image, *outline)
+        image.thumbnail((THUMBNAIL_SIDE, THUMBNAIL_SIDE))
+        file = f"{self.folder.name}/{name}.png"
+        # Fast compression: at the default level, encoding is most of a large site's build time.
+        image.save(self.folder / f"{name}.png", compress_level=1)
+        if rendered == logged:
+            return ImageCheck(file, "match", logged, rendered, outlined, "re-rendered pixels match the logged hash")
+        note = "re-rendered pixels differ from the logged hash: this is not the image the model saw"
+        return ImageCheck(file, "mismatch", logged, rendered, outlined, note)
+
+    def save_manifest(self) -> None:
+        data = {name: asdict(check) for name, check in sorted(self._checks.items())}
+        atomic_write_text(self.folder / MANIFEST, canonical_json(data) + "\n")

@@ -1,0 +1,154 @@
+"""What the viewer shows about a log folder: its runs, their accuracy, the audit, and each record.
+
+A *run* is one model folder: one experiment on one model (quantization
+included), every condition it ran.  The index shows one row per (run,
+condition); a run's page lists its records and filters them; a trial's page
+shows the trial's records under every convention side by side.
+
+The audit is `convswap audit`'s, run once over every record; each failure is
+attached to the record that causes it.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from convswap.analysis.loading import group_by, record_identity
+from convswap.audits.checks import CheckResult
+from convswap.audits.log_audit import audit_folder
+from convswap.core import Record
+from convswap.experiments.scoring import Accuracy, accuracy, is_scored, score_key
+
+# Below this candidate mass the first-token readout is not trusted (the scorer refuses such alphabets);
+# the viewer marks such records.
+LOW_MASS = 0.5
+
+
+@dataclass(frozen=True)
+class ConditionSummary:
+    condition: str
+    records: int
+    accuracy: Accuracy
+    per_convention: tuple[tuple[str, Accuracy], ...]
+
+
+@dataclass
+class Run:
+    """One experiment on one model: its records in log order, and a summary per condition."""
+
+    number: int
+    experiment: str
+    model: str
+    records: list[Record]
+    conditions: list[ConditionSummary] = field(default_factory=list)
+
+
+@dataclass
+class LogView:
+    runs: list[Run]
+    audit: list[CheckResult]
+    audit_failures: dict[tuple, list[tuple[str, str]]]  # record identity -> (check, reason)
+
+    def failures_of(self, record: Record) -> list[tuple[str, str]]:
+        return self.audit_failures.get(record_identity(record), [])
+
+
+def read_logs(logdir: Path, vocabularies: Sequence[Path] = ()) -> LogView:
+    """Every record under `logdir`, grouped into runs, with the audit computed once over all of them."""
+    records, results = audit_folder(logdir, vocabularies)
+    failures: dict[tuple, list[tuple[str, str]]] = defaultdict(list)
+    for result in results:
+        for failure in result.failures:
+            failures[record_identity(failure.record)].append((result.name, failure.reason))
+    runs = []
+    for number, ((experiment, model), members) in enumerate(group_by(records, "experiment", "model").items()):
+        run = Run(number, experiment, model, members)
+        for (condition,), in_condition in group_by(members, "condition").items():
+            per_convention = tuple(
+                (name, accuracy(group)) for (name,), group in group_by(in_condition, "convention").items()
+            )
+            run.conditions.append(
+                ConditionSummary(condition, len(in_condition), accuracy(in_condition), per_convention)
+            )
+        runs.append(run)
+    return LogView(runs, results, dict(failures))
+
+
+def outcome(record: Record) -> str:
+    """correct, wrong, or unscored (the parse status says why)."""
+    if not is_scored(record):
+        return "unscored"
+    return "correct" if record.correct[score_key(record)] else "wrong"
+
+
+def first_token_slot(record: Record) -> int | None:
+    return int(record.first_token["slot"]) if record.first_token is not None else None
+
+
+def readouts_disagree(record: Record) -> bool:
+    """Both readouts named a slot, and not the same one."""
+    slot = first_token_slot(record)
+    return slot is not None and record.parsed_slot is not None and slot != record.parsed_slot
+
+
+def candidate_mass(record: Record) -> float | None:
+    return float(record.first_token["candidate_mass"]) if record.first_token is not None else None
+
+
+def followed_keys(record: Record, slot: int | None) -> list[str]:
+    """The keys a slot agrees with (a mispaired record's answer follows `coord`, `name` or neither)."""
+    return [name for name, key_slot in record.keys.items() if slot is not None and slot == key_slot]
+
+
+def record_row(record: Record, failures: list[tuple[str, str]]) -> dict[str, Any]:
+    """What a run's record list shows and filters on."""
+    return {
+        "trial": record.trial_id,
+        "condition": record.condition,
+        "convention": record.convention,
+        "task": record.task,
+        "outcome": outcome(record),
+        "status": record.parse_status,
+        "answer": record.answer_slot,
+        "followed": followed_keys(record, record.answer_slot),
+        "readout": record.readout,
+        "disagree": readouts_disagree(record),
+        "mass": candidate_mass(record),
+        "audit": sorted({check for check, _ in failures}),
+    }
+
+
+def record_detail(record: Record, failures: list[tuple[str, str]]) -> dict[str, Any]:
+    """Everything a trial's page shows about one record, exactly as logged."""
+    options = [
+        {
+            "slot": slot,
+            "answer": record.alphabet[slot - 1],
+            "referent": referent,
+            "gloss": record.glosses[slot - 1] if record.glosses else "",
+            "keys": followed_keys(record, slot),
+        }
+        for slot, referent in enumerate(record.slots, start=1)
+    ]
+    first_token = record.first_token
+    return {
+        **record_row(record, failures),
+        "prompt": record.prompt,
+        "acknowledgement": record.acknowledgement,
+        "options": options,
+        "generation": record.generation,
+        "parsed": record.parsed_slot,
+        "parsed_followed": followed_keys(record, record.parsed_slot),
+        "first_token": first_token,
+        "first_token_followed": followed_keys(record, first_token_slot(record)),
+        "first_token_refused": record.first_token_refused,
+        "failures": [{"check": check, "reason": reason} for check, reason in failures],
+    }
+
+
+def run_title(run: Run) -> str:
+    return f"{run.experiment} · {run.model}"

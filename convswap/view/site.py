@@ -1,0 +1,219 @@
+"""Writing the viewer's static site: an index page built here, the run and trial pages drawn from data files.
+
+Layout of a site folder::
+
+    index.html             every run, its accuracy per convention, the audit, the tables and figures
+    run.html?run=N         one run's records, filtered and paged (reads data/run-N.js)
+    trial.html?run=N&part=P&trial=ID#CONDITION/CONVENTION
+                           one trial under every convention side by side (reads data/run-N-P.js)
+    data/, images/, tables/, view.js, style.css
+
+Data files are scripts that hand their JSON to `convswapLoaded`, because a page
+opened from file:// may load a script but not fetch a file.  A run's record list
+is one file; the full records are split into parts of TRIALS_PER_PART trials, so
+no page loads more than it shows.  Everything that comes from a log reaches the
+page as data and is put in the DOM as text; the index escapes it here.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+from dataclasses import asdict
+from html import escape
+from importlib import resources
+from pathlib import Path
+from typing import Any
+
+from convswap.analysis.generate import FIGURE_SUFFIXES, TABLE_SUFFIXES
+from convswap.analysis.stats import Accuracy
+from convswap.audits.checks import CheckResult
+from convswap.core import ConvswapError, Trial
+from convswap.fileio import atomic_write_text
+from convswap.view.images import Thumbnails
+from convswap.view.runs import LOW_MASS, LogView, Run, record_detail, record_row, run_title
+
+TRIALS_PER_PART = 50
+SITE_MARKER = ".convswap-view"
+STATIC_FILES = ("run.html", "trial.html", "view.js", "style.css")
+
+
+def prepare_site(out: Path) -> None:
+    """Create the site folder, or reuse one this command wrote; never write into anything else."""
+    if out.exists() and not out.is_dir():
+        raise ConvswapError(f"site folder {out} is a file")
+    if out.is_dir() and any(out.iterdir()) and not (out / SITE_MARKER).is_file():
+        raise ConvswapError(f"site folder {out} is not empty and was not written by convswap view; choose another")
+    try:
+        out.mkdir(parents=True, exist_ok=True)
+    except OSError as error:
+        raise ConvswapError(f"cannot create site folder {out}: {error.strerror}") from error
+    (out / SITE_MARKER).touch()
+    for stale in ("data", "tables"):
+        shutil.rmtree(out / stale, ignore_errors=True)
+        (out / stale).mkdir()
+
+
+def build_site(view: LogView, logdir: Path, out: Path, tables: Path | None) -> Path:
+    """Write the whole site for `view` into `out`; returns the index page."""
+    if tables is not None and not tables.is_dir():
+        raise ConvswapError(f"tables folder {tables} does not exist")
+    prepare_site(out)
+    static = resources.files("convswap.view") / "static"
+    for name in STATIC_FILES:
+        (out / name).write_bytes((static / name).read_bytes())
+    thumbnails = Thumbnails(out / "images")
+    for run in view.runs:
+        write_run(run, view, thumbnails, out / "data")
+    thumbnails.save_manifest()
+    table_files = copy_tables(tables, out / "tables") if tables is not None else []
+    index = out / "index.html"
+    atomic_write_text(index, index_page(view, logdir, table_files))
+    return index
+
+
+def write_data(path: Path, data: Any) -> None:
+    # "<" escaped so that no text from a log can close a script element, wherever the data ends up.
+    text = json.dumps(data, ensure_ascii=False, separators=(",", ":")).replace("<", "\\u003c")
+    atomic_write_text(path, f"convswapLoaded({text});\n")
+
+
+def write_run(run: Run, view: LogView, thumbnails: Thumbnails, data: Path) -> None:
+    rows: list[dict[str, Any]] = []
+    parts: list[dict[str, Any]] = []
+    part_of_trial: dict[str, int] = {}
+    for record in run.records:
+        failures = view.failures_of(record)
+        if record.trial_id not in part_of_trial:
+            part_of_trial[record.trial_id] = len(part_of_trial) // TRIALS_PER_PART
+            if part_of_trial[record.trial_id] == len(parts):
+                parts.append({})
+            trial = Trial.from_json(record.trial)
+            parts[-1][record.trial_id] = {"trial": trial_header(trial), "images": [], "records": []}
+        part = part_of_trial[record.trial_id]
+        rows.append({**record_row(record, failures), "part": part})
+        shown = parts[part][record.trial_id]
+        image = asdict(thumbnails.check(record))
+        if image not in shown["images"]:
+            shown["images"].append(image)
+        shown["records"].append(record_detail(record, failures))
+    summary = {
+        "run": run.number,
+        "title": run_title(run),
+        "experiment": run.experiment,
+        "model": run.model,
+        "low_mass": LOW_MASS,
+        "conditions": [c.condition for c in run.conditions],
+        "rows": rows,
+    }
+    write_data(data / f"run-{run.number}.js", summary)
+    for number, trials in enumerate(parts):
+        write_data(data / f"run-{run.number}-{number}.js", {**summary_header(run), "part": number, "trials": trials})
+
+
+def summary_header(run: Run) -> dict[str, Any]:
+    return {"run": run.number, "title": run_title(run), "low_mass": LOW_MASS}
+
+
+def trial_header(trial: Trial) -> dict[str, Any]:
+    return {
+        "id": trial.trial_id,
+        "task": trial.task,
+        "target": trial.target,
+        "subject": trial.subject,
+        "cell": trial.cell,
+        "grid": trial.grid,
+        "referents": list(trial.referents),
+        "held_out": trial.held_out,
+        "image": trial.image.to_json(),
+    }
+
+
+def copy_tables(tables: Path, into: Path) -> list[tuple[str, str]]:
+    """The tables and figures of `convswap tables`, copied in; markdown tables get a page. (name, link) pairs."""
+    links = []
+    for path in sorted(p for p in tables.iterdir() if p.suffix in TABLE_SUFFIXES + FIGURE_SUFFIXES and p.is_file()):
+        shutil.copyfile(path, into / path.name)
+        links.append((path.name, f"tables/{path.name}"))
+        if path.suffix == ".md":
+            page = into / f"{path.stem}.html"
+            atomic_write_text(page, page_shell(path.stem, f"<pre>{escape(path.read_text(encoding='utf-8'))}</pre>"))
+            links[-1] = (path.name, f"tables/{page.name}")
+    return links
+
+
+def page_shell(title: str, body: str, css: str = "../style.css") -> str:
+    return (
+        f'<!doctype html>\n<html lang="en"><head><meta charset="utf-8"><title>{escape(title)}</title>'
+        f'<link rel="stylesheet" href="{css}"></head>\n<body>\n{body}\n</body></html>\n'
+    )
+
+
+def percent(value: Accuracy) -> str:
+    return "–" if value.rate is None else f"{100 * value.rate:.1f}% ({value.correct}/{value.scored})"
+
+
+def unscored_text(value: Accuracy) -> str:
+    return ", ".join(f"{status} {count}" for status, count in value.unscored.items()) or "0"
+
+
+def index_page(view: LogView, logdir: Path, table_files: list[tuple[str, str]]) -> str:
+    records = sum(len(run.records) for run in view.runs)
+    body = [f"<h1>convswap view</h1>\n<p class=\"where\">{escape(str(logdir))}: {len(view.runs)} runs, "
+            f"{records} records</p>"]  # fmt: skip
+    body.append(runs_table(view.runs))
+    body.append(audit_table(view.audit))
+    body.append(tables_section(table_files))
+    return page_shell("convswap view", "\n".join(body), css="style.css")
+
+
+def runs_table(runs: list[Run]) -> str:
+    header = "<tr><th>experiment</th><th>model</th><th>condition</th><th>records</th><th>scored</th>" \
+             "<th>unscored</th><th>accuracy</th><th>accuracy per convention</th></tr>"  # fmt: skip
+    rows = []
+    for run in runs:
+        for summary in run.conditions:
+            conventions = "".join(
+                f'<li><span class="convention">{escape(name)}</span> {percent(value)}</li>'
+                for name, value in summary.per_convention
+            )
+            link = f"run.html?run={run.number}&amp;condition={escape(summary.condition)}"
+            rows.append(
+                f'<tr class="run"><td><a href="{link}">{escape(run.experiment)}</a></td><td>{escape(run.model)}</td>'
+                f"<td>{escape(summary.condition)}</td><td>{summary.records}</td><td>{summary.accuracy.scored}</td>"
+                f"<td>{escape(unscored_text(summary.accuracy))}</td><td>{percent(summary.accuracy)}</td>"
+                f'<td><ul class="per-convention">{conventions}</ul></td></tr>'
+            )
+    return f'<h2>Runs</h2>\n<table id="runs">\n{header}\n' + "\n".join(rows) + "\n</table>"
+
+
+def audit_table(results: list[CheckResult]) -> str:
+    rows = []
+    for result in results:
+        verdict = "pass" if result.passed else "FAIL"
+        rows.append(
+            f'<tr class="check {verdict.lower()}"><td>{escape(result.name)}</td><td>{escape(result.description)}'
+            f"{notes_list(result.notes)}</td><td>{result.checked}</td><td>{len(result.failures)}</td>"
+            f'<td class="verdict">{verdict}</td></tr>'
+        )
+    header = "<tr><th>check</th><th>what it verifies</th><th>checked</th><th>failures</th><th>verdict</th></tr>"
+    note = "<p>From <code>convswap audit</code>; a failing record is marked on its run's list and its trial page.</p>"
+    return f'<h2>Audit</h2>\n{note}\n<table id="audit">\n{header}\n' + "\n".join(rows) + "\n</table>"
+
+
+def notes_list(notes: list[str]) -> str:
+    """A check's notes, folded: on a large log they run to a line per group."""
+    if not notes:
+        return ""
+    items = "".join(f"<li>{escape(note)}</li>" for note in notes)
+    return f"<details><summary>{len(notes)} notes</summary><ul>{items}</ul></details>"
+
+
+def tables_section(table_files: list[tuple[str, str]]) -> str:
+    if not table_files:
+        return "<h2>Tables and figures</h2>\n<p>No tables found (run <code>convswap tables</code>).</p>"
+    items = []
+    for name, link in table_files:
+        preview = f'<br><img src="{escape(link)}" alt="{escape(name)}">' if name.endswith(".png") else ""
+        items.append(f'<li><a href="{escape(link)}">{escape(name)}</a>{preview}</li>')
+    return '<h2>Tables and figures</h2>\n<ul id="tables">' + "".join(items) + "</ul>"

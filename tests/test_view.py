@@ -1,0 +1,179 @@
+"""`convswap view` without a browser: images checked against their logged hash, the command's refusals, serving."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import shutil
+import subprocess
+import sys
+import urllib.request
+from pathlib import Path
+
+import pytest
+from PIL import Image
+from view_support import MODEL_FOLDER, PLANTED_LOG, SCRIPT_OUTPUT, plant, run_demo
+
+from convswap.cli import main
+from convswap.core import Record
+from convswap.view.images import OUTLINE, THUMBNAIL_SIDE, Thumbnails, draw_grid
+
+REPO_ROOT = Path(__file__).resolve().parents[1]
+
+
+@pytest.fixture(scope="module")
+def logs(tmp_path_factory) -> Path:
+    """A small demo without photographs, with the planted records."""
+    out = tmp_path_factory.mktemp("view-logs") / "logs"
+    run_demo(out, None, limit=2)
+    plant(out)
+    return out
+
+
+def first_record(logs: Path) -> Record:
+    return Record.from_json((logs / PLANTED_LOG).read_text(encoding="utf-8").splitlines()[-1])
+
+
+def pixel_hash(image: Image.Image) -> str:
+    rgb = image.convert("RGB")
+    return hashlib.sha256(f"{rgb.width}x{rgb.height}\n".encode() + rgb.tobytes()).hexdigest()
+
+
+def photograph_record(logs: Path, coco_images: Path, **changes) -> Record:
+    """A logged record whose trial is COCO image 139 with its microwave in the middle-right cell of a 3x3 grid."""
+    data = json.loads(first_record(logs).to_json())
+    path = coco_images / "000000000139.jpg"
+    data["trial"].update(task="locate", grid=3, cell="middle-right", width=640, height=426,
+                         image={"kind": "file", "params": {"path": str(path)}})  # fmt: skip
+    with Image.open(path) as image:
+        data["image_sha256"] = pixel_hash(image)
+    data.update(changes)
+    return Record.from_json(json.dumps(data))
+
+
+def test_the_grid_is_drawn_on_the_cells_and_the_asked_cell_outlined():
+    black = Image.new("RGB", (640, 426))
+    drawn = draw_grid(black, 3, "middle-right")
+    # middle-right: row 1, col 2, so x from 640 * 2/3 = 426.7 to 639 and y from 142 to 283.
+    assert drawn.getpixel((428, 200)) == OUTLINE and drawn.getpixel((637, 200)) == OUTLINE
+    assert drawn.getpixel((530, 143)) == OUTLINE and drawn.getpixel((530, 282)) == OUTLINE
+    assert drawn.getpixel((530, 213)) == (0, 0, 0)  # the cell's inside is left as it is
+    assert drawn.getpixel((213, 50)) == (255, 255, 255) and drawn.getpixel((100, 142)) == (255, 255, 255)
+    assert drawn.getpixel((100, 50)) == (0, 0, 0) and black.getpixel((428, 200)) == (0, 0, 0)
+
+
+def test_a_photograph_is_checked_against_its_hash_and_shrunk_once(logs, coco_images, tmp_path):
+    record = photograph_record(logs, coco_images)
+    thumbnails = Thumbnails(tmp_path / "images")
+    check = thumbnails.check(record)
+    assert (check.verdict, check.rendered_sha256, check.outlined) == ("match", record.image_sha256, "middle-right")
+    written = tmp_path / check.file
+    with Image.open(written) as image:
+        assert image.size == (THUMBNAIL_SIDE, round(426 * THUMBNAIL_SIDE / 640))
+    assert thumbnails.check(record) == check and thumbnails.rendered == 1
+    thumbnails.save_manifest()
+    stamp = written.stat().st_mtime_ns
+    again = Thumbnails(tmp_path / "images")
+    assert again.check(record) == check and again.rendered == 0 and written.stat().st_mtime_ns == stamp
+
+
+def test_a_hash_mismatch_and_a_missing_image_are_verdicts_not_errors(logs, coco_images, tmp_path):
+    thumbnails = Thumbnails(tmp_path / "images")
+    mismatch = thumbnails.check(photograph_record(logs, coco_images, image_sha256="f" * 64))
+    assert mismatch.verdict == "mismatch" and mismatch.file is not None
+    assert mismatch.rendered_sha256 == photograph_record(logs, coco_images).image_sha256
+    assert "not the image the model saw" in mismatch.note
+    gone = json.loads(first_record(logs).to_json())
+    gone["trial"]["image"] = {"kind": "file", "params": {"path": str(tmp_path / "moved.jpg")}}
+    unavailable = thumbnails.check(Record.from_json(json.dumps(gone)))
+    assert (unavailable.verdict, unavailable.file) == ("unavailable", None)
+    assert str(tmp_path / "moved.jpg") in unavailable.note
+
+
+def test_a_color_array_is_re_rendered_from_its_logged_parameters(logs, tmp_path):
+    record = first_record(logs)
+    check = Thumbnails(tmp_path / "images").check(record)
+    assert check.verdict == "match" and check.outlined == record.trial["subject"]
+    with Image.open(tmp_path / check.file) as image:
+        assert image.size == (384, 384)  # color arrays are shown at their own size, never resampled
+
+
+def test_site_data_carries_log_text_escaped(logs, tmp_path):
+    site = tmp_path / "site"
+    assert main(["view", str(logs), "--out", str(site)]) == 0
+    data = "".join(path.read_text(encoding="utf-8") for path in (site / "data").glob("run-*-*.js"))
+    assert "<script" not in data and "<b " not in data
+    assert json.dumps(SCRIPT_OUTPUT, ensure_ascii=False).replace("<", "\\u003c") in data
+    assert (site / "index.html").is_file() and (site / "images" / "manifest.json").is_file()
+    # A second build into the same folder is allowed and renders no image again.
+    images = {path: path.stat().st_mtime_ns for path in (site / "images").glob("*.png")}
+    assert main(["view", str(logs), "--out", str(site)]) == 0
+    assert {path: path.stat().st_mtime_ns for path in (site / "images").glob("*.png")} == images
+
+
+def one_error_line(capsys) -> str:
+    captured = capsys.readouterr()
+    lines = captured.err.strip().splitlines()
+    assert len(lines) == 1, captured.err
+    return lines[0]
+
+
+def test_a_missing_log_folder_is_named_and_nothing_is_written(tmp_path, capsys):
+    site = tmp_path / "site"
+    assert main(["view", str(tmp_path / "nowhere"), "--out", str(site)]) == 2
+    assert one_error_line(capsys) == f"convswap view: error: log folder {tmp_path / 'nowhere'} does not exist"
+    assert not site.exists()
+
+
+def test_view_needs_a_site_folder_or_serve(logs, capsys):
+    assert main(["view", str(logs)]) == 2
+    assert "give --out SITE to write the site, or --serve to serve it" in one_error_line(capsys)
+
+
+def test_a_folder_it_did_not_write_is_left_alone(logs, tmp_path, capsys):
+    site = tmp_path / "mine"
+    site.mkdir()
+    (site / "notes.txt").write_text("keep")
+    assert main(["view", str(logs), "--out", str(site)]) == 2
+    assert f"site folder {site} is not empty and was not written by convswap view" in one_error_line(capsys)
+    assert [path.name for path in site.iterdir()] == ["notes.txt"]
+
+
+def test_a_broken_log_line_is_named_and_nothing_is_written(logs, tmp_path, capsys):
+    broken = tmp_path / "logs"
+    shutil.copytree(logs, broken)
+    log = broken / "synthetic_spatial" / MODEL_FOLDER / "visible.jsonl"
+    lines = log.read_text().splitlines(keepends=True)
+    log.write_text(lines[0] + '{"experiment": "synthetic_spatial"\n' + "".join(lines[1:]))
+    site = tmp_path / "site"
+    assert main(["view", str(broken), "--out", str(site)]) == 2
+    assert one_error_line(capsys).startswith(f"convswap view: error: {log}:2: not a log record")
+    assert not site.exists()
+
+
+def test_a_missing_tables_folder_is_named_and_nothing_is_written(logs, tmp_path, capsys):
+    site = tmp_path / "site"
+    assert main(["view", str(logs), "--out", str(site), "--tables", str(tmp_path / "no-tables")]) == 2
+    assert one_error_line(capsys) == f"convswap view: error: tables folder {tmp_path / 'no-tables'} does not exist"
+    assert not site.exists()
+
+
+def test_serve_prints_a_loopback_address_that_serves_the_index(logs):
+    command = [sys.executable, "-m", "convswap", "view", str(logs), "--serve"]
+    records = sum(len(path.read_text().splitlines()) for path in logs.rglob("*.jsonl"))
+    runs = len({path.parent for path in logs.rglob("*.jsonl")})  # one model folder per run
+    server = subprocess.Popen(command, cwd=REPO_ROOT, stdout=subprocess.PIPE, text=True)
+    try:
+        # Lines end at exit too, so a server that fails to start cannot hang the test here.
+        first, second = server.stdout.readline(), server.stdout.readline()
+        assert first.startswith(f"{records} records in {runs} runs: file://"), first
+        assert second.startswith("serving ") and " at http://127.0.0.1:" in second
+        address = second.split(" at ")[1].split()[0]
+        with urllib.request.urlopen(address + "index.html", timeout=10) as response:
+            page = response.read().decode("utf-8")
+        assert response.status == 200 and "<h1>convswap view</h1>" in page and "color_ladder" in page
+        with urllib.request.urlopen(address + "view.js", timeout=10) as response:
+            assert b"convswapLoaded" in response.read()
+    finally:
+        server.terminate()
+        server.wait(timeout=10)
