@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import argparse
+import sys
 from pathlib import Path
 
 from convswap.analysis.generate import generate
 from convswap.analysis.stats import MIN_RESAMPLES
 from convswap.cli import add_model_arguments
 from convswap.core import CONDITIONS, ConvswapError
+from convswap.experiments.logs import RETRIED_STATUS
 from convswap.experiments.merge import merge_tree
 from convswap.experiments.plan import default_plan_dir
 from convswap.experiments.plan_commands import PLAN_DIR_HELP
@@ -106,7 +108,15 @@ def run_command(args: argparse.Namespace) -> int:
         vocabulary=args.vocabulary,
         coco=args.coco,
     )
-    print(report(run_experiment(request, progress=not args.no_progress)))
+    result = run_experiment(request, progress=not args.no_progress)
+    print(report(result))
+    if result.written and result.failed == result.written:
+        print(
+            f"convswap run: error: every one of the {result.written} requests failed ({RETRIED_STATUS}); nothing was "
+            "scored. Run the same command again to retry them",
+            file=sys.stderr,
+        )
+        return 1
     return 0
 
 
@@ -156,6 +166,10 @@ def report(result: RunResult) -> str:
     if plan.design.stimuli == "calibration":
         return f"{plan.id}{where}: vocabulary at {result.vocabulary}"
     lines = [f"{plan.id}{where}: {result.written} records written, {result.already_done} already on disk"]
+    if result.retried:
+        lines[0] += f", {result.retried} failed requests retried (their first records kept in *.attempts)"
+    if result.failed:
+        lines[0] += f", {result.failed} of them failed ({RETRIED_STATUS}; a rerun retries them)"
     lines += [f"log: {path}" for path in result.logs]
     if result.vocabulary is not None:
         lines.append(f"vocabulary: {result.vocabulary}")

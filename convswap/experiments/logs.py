@@ -14,7 +14,10 @@ A record is one line, written with a single append and synced before the next
 one starts: after a `kill -9` a log holds whole records and at most one partial
 last line, which `read_records(..., repair=True)` cuts off.  A unit (model,
 condition, convention, trial) is written once; a resumed run skips the units
-already on disk.
+already on disk, except those whose request failed for good (`api_error`):
+`set_aside_failed` moves those records to `<log>.attempts` (JSON lines, but
+no log reader's `*.jsonl`), so that the rerun's record is the unit's only one
+in the log and no attempt is lost.
 """
 
 from __future__ import annotations
@@ -88,6 +91,34 @@ def read_records(path: Path, *, repair: bool = False) -> list[Record]:
         except (UnicodeDecodeError, json.JSONDecodeError, TypeError, KeyError) as error:
             raise ConvswapError(f"{path}:{number}: not a log record ({error})") from error
     return records
+
+
+RETRIED_STATUS = "api_error"  # a request that failed for good: what a rerun sends again
+
+
+def attempts_path(log: Path) -> Path:
+    return log.with_name(log.name + ".attempts")
+
+
+def set_aside_failed(log: Path) -> int:
+    """Move the log's `api_error` records to its attempts file, so that a rerun retries their units.
+
+    The attempts file is appended (and synced) before the log is rewritten
+    without them, atomically: a kill at any moment loses no record, and a
+    record already set aside by a killed earlier call is not added twice.
+    """
+    failed = [record for record in read_records(log, repair=True) if record.parse_status == RETRIED_STATUS]
+    if not failed:
+        return 0
+    archive = attempts_path(log)
+    kept = set(archive.read_text(encoding="utf-8").splitlines()) if archive.exists() else set()
+    with RecordWriter(archive) as writer:
+        for record in failed:
+            if record.to_json() not in kept:
+                writer.write(record)
+    remaining = [record for record in read_records(log) if record.parse_status != RETRIED_STATUS]
+    atomic_write_text(log, "".join(record.to_json() + "\n" for record in remaining))
+    return len(failed)
 
 
 def has_partial_tail(path: Path) -> bool:

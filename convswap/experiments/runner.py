@@ -11,7 +11,9 @@ A run
    exist and the plan asks for both;
 4. appends each record whole and synced (`convswap.experiments.logs`), skipping
    the units already on disk, so a run killed at any moment and started again
-   ends with every unit exactly once.
+   ends with every unit exactly once.  Units whose API request failed for good
+   (`api_error`) are not done: a rerun sets their records aside in the log's
+   attempts file and sends them again.
 
 How each query is read and scored is `convswap.experiments.reading`'s.
 
@@ -49,6 +51,7 @@ from convswap.core import ConvswapError, Prompt, Record, Trial
 from convswap.experiments.launcher import launcher_shard, local_rank
 from convswap.experiments.ledger import Ledger
 from convswap.experiments.logs import (
+    RETRIED_STATUS,
     Expected,
     RecordWriter,
     Unit,
@@ -57,6 +60,7 @@ from convswap.experiments.logs import (
     model_folder,
     model_slug,
     read_records,
+    set_aside_failed,
     write_expected,
 )
 from convswap.experiments.plan import Plan, default_plan_dir, find_experiment, load_plan
@@ -109,6 +113,8 @@ class RunResult:
     logs: list[Path] = field(default_factory=list)
     written: int = 0
     already_done: int = 0
+    retried: int = 0  # failed (api_error) records of an earlier run set aside and sent again
+    failed: int = 0  # records written by this run whose request failed for good
     vocabulary: Path | None = None
     summary: list[ConventionSummary] = field(default_factory=list)
     first_token_refused: dict[tuple[str, ...], str] = field(default_factory=dict)
@@ -209,7 +215,7 @@ def run_experiment(request: RunRequest, backend: Backend | None = None, progress
     _mkdir(result.folder)
     for condition in conditions:
         write_expected(result.folder, _expected(plan, plan_hash, request, condition, trials))
-    done = _units_on_disk(result.folder, conditions, shard, {t.trial_id: t for t in trials})
+    done, result.retried = _units_on_disk(result.folder, conditions, shard, {t.trial_id: t for t in trials})
     mine = shard_trials(trials, shard)
     work = _pending(plan, request.model, mine, conditions, done)
     pending = sum(len(prompts) for _, asks in work for _, prompts in asks)
@@ -235,6 +241,7 @@ def run_experiment(request: RunRequest, backend: Backend | None = None, progress
                 for record in records:
                     writers[record.condition].write(record)
                     result.written += 1
+                    result.failed += record.parse_status == RETRIED_STATUS
                     bar.update(1)
     finally:
         for writer in writers.values():
@@ -366,25 +373,37 @@ def _conventions(plan: Plan, task: str) -> tuple[str, ...]:
 
 def _units_on_disk(
     folder: Path, conditions: Sequence[str], shard: tuple[int, int], trials: dict[str, Trial]
-) -> set[Unit]:
-    """Units already written by any process; this process's own log is repaired (a killed write cut off).
+) -> tuple[set[Unit], int]:
+    """Units already written by any process, and how many failed records of this process's own log were set
+    aside for retrying; that log is repaired (a killed write cut off) first.
 
     A record whose trial differs from the trial of that id now (another
     vocabulary, another COCO selection) is refused: the log would mix stimuli.
+    So is a unit found twice with different content, which no reader could
+    resolve.
     """
-    done: set[Unit] = set()
+    done: dict[Unit, tuple[str, str]] = {}  # unit -> (where it was read, its record)
+    set_aside = 0
     for condition in conditions:
         own = folder / log_name(condition, shard)
+        if own.exists():
+            set_aside += set_aside_failed(own)
         for path in log_files(folder, condition):
-            for record in read_records(path, repair=path == own):
+            for number, record in enumerate(read_records(path), start=1):
                 trial = trials.get(record.trial_id)
                 if trial is not None and _stimulus(record.trial) != _stimulus(trial.to_json()):
                     raise ConvswapError(
                         f"{path}: trial {record.trial_id} was run on other stimuli than this run draws (a different "
                         "vocabulary or COCO folder); write this run to another --out, or move that log away"
                     )
-                done.add(record.unit)
-    return done
+                where, line = f"{path}:{number}", record.to_json()
+                first_where, first_line = done.setdefault(record.unit, (where, line))
+                if first_line != line:
+                    raise ConvswapError(
+                        f"{where}: a second, different record of {' '.join(record.unit)} (the first at "
+                        f"{first_where}); keep one of them before running again"
+                    )
+    return set(done), set_aside
 
 
 def _stimulus(trial_json: dict[str, Any]) -> dict[str, Any]:
