@@ -90,8 +90,9 @@ def request_key(api: str, base_url: str | None, request: Mapping[str, Any]) -> s
     """sha256 of the whole request (model, turns, image bytes, temperature, budget) and where it goes.
 
     The endpoint is part of the key because the same model name on another
-    server (a local vLLM, say) is another model.  The API key is never part of
-    a request as built here.
+    server (a local vLLM, say) is another model; it is the URL the client
+    really sends to, whether it came from an option or the SDK's environment
+    variable.  The API key is never part of a request as built here.
     """
     return sha256_hex(canonical_json({"api": api, "base_url": base_url, "request": request}))
 
@@ -336,7 +337,7 @@ class ApiBackend(Backend):
         self._cache.close()
 
     def _answer(self, request: dict[str, Any]) -> Generation:
-        key = request_key(self.api, self.settings.base_url, request)
+        key = request_key(self.api, self._endpoint(), request)
         reply = self._cache.get(key)
         if reply is not None:
             self.counters.add("cache_hits")
@@ -374,6 +375,10 @@ class ApiBackend(Backend):
     @abstractmethod
     def _request(self, turns: tuple[Turn, ...], image_base64: str, budget: int) -> dict[str, Any]:
         """The JSON-able request (model, turns with the PNG inline, temperature 0, output budget)."""
+
+    @abstractmethod
+    def _endpoint(self) -> str:
+        """The base URL the client sends every request to, however it was configured."""
 
     @abstractmethod
     def _send(self, request: dict[str, Any]) -> str:
