@@ -26,6 +26,7 @@ vocabulary that drew their stimuli.
 
 from __future__ import annotations
 
+import contextlib
 import tempfile
 from collections import deque
 from collections.abc import Callable, Iterable, Iterator, Sequence
@@ -48,6 +49,7 @@ from convswap.calibration.vocabulary import (
 )
 from convswap.conventions import CONVENTIONS, render
 from convswap.core import ConvswapError, Prompt, Record, Trial
+from convswap.experiments.folder_lock import lock_name, locked
 from convswap.experiments.launcher import launcher_shard, local_rank
 from convswap.experiments.ledger import Ledger
 from convswap.experiments.logs import (
@@ -144,6 +146,15 @@ def prepare_out(out: Path) -> Path:
     return out
 
 
+def _remove_if_unused(folders: list[Path], shard: tuple[int, int]) -> None:
+    """Remove the folders a failed run created, deepest first, where it left nothing but its lock file."""
+    for folder in reversed(folders):
+        with contextlib.suppress(OSError):
+            if {path.name for path in folder.iterdir()} <= {lock_name(shard)}:
+                (folder / lock_name(shard)).unlink(missing_ok=True)
+                folder.rmdir()
+
+
 def _mkdir(folder: Path) -> None:
     try:
         folder.mkdir(parents=True, exist_ok=True)
@@ -191,30 +202,69 @@ def check_plan_versions(experiment_folder: Path, plan_hash: str) -> None:
 
 
 def run_experiment(request: RunRequest, backend: Backend | None = None, progress: bool = True) -> RunResult:
-    """Run (or resume) one registered experiment on one model; see the module docstring."""
+    """Run (or resume) one registered experiment on one model; see the module docstring.
+
+    The run holds its log folder's lock (`convswap.experiments.folder_lock`)
+    from before it reads what is on disk until its last record is written.
+    """
     plan, plan_hash = registered_plan(request.plan_dir, request.experiment)
     shard = request.shard or launcher_shard()
     conditions = _conditions(plan, request.conditions)
     _check_request(plan, request)
     vocabulary = load_vocabulary(request.vocabulary) if request.vocabulary is not None else None
+    folder = model_folder(request.out, plan.id, request.model, request.quant)
+    new_folders = [path for path in (request.out, folder.parent, folder) if not path.exists()]
+    try:
+        return _run_locked(request, backend, progress, plan, plan_hash, shard, conditions, vocabulary, folder)
+    except BaseException:
+        _remove_if_unused(new_folders, shard)
+        raise
+
+
+def _run_locked(
+    request: RunRequest,
+    backend: Backend | None,
+    progress: bool,
+    plan: Plan,
+    plan_hash: str,
+    shard: tuple[int, int],
+    conditions: tuple[str, ...],
+    vocabulary: Vocabulary | None,
+    folder: Path,
+) -> RunResult:
     out = prepare_out(request.out)
-    check_plan_versions(out / plan.id, plan_hash)
-    if vocabulary is not None:
-        _check_kept_vocabulary(vocabulary, out, request)
-    if backend is None:
-        backend = load_backend(request.model, **_backend_options(request, shard))
-    if plan.design.stimuli == CALIBRATION_EXPERIMENT:
-        path, _ = _calibrated(backend, out, request, shard, plan.id)
-        return RunResult(plan, plan_hash, path.parent, shard, vocabulary=path)
-    result = RunResult(plan, plan_hash, model_folder(out, plan.id, request.model, request.quant), shard)
-    if vocabulary is not None:
-        result.vocabulary = _keep_with_logs(vocabulary, out, request)
-    elif needs_vocabulary(plan):
-        result.vocabulary, vocabulary = _calibrated(backend, out, request, shard, plan.id)
-    trials = build_trials(plan, Sources(vocabulary, request.coco), request.limit)
-    _mkdir(result.folder)
-    for condition in conditions:
-        write_expected(result.folder, _expected(plan, plan_hash, request, condition, trials))
+    _mkdir(folder)
+    with locked(folder, shard):
+        check_plan_versions(out / plan.id, plan_hash)
+        if vocabulary is not None:
+            _check_kept_vocabulary(vocabulary, out, request)
+        if backend is None:
+            backend = load_backend(request.model, **_backend_options(request, shard))
+        if plan.design.stimuli == CALIBRATION_EXPERIMENT:
+            path, _ = _calibrated(backend, out, request, shard, plan.id)
+            return RunResult(plan, plan_hash, path.parent, shard, vocabulary=path)
+        result = RunResult(plan, plan_hash, folder, shard)
+        if vocabulary is not None:
+            result.vocabulary = _keep_with_logs(vocabulary, out, request)
+        elif needs_vocabulary(plan):
+            result.vocabulary, vocabulary = _calibrated(backend, out, request, shard, plan.id)
+        trials = build_trials(plan, Sources(vocabulary, request.coco), request.limit)
+        for condition in conditions:
+            write_expected(folder, _expected(plan, plan_hash, request, condition, trials))
+        _run_trials(result, request, backend, trials, conditions, progress)
+        return result
+
+
+def _run_trials(
+    result: RunResult,
+    request: RunRequest,
+    backend: Backend,
+    trials: list[Trial],
+    conditions: tuple[str, ...],
+    progress: bool,
+) -> None:
+    """Read and append every unit of this process's trials not yet on disk; the summary of the whole folder."""
+    plan, plan_hash, shard = result.plan, result.plan_hash, result.shard
     done, result.retried = _units_on_disk(result.folder, conditions, shard, {t.trial_id: t for t in trials})
     mine = shard_trials(trials, shard)
     work = _pending(plan, request.model, mine, conditions, done)
@@ -246,10 +296,11 @@ def run_experiment(request: RunRequest, backend: Backend | None = None, progress
     finally:
         for writer in writers.values():
             writer.close()
+            if writer.path.stat().st_size == 0:  # nothing was written to it: leave no empty log behind
+                writer.path.unlink()
     result.logs = [writer.path for writer in writers.values()]
     result.first_token_refused = reader.refusals()
     result.summary = summarize(all_records(result.folder, conditions), plan)
-    return result
 
 
 def in_order(function: Callable[[T], R], items: Iterable[T], workers: int) -> Iterator[R]:
