@@ -3,13 +3,19 @@
 Each area owns its subcommands in a `commands` module exposing
 `register(subparsers)`; a subcommand's handler takes the parsed arguments and
 returns an exit status.  A `ConvswapError` anywhere becomes one line on stderr
-and exit status 2.
+and exit status 2; Ctrl-C, one line and exit status 130.
+
+The commands modules import only what building the parser needs; each handler
+imports its heavy modules (numpy, torch, transformers, scipy, the API SDKs)
+itself, so that `convswap --help` is quick and Ctrl-C during start-up is
+still answered with one line.
 """
 
 from __future__ import annotations
 
 import argparse
 import importlib
+import os
 import sys
 
 from convswap import __version__
@@ -51,19 +57,25 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = build_parser()
-    args = parser.parse_args(argv)
-    if not getattr(args, "handler", None):
-        parser.print_help()
-        return 2
+    command = "convswap"
     try:
+        parser = build_parser()
+        args = parser.parse_args(argv)
+        if not getattr(args, "handler", None):
+            parser.print_help()
+            return 2
+        command = f"convswap {args.command}"
         return int(args.handler(args) or 0)
     except ConvswapError as error:
-        print(f"convswap {args.command}: error: {error}", file=sys.stderr)
+        print(f"{command}: error: {error}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:
-        print(f"convswap {args.command}: interrupted", file=sys.stderr)
-        return 130
+        print(f"{command}: interrupted", file=sys.stderr)
+        sys.stderr.flush()
+        sys.stdout.flush()
+        # At once: a worker thread may be blocked in a request that only its timeout ends, and the
+        # interpreter's normal exit joins every worker thread.  Each record is already whole on disk.
+        os._exit(130)
 
 
 if __name__ == "__main__":

@@ -6,11 +6,8 @@ import argparse
 import sys
 from pathlib import Path
 
-from convswap.analysis.check_numbers import missing_numbers
-from convswap.analysis.generate import generate
-from convswap.analysis.stats import MIN_RESAMPLES
 from convswap.core import ConvswapError
-from convswap.experiments.plan import default_plan_dir
+from convswap.defaults import MIN_RESAMPLES
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -56,6 +53,8 @@ def run_tables(args: argparse.Namespace) -> int:
     plan_dir = args.plan_dir if args.plan_dir is not None else _default_plan_dir()
     if plan_dir is not None and not plan_dir.is_dir():
         raise ConvswapError(f"plan folder {plan_dir} does not exist")
+    from convswap.analysis.generate import generate
+
     summary = generate(args.logdir, args.out, plan_dir=plan_dir, seed=args.seed, resamples=args.resamples)
     print(
         f"{args.out}: {len(summary.written)} files written, {len(summary.skipped)} skipped for missing inputs, "
@@ -65,6 +64,8 @@ def run_tables(args: argparse.Namespace) -> int:
 
 
 def _default_plan_dir() -> Path | None:
+    from convswap.experiments.plan import default_plan_dir
+
     try:
         return default_plan_dir()
     except ConvswapError:
@@ -73,6 +74,8 @@ def _default_plan_dir() -> Path | None:
 
 
 def run_check_numbers(args: argparse.Namespace) -> int:
+    from convswap.analysis.check_numbers import missing_numbers
+
     missing, checked = missing_numbers(args.manuscript, args.outdir)
     for number in missing:
         print(f"{number.path}:{number.line}: {number.text} does not appear in {args.outdir}")

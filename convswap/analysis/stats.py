@@ -16,8 +16,8 @@ from statsmodels.stats.contingency_tables import mcnemar as statsmodels_mcnemar
 
 from convswap.analysis.loading import is_scored, score_key, unscored_counts
 from convswap.core import ConvswapError, Record
+from convswap.defaults import MIN_RESAMPLES
 
-MIN_RESAMPLES = 10_000
 Alternative = Literal["two-sided", "less", "greater"]
 
 

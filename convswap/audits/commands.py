@@ -5,15 +5,11 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from convswap.audits.log_audit import audit_folder
-from convswap.audits.model_audit import DEFAULT_COLOR_WORDS, audit_model, default_alphabets, effective_budget
-from convswap.audits.model_report import format_model_audit
-from convswap.audits.report import format_report
-from convswap.calibration.vocabulary import load_vocabulary
 from convswap.cli import add_model_arguments
 from convswap.core import ConvswapError
+from convswap.defaults import DEFAULT_COLOR_WORDS
 from convswap.readout.base import DEFAULT_MAX_NEW_TOKENS
-from convswap.readout.registry import backend_options, load_backend
+from convswap.readout.registry import backend_options
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -66,6 +62,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 
 def run_audit(args: argparse.Namespace) -> int:
+    from convswap.audits.log_audit import audit_folder
+    from convswap.audits.report import format_report
+
     records, results = audit_folder(args.logdir, args.vocabulary, seed=args.seed)
     print(format_report(results))
     failed = [result.name for result in results if not result.passed]
@@ -76,6 +75,11 @@ def run_audit(args: argparse.Namespace) -> int:
 def run_audit_model(args: argparse.Namespace) -> int:
     if args.max_new_tokens < 1:
         raise ConvswapError(f"--max-new-tokens must be at least 1, got {args.max_new_tokens}")
+    from convswap.audits.model_audit import audit_model, default_alphabets, effective_budget
+    from convswap.audits.model_report import format_model_audit
+    from convswap.calibration.vocabulary import load_vocabulary
+    from convswap.readout.registry import load_backend
+
     if args.vocabulary is not None:
         alphabets = default_alphabets(load_vocabulary(args.vocabulary).words, f"vocabulary {args.vocabulary}")
     else:

@@ -44,6 +44,7 @@ from typing import Any
 from tqdm import tqdm
 
 from convswap.core import ColorAnchor, ConvswapError, Prompt
+from convswap.defaults import CALIBRATION_PROMPT
 from convswap.fileio import atomic_write_text
 from convswap.readout.base import DEFAULT_MAX_NEW_TOKENS, Backend, Query
 from convswap.readout.parse import ends_mid_word, normalize_word
@@ -51,7 +52,6 @@ from convswap.stimuli.arrays import SWATCH_GRID_STEP, SWATCH_PLACEMENTS, swatch_
 from convswap.stimuli.color import DEFAULT_WHEEL, Wheel
 from convswap.stimuli.render import render_image
 
-CALIBRATION_PROMPT = "What color is the square in this image? Answer with a single color word and nothing else."
 CALIBRATION_CONVENTION = "calibration"
 MIN_ANCHOR_SEPARATION = 40
 HELD_OUT_NEAR = 10

@@ -5,16 +5,15 @@ from __future__ import annotations
 import argparse
 import sys
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-from convswap.analysis.generate import generate
-from convswap.analysis.stats import MIN_RESAMPLES
 from convswap.cli import add_model_arguments
 from convswap.core import CONDITIONS, ConvswapError
-from convswap.experiments.logs import RETRIED_STATUS
-from convswap.experiments.merge import merge_tree
-from convswap.experiments.plan import default_plan_dir
+from convswap.experiments.logs import DEFAULT_OUT, RETRIED_STATUS
 from convswap.experiments.plan_commands import PLAN_DIR_HELP
-from convswap.experiments.runner import CALIBRATION_EXPERIMENT, DEFAULT_OUT, RunRequest, RunResult, run_experiment
+
+if TYPE_CHECKING:
+    from convswap.experiments.runner import RunResult
 
 DEFAULT_DEMO_MODEL = "sim:qwen3vl-like"
 DEFAULT_DEMO_OUT = Path("runs") / "demo"
@@ -96,6 +95,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 
 def run_command(args: argparse.Namespace) -> int:
+    from convswap.experiments.runner import RunRequest, run_experiment
+
     request = RunRequest(
         experiment=args.experiment,
         model=args.model,
@@ -121,6 +122,8 @@ def run_command(args: argparse.Namespace) -> int:
 
 
 def merge_command(args: argparse.Namespace) -> int:
+    from convswap.experiments.merge import merge_tree
+
     for merged in merge_tree(args.folder):
         removed = f", {len(merged.removed)} shard(s) removed" if merged.removed else ""
         print(f"{merged.path}: {merged.records} records, none missing, none duplicated{removed}")
@@ -134,6 +137,11 @@ def demo_command(args: argparse.Namespace) -> int:
 
 def run_demo(out: Path, model: str, limit: int, coco: Path | None, plan_dir: Path | None) -> Path:
     """Calibrate, run every demo experiment, regenerate the tables and print the main ones; returns the tables folder."""
+    from convswap.analysis.generate import generate
+    from convswap.defaults import MIN_RESAMPLES
+    from convswap.experiments.plan import default_plan_dir
+    from convswap.experiments.runner import CALIBRATION_EXPERIMENT, RunRequest, run_experiment
+
     try:
         out.mkdir(parents=True, exist_ok=True)
     except OSError as error:

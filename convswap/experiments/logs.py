@@ -32,6 +32,7 @@ from typing import Any
 from convswap.core import ConvswapError, Record, canonical_json
 from convswap.fileio import atomic_write_text
 
+DEFAULT_OUT = Path("runs")
 Unit = tuple[str, str, str, str]  # (model, condition, convention, trial_id), as Record.unit
 
 _SHARD_NAME = re.compile(r"^(?P<condition>[a-z]+)(?:\.shard(?P<index>\d+)of(?P<count>\d+))?\.jsonl$")

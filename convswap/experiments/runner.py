@@ -53,6 +53,7 @@ from convswap.experiments.folder_lock import lock_name, locked
 from convswap.experiments.launcher import launcher_shard, local_rank
 from convswap.experiments.ledger import Ledger
 from convswap.experiments.logs import (
+    DEFAULT_OUT,
     RETRIED_STATUS,
     Expected,
     RecordWriter,
@@ -84,7 +85,6 @@ from convswap.stimuli.render import image_sha256, render_image
 T = TypeVar("T")
 R = TypeVar("R")
 
-DEFAULT_OUT = Path("runs")
 CALIBRATION_EXPERIMENT = "calibration"
 VOCABULARY_NAME = "vocabulary.json"
 
@@ -293,6 +293,9 @@ def _run_trials(
                     result.written += 1
                     result.failed += record.parse_status == RETRIED_STATUS
                     bar.update(1)
+    except KeyboardInterrupt:
+        backend.cancel()  # no further request; every record written so far is whole, so a rerun resumes
+        raise
     finally:
         for writer in writers.values():
             writer.close()
@@ -312,18 +315,21 @@ def in_order(function: Callable[[T], R], items: Iterable[T], workers: int) -> It
     if workers <= 1:
         yield from map(function, items)
         return
-    with ThreadPoolExecutor(max_workers=workers) as pool:
-        in_flight: deque[Future[R]] = deque()
-        try:
-            for item in items:
-                in_flight.append(pool.submit(function, item))
-                if len(in_flight) >= workers:
-                    yield in_flight.popleft().result()
-            while in_flight:
+    pool = ThreadPoolExecutor(max_workers=workers)
+    in_flight: deque[Future[R]] = deque()
+    try:
+        for item in items:
+            in_flight.append(pool.submit(function, item))
+            if len(in_flight) >= workers:
                 yield in_flight.popleft().result()
-        finally:
-            for future in in_flight:
-                future.cancel()
+        while in_flight:
+            yield in_flight.popleft().result()
+    except BaseException:
+        # Ctrl-C or a failure: drop what has not started and do not wait for what has (a request
+        # on the wire may hang until its timeout); the caller cancels the backend.
+        pool.shutdown(wait=False, cancel_futures=True)
+        raise
+    pool.shutdown()
 
 
 def _check_request(plan: Plan, request: RunRequest) -> None:

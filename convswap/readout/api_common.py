@@ -153,6 +153,10 @@ class Failure:
     retry_after: float | None = None
 
 
+class RequestCancelled(Exception):
+    """The backend was cancelled (Ctrl-C): the request is not sent, and nothing is recorded for it."""
+
+
 class RequestFailed(Exception):
     def __init__(self, failure: Failure, attempts: int) -> None:
         super().__init__(failure.reason)
@@ -212,15 +216,23 @@ class RetryPolicy:
             delay = max(delay, min(retry_after, self.max_delay))
         return delay
 
-    def call(self, send: Callable[[], T], classify: Callable[[Exception], Failure | None]) -> tuple[T, int]:
+    def call(
+        self,
+        send: Callable[[], T],
+        classify: Callable[[Exception], Failure | None],
+        cancelled: threading.Event | None = None,
+    ) -> tuple[T, int]:
         """send() until it succeeds; returns (result, attempts) or raises RequestFailed.
 
         Exceptions that `classify` does not recognise (None) are bugs, not API
-        failures, and propagate unchanged.
+        failures, and propagate unchanged.  Once `cancelled` is set no attempt
+        is sent (RequestCancelled), however long the wait before it was.
         """
         attempt, waited = 0, 0.0
         while True:
             attempt += 1
+            if cancelled is not None and cancelled.is_set():
+                raise RequestCancelled()
             try:
                 return send(), attempt
             except Exception as error:
@@ -314,6 +326,7 @@ class ApiBackend(Backend):
         self._served_model: str | None = None
         self._cache = ResponseCache(settings.cache_path)
         self._pool = ThreadPoolExecutor(max_workers=settings.concurrency, thread_name_prefix=f"convswap-{self.api}")
+        self._cancelled = threading.Event()
         self.parallel_queries = settings.concurrency
 
     @classmethod
@@ -336,6 +349,15 @@ class ApiBackend(Backend):
         self._pool.shutdown(wait=True)
         self._cache.close()
 
+    def cancel(self) -> None:
+        """Send nothing more: queued requests are dropped, and a request waiting to retry is not retried.
+
+        A request already on the wire is left to its timeout; whoever cancels
+        does not wait for it (the CLI exits at once).
+        """
+        self._cancelled.set()
+        self._pool.shutdown(wait=False, cancel_futures=True)
+
     def _answer(self, request: dict[str, Any]) -> Generation:
         key = request_key(self.api, self._endpoint(), request)
         reply = self._cache.get(key)
@@ -343,7 +365,9 @@ class ApiBackend(Backend):
             self.counters.add("cache_hits")
         else:
             try:
-                reply, attempts = self.settings.retry.call(lambda: self._counted_send(request), self._scrubbed)
+                reply, attempts = self.settings.retry.call(
+                    lambda: self._counted_send(request), self._scrubbed, self._cancelled
+                )
             except RequestFailed as failed:
                 return self._failed(failed)
             self.counters.add("retries", attempts - 1)
