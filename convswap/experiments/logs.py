@@ -122,6 +122,12 @@ def set_aside_failed(log: Path) -> int:
     return len(failed)
 
 
+def torn_line(path: Path) -> int | None:
+    """The line number of a partial last line (what a killed writer leaves), or None when the log ends whole."""
+    data = path.read_bytes()
+    return data.count(b"\n") + 1 if data and not data.endswith(b"\n") else None
+
+
 def has_partial_tail(path: Path) -> bool:
     data = path.read_bytes()
     return bool(data) and not data.endswith(b"\n")
