@@ -17,10 +17,13 @@ import argparse
 import importlib
 import os
 import sys
+from pathlib import Path
 
 from convswap import __version__
 from convswap.core import ConvswapError
 from convswap.readout.base import QUANTIZATIONS
+
+MAX_NAME_BYTES = 255  # NAME_MAX of ext4, xfs, btrfs, APFS and NTFS alike
 
 # In the order a study uses them: stimuli and prompts, the plan, calibration,
 # runs, audits, then tables.
@@ -56,6 +59,32 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def check_path_arguments(args: argparse.Namespace) -> None:
+    """Refuse a path argument that no file system takes or no log can record, before anything is written.
+
+    Logs and reports record paths as UTF-8 text, so a name that is not valid
+    UTF-8 (bytes that arrived as surrogates) is refused here rather than after
+    a file was opened for it; so is a name too long for any file system.
+    """
+    for name, value in vars(args).items():
+        for path in value if isinstance(value, list) else [value]:
+            if not isinstance(path, Path):
+                continue
+            option = name.replace("_", "-")
+            try:
+                str(path).encode("utf-8")
+            except UnicodeEncodeError:
+                raise ConvswapError(
+                    f"the {option} path {os.fsencode(path)!r} is not valid UTF-8 (logs record paths as text)"
+                ) from None
+            too_long = [part for part in path.parts if len(os.fsencode(part)) > MAX_NAME_BYTES]
+            if too_long:
+                raise ConvswapError(
+                    f"the {option} path has a name of {len(os.fsencode(too_long[0]))} bytes ({too_long[0][:20]}...), "
+                    f"more than a file system allows ({MAX_NAME_BYTES})"
+                )
+
+
 def main(argv: list[str] | None = None) -> int:
     command = "convswap"
     try:
@@ -65,9 +94,14 @@ def main(argv: list[str] | None = None) -> int:
             parser.print_help()
             return 2
         command = f"convswap {args.command}"
+        check_path_arguments(args)
         return int(args.handler(args) or 0)
     except ConvswapError as error:
         print(f"{command}: error: {error}", file=sys.stderr)
+        return 2
+    except OSError as error:  # a fault of the disk or a path that no check above foresaw: still one line
+        where = f"{os.fsencode(error.filename)!r}: " if error.filename is not None else ""
+        print(f"{command}: error: {where}{error.strerror or error}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:
         print(f"{command}: interrupted", file=sys.stderr)

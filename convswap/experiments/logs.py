@@ -22,6 +22,7 @@ in the log and no attempt is lost.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import re
@@ -147,12 +148,20 @@ class RecordWriter:
             _sync_folder(path.parent)
 
     def write(self, record: Record) -> None:
+        """Append one record; on a failed write (disk full, a file-size limit) the log is cut back to whole
+        records and the failure is a ConvswapError naming the log and the cause."""
         data = (record.to_json() + "\n").encode("utf-8")
-        # One write normally lands the whole line; the loop covers a short write.
-        view = memoryview(data)
-        while view:
-            view = view[os.write(self._fd, view) :]
-        os.fsync(self._fd)
+        end = os.fstat(self._fd).st_size
+        try:
+            # One write normally lands the whole line; the loop covers a short write.
+            view = memoryview(data)
+            while view:
+                view = view[os.write(self._fd, view) :]
+            os.fsync(self._fd)
+        except OSError as error:
+            with contextlib.suppress(OSError):
+                os.ftruncate(self._fd, end)
+            raise ConvswapError(f"cannot write the log {self.path}: {error.strerror}") from error
 
     def close(self) -> None:
         os.close(self._fd)
