@@ -28,7 +28,7 @@ def atomic_open(path: str | os.PathLike[str], mode: str = "w") -> Iterator[TextI
     try:
         fd, tmp_name = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=folder)
     except OSError as error:
-        raise ConvswapError(f"cannot write {target}: {error.strerror}") from error
+        raise ConvswapError(f"cannot write to {folder}: {error.strerror}") from error
     try:
         # mkstemp creates the file private (0600); the result should carry the
         # permissions any other file written here would get.

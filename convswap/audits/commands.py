@@ -11,7 +11,7 @@ from convswap.core import ConvswapError
 from convswap.defaults import DEFAULT_COLOR_WORDS
 from convswap.experiments.plan_commands import PLAN_DIR_HELP
 from convswap.readout.base import DEFAULT_MAX_NEW_TOKENS
-from convswap.readout.registry import backend_options
+from convswap.readout.registry import backend_options, load_backend
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -86,7 +86,6 @@ def run_audit_model(args: argparse.Namespace) -> int:
     from convswap.audits.model_audit import audit_model, default_alphabets, effective_budget
     from convswap.audits.model_report import format_model_audit
     from convswap.calibration.vocabulary import load_vocabulary
-    from convswap.readout.registry import load_backend
 
     if args.vocabulary is not None:
         alphabets = default_alphabets(load_vocabulary(args.vocabulary).words, f"vocabulary {args.vocabulary}")

@@ -9,7 +9,7 @@ from convswap.cli import add_model_arguments
 from convswap.core import ConvswapError
 from convswap.defaults import CALIBRATION_PROMPT
 from convswap.readout.base import DEFAULT_MAX_NEW_TOKENS
-from convswap.readout.registry import backend_options
+from convswap.readout.registry import backend_options, load_backend
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -39,7 +39,6 @@ def run_calibrate(args: argparse.Namespace) -> int:
     if args.out.is_dir():  # refused now rather than after every swatch has been paid for
         raise ConvswapError(f"--out: {args.out} is a folder; give the vocabulary file's path")
     from convswap.calibration.vocabulary import calibrate, save_vocabulary
-    from convswap.readout.registry import load_backend
 
     backend = load_backend(args.model, **backend_options(args.quant, args.dtype))
     vocabulary = calibrate(backend, max_new_tokens=args.max_new_tokens)
