@@ -24,6 +24,14 @@ DEMO_COCO_EXPERIMENT = "coco_locate_identify"
 # conventions differ, as the spec's Qwen pair does, so Table 4 shows rank inversions.
 DEMO_CROSS_MODEL_EXPERIMENT = "cross_model"
 DEMO_SECOND_MODEL = "sim:qwen25vl-like"
+# Each unscored parse status gets its own column: a truncation or an API error is not a parse failure.
+UNSCORED_COLUMNS = {
+    "unparseable": "unparseable",
+    "empty": "empty",
+    "truncated": "truncated",
+    "refused": "refused",
+    RETRIED_STATUS: "api errors",
+}
 MAIN_TABLES = (
     "table1_color_ladder",
     "table2_coco",
@@ -140,12 +148,8 @@ def run_demo(out: Path, model: str, limit: int, coco: Path | None, plan_dir: Pat
     from convswap.analysis.generate import generate
     from convswap.defaults import MIN_RESAMPLES
     from convswap.experiments.plan import default_plan_dir
-    from convswap.experiments.runner import CALIBRATION_EXPERIMENT, RunRequest, run_experiment
+    from convswap.experiments.runner import CALIBRATION_EXPERIMENT, RunRequest, check_request, run_experiment
 
-    try:
-        out.mkdir(parents=True, exist_ok=True)
-    except OSError as error:
-        raise ConvswapError(f"cannot create output folder {out}: {error.strerror}") from error
     plan_dir = default_plan_dir() if plan_dir is None else plan_dir
     requests = [RunRequest(CALIBRATION_EXPERIMENT, model, out=out, plan_dir=plan_dir)]
     requests += [RunRequest(name, model, out=out, limit=limit, plan_dir=plan_dir) for name in DEMO_EXPERIMENTS]
@@ -155,6 +159,12 @@ def run_demo(out: Path, model: str, limit: int, coco: Path | None, plan_dir: Pat
             RunRequest(DEMO_CROSS_MODEL_EXPERIMENT, name, out=out, limit=limit, plan_dir=plan_dir, coco=coco)
             for name in dict.fromkeys((model, DEMO_SECOND_MODEL))
         ]
+    for request in requests:  # every input and plan, before the first record
+        check_request(request)
+    try:
+        out.mkdir(parents=True, exist_ok=True)
+    except OSError as error:
+        raise ConvswapError(f"cannot create output folder {out}: {error.strerror}") from error
     for request in requests:
         print(report(run_experiment(request)), end="\n\n", flush=True)
     tables = out / "tables"
@@ -190,17 +200,7 @@ def report(result: RunResult) -> str:
 
 
 def summary_table(result: RunResult) -> str:
-    header = (
-        "condition",
-        "task",
-        "convention",
-        "records",
-        "scored",
-        "accuracy",
-        "parse failures",
-        "refusals",
-        "readout",
-    )
+    header = ("condition", "task", "convention", "records", "scored", "accuracy", *UNSCORED_COLUMNS.values(), "readout")
     rows = [header] + [
         (
             row.condition,
@@ -209,8 +209,7 @@ def summary_table(result: RunResult) -> str:
             str(row.records),
             str(row.accuracy.scored),
             "-" if row.accuracy.rate is None else f"{100 * row.accuracy.rate:.1f}%",
-            str(row.parse_failures),
-            str(row.refused),
+            *(str(row.unscored(status)) for status in UNSCORED_COLUMNS),
             "+".join(row.readouts),
         )
         for row in result.summary

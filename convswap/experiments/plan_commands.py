@@ -65,7 +65,13 @@ def run_amend(args: argparse.Namespace) -> int:
 
 
 def run_verify(args: argparse.Namespace) -> int:
+    from convswap.experiments.plan import plan_files
+
     ledger = _ledger(args)
+    if not ledger.plan_dir.is_dir():
+        raise ConvswapError(f"plan folder {ledger.plan_dir} does not exist")
+    if not plan_files(ledger.plan_dir):
+        raise ConvswapError(f"{ledger.plan_dir} holds no plan file (*.toml): nothing to verify")
     problems = ledger.verify()
     for problem in problems:
         print(problem, file=sys.stderr)

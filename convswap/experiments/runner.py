@@ -78,7 +78,7 @@ from convswap.experiments.trials import (
     shard_trials,
 )
 from convswap.readout.base import Backend, Query
-from convswap.readout.registry import backend_options, load_backend, split_spec
+from convswap.readout.registry import backend_options, check_local_model, load_backend, split_spec
 from convswap.stimuli.arrays import SWATCH_GRID_STEP, SWATCH_PLACEMENTS
 from convswap.stimuli.render import image_sha256, render_image
 
@@ -201,6 +201,14 @@ def check_plan_versions(experiment_folder: Path, plan_hash: str) -> None:
                 )
 
 
+def check_request(request: RunRequest) -> None:
+    """Everything `run_experiment` refuses before a file is touched, without touching one (the demo checks every
+    experiment's request before the first of them runs)."""
+    plan, _ = registered_plan(request.plan_dir, request.experiment)
+    _conditions(plan, request.conditions)
+    _check_request(plan, request)
+
+
 def run_experiment(request: RunRequest, backend: Backend | None = None, progress: bool = True) -> RunResult:
     """Run (or resume) one registered experiment on one model; see the module docstring.
 
@@ -241,13 +249,13 @@ def _run_locked(
         if backend is None:
             backend = load_backend(request.model, **_backend_options(request, shard))
         if plan.design.stimuli == CALIBRATION_EXPERIMENT:
-            path, _ = _calibrated(backend, out, request, shard, plan.id)
+            path, _ = _calibrated(backend, out, request, shard, plan.id, progress)
             return RunResult(plan, plan_hash, path.parent, shard, vocabulary=path)
         result = RunResult(plan, plan_hash, folder, shard)
         if vocabulary is not None:
             result.vocabulary = _keep_with_logs(vocabulary, out, request)
         elif needs_vocabulary(plan):
-            result.vocabulary, vocabulary = _calibrated(backend, out, request, shard, plan.id)
+            result.vocabulary, vocabulary = _calibrated(backend, out, request, shard, plan.id, progress)
         trials = build_trials(plan, Sources(vocabulary, request.coco), request.limit)
         for condition in conditions:
             write_expected(folder, _expected(plan, plan_hash, request, condition, trials))
@@ -335,7 +343,7 @@ def in_order(function: Callable[[T], R], items: Iterable[T], workers: int) -> It
 def _check_request(plan: Plan, request: RunRequest) -> None:
     """Everything about a request that can be refused before a file is touched or a model loaded."""
     check_limit(request.limit)
-    split_spec(request.model)
+    check_local_model(request.model)
     if plan.design.stimuli == CALIBRATION_EXPERIMENT:
         check_calibration_design(plan)
         if request.limit is not None:
@@ -373,7 +381,7 @@ def _backend_options(request: RunRequest, shard: tuple[int, int]) -> dict[str, A
 
 
 def _calibrated(
-    backend: Backend, out: Path, request: RunRequest, shard: tuple[int, int], experiment: str
+    backend: Backend, out: Path, request: RunRequest, shard: tuple[int, int], experiment: str, progress: bool
 ) -> tuple[Path, Vocabulary]:
     """The model's vocabulary at its default path, calibrated (the registered calibration) when missing."""
     path = vocabulary_path(out, request.model, request.quant)
@@ -386,10 +394,14 @@ def _calibrated(
         )
     plan, _ = registered_plan(request.plan_dir, CALIBRATION_EXPERIMENT)
     check_calibration_design(plan)
-    vocabulary = calibrate(backend)
+    vocabulary = calibrate(backend, progress=None if progress else _no_bar)
     _mkdir(path.parent)
     save_vocabulary(path, vocabulary)
     return path, vocabulary
+
+
+def _no_bar(items: Iterable[T]) -> Iterable[T]:
+    return items
 
 
 def _check_kept_vocabulary(vocabulary: Vocabulary, out: Path, request: RunRequest) -> None:
