@@ -104,23 +104,9 @@ def main() -> int:
     with tempfile.TemporaryDirectory(prefix="fault-drill-") as work:
         root = Path(work)
         vocabulary_folder = root / "vocabulary"
-        subprocess.run(
-            [
-                sys.executable,
-                "-m",
-                "convswap",
-                "run",
-                "calibration",
-                "--model",
-                MODEL,
-                "--out",
-                str(vocabulary_folder),
-                "--no-progress",
-            ],  # fmt: skip
-            cwd=REPO_ROOT,
-            check=True,
-            capture_output=True,  # fmt: skip
-        )
+        calibrate = [sys.executable, "-m", "convswap", "run", "calibration", "--model", MODEL,
+                     "--out", str(vocabulary_folder), "--no-progress"]  # fmt: skip
+        subprocess.run(calibrate, cwd=REPO_ROOT, check=True, capture_output=True)
         vocabulary = next(vocabulary_folder.rglob("vocabulary.json"))
         duration = run_to_completion(root / "reference", vocabulary, args.limit)
         reference_records, _ = log_lines(root / "reference" / MODEL_FOLDER)
