@@ -10,6 +10,7 @@ import pytest
 from runner_support import PLAN_DIR, SPATIAL, copy_plan_dir, spatial_request
 
 from convswap.cli import main
+from convswap.experiments.commands import report
 from convswap.experiments.logs import read_records
 from convswap.experiments.runner import run_experiment
 
@@ -81,6 +82,17 @@ def test_tables_with_allow_unregistered_label_every_row_of_that_experiment(clean
     assert main(["tables", str(clean), "--out", str(tmp_path / "clean"), "--plan-dir", str(PLAN_DIR)]) == 0
     with open(tmp_path / "clean" / "table8_synthetic_spatial.csv", newline="") as handle:
         assert "unregistered records" not in {row["status"] for row in csv.DictReader(handle)}
+
+
+def test_a_run_names_a_partial_last_line_in_another_process_s_log(tmp_path, vocabulary):
+    for index in (0, 1):
+        run_experiment(spatial_request(tmp_path, vocabulary, conditions=("visible",), shard=(index, 2)), progress=False)
+    other = tmp_path / SPATIAL / "sim-qwen3vl-like" / "visible.shard1of2.jsonl"
+    other.write_bytes(other.read_bytes()[:-30])
+    result = run_experiment(
+        spatial_request(tmp_path, vocabulary, conditions=("visible",), shard=(0, 2)), progress=False
+    )
+    assert f"{other}:10: a partial last record (left by a killed process), not read" in report(result).splitlines()
 
 
 def test_a_torn_last_line_is_named_by_tables_and_fails_the_audit(clean, tmp_path, capsys):

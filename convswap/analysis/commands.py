@@ -82,7 +82,10 @@ def default_plan_dir_or_none() -> Path | None:
     try:
         return default_plan_dir()
     except ConvswapError:
-        print("no analysis plan folder found; post hoc labels follow the spec", file=sys.stderr)
+        print(
+            "no analysis plan folder found: plan hashes are not checked, and post hoc labels follow the spec",
+            file=sys.stderr,
+        )
         return None
 
 

@@ -189,6 +189,7 @@ def report(result: RunResult) -> str:
     if result.failed:
         lines[0] += f", {result.failed} of them failed ({RETRIED_STATUS}; a rerun retries them)"
     lines += [f"log: {path}" for path in result.logs]
+    lines += [f"{where}: a partial last record (left by a killed process), not read" for where in result.torn]
     if result.vocabulary is not None:
         lines.append(f"vocabulary: {result.vocabulary}")
     lines.append(summary_table(result))

@@ -64,6 +64,7 @@ from convswap.experiments.logs import (
     model_slug,
     read_records,
     set_aside_failed,
+    torn_line,
     write_expected,
 )
 from convswap.experiments.plan import Plan, default_plan_dir, find_experiment, load_plan
@@ -117,6 +118,7 @@ class RunResult:
     already_done: int = 0
     retried: int = 0  # failed (api_error) records of an earlier run set aside and sent again
     failed: int = 0  # records written by this run whose request failed for good
+    torn: list[str] = field(default_factory=list)  # path:line of a partial last record in another process's log
     vocabulary: Path | None = None
     summary: list[ConventionSummary] = field(default_factory=list)
     first_token_refused: dict[tuple[str, ...], str] = field(default_factory=dict)
@@ -274,6 +276,8 @@ def _run_trials(
     """Read and append every unit of this process's trials not yet on disk; the summary of the whole folder."""
     plan, plan_hash, shard = result.plan, result.plan_hash, result.shard
     done, result.retried = _units_on_disk(result.folder, conditions, shard, {t.trial_id: t for t in trials})
+    # This process's own log was repaired above; another process's partial last line is its own to repair.
+    result.torn = [f"{path}:{line}" for path in log_files(result.folder) if (line := torn_line(path)) is not None]
     mine = shard_trials(trials, shard)
     work = _pending(plan, request.model, mine, conditions, done)
     pending = sum(len(prompts) for _, asks in work for _, prompts in asks)
