@@ -222,47 +222,46 @@ def run_experiment(request: RunRequest, backend: Backend | None = None, progress
     conditions = _conditions(plan, request.conditions)
     _check_request(plan, request)
     vocabulary = load_vocabulary(request.vocabulary) if request.vocabulary is not None else None
-    folder = model_folder(request.out, plan.id, request.model, request.quant)
-    new_folders = [path for path in (request.out, folder.parent, folder) if not path.exists()]
+    result = RunResult(plan, plan_hash, model_folder(request.out, plan.id, request.model, request.quant), shard)
+    new_folders = [path for path in (request.out, result.folder.parent, result.folder) if not path.exists()]
     try:
-        return _run_locked(request, backend, progress, plan, plan_hash, shard, conditions, vocabulary, folder)
+        out = prepare_out(request.out)
+        _mkdir(result.folder)
+        with locked(result.folder, shard):
+            _run_locked(result, request, backend, out, conditions, vocabulary, progress)
+        return result
     except BaseException:
         _remove_if_unused(new_folders, shard)
         raise
 
 
 def _run_locked(
+    result: RunResult,
     request: RunRequest,
     backend: Backend | None,
-    progress: bool,
-    plan: Plan,
-    plan_hash: str,
-    shard: tuple[int, int],
+    out: Path,
     conditions: tuple[str, ...],
     vocabulary: Vocabulary | None,
-    folder: Path,
-) -> RunResult:
-    out = prepare_out(request.out)
-    _mkdir(folder)
-    with locked(folder, shard):
-        check_plan_versions(out / plan.id, plan_hash)
-        if vocabulary is not None:
-            _check_kept_vocabulary(vocabulary, out, request)
-        if backend is None:
-            backend = load_backend(request.model, **_backend_options(request, shard))
-        if plan.design.stimuli == CALIBRATION_EXPERIMENT:
-            path, _ = _calibrated(backend, out, request, shard, plan.id, progress)
-            return RunResult(plan, plan_hash, path.parent, shard, vocabulary=path)
-        result = RunResult(plan, plan_hash, folder, shard)
-        if vocabulary is not None:
-            result.vocabulary = _keep_with_logs(vocabulary, out, request)
-        elif needs_vocabulary(plan):
-            result.vocabulary, vocabulary = _calibrated(backend, out, request, shard, plan.id, progress)
-        trials = build_trials(plan, Sources(vocabulary, request.coco), request.limit)
-        for condition in conditions:
-            write_expected(folder, _expected(plan, plan_hash, request, condition, trials))
-        _run_trials(result, request, backend, trials, conditions, progress)
-        return result
+    progress: bool,
+) -> None:
+    """Everything a run does once it holds its folder's lock: fills in `result`."""
+    plan, shard = result.plan, result.shard
+    check_plan_versions(out / plan.id, result.plan_hash)
+    if vocabulary is not None:
+        _check_kept_vocabulary(vocabulary, out, request)
+    if backend is None:
+        backend = load_backend(request.model, **_backend_options(request, shard))
+    if plan.design.stimuli == CALIBRATION_EXPERIMENT:  # the model folder is the vocabulary's
+        result.vocabulary, _ = _calibrated(backend, out, request, shard, plan.id, progress)
+        return
+    if vocabulary is not None:
+        result.vocabulary = _keep_with_logs(vocabulary, out, request)
+    elif needs_vocabulary(plan):
+        result.vocabulary, vocabulary = _calibrated(backend, out, request, shard, plan.id, progress)
+    trials = build_trials(plan, Sources(vocabulary, request.coco), request.limit)
+    for condition in conditions:
+        write_expected(result.folder, _expected(plan, result.plan_hash, request, condition, trials))
+    _run_trials(result, request, backend, trials, conditions, progress)
 
 
 def _run_trials(
