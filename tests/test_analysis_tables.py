@@ -4,12 +4,12 @@ from __future__ import annotations
 
 import csv
 import io
-from dataclasses import replace
 from pathlib import Path
 
 import pytest
 from analysis_factory import color_trial, locate_trial, make_record, planted, write_jsonl
 from analysis_logs import LABEL_INTERACTION, write_logs
+from plan_support import as_registered
 from scipy import stats as scipy_stats
 
 from convswap.analysis.generate import generate
@@ -17,7 +17,6 @@ from convswap.analysis.loading import load_records
 from convswap.analysis.registration import POST_HOC, REGISTERED, Registry
 from convswap.cli import main
 from convswap.core import ConvswapError
-from convswap.experiments.ledger import Ledger
 
 REPO = Path(__file__).resolve().parents[1]
 PLAN_DIR = REPO / "analysis_plan"
@@ -31,12 +30,6 @@ def generated(tmp_path_factory):
     messages = io.StringIO()
     summary = generate(logdir, out, plan_dir=PLAN_DIR, messages=messages)
     return out, summary, messages.getvalue()
-
-
-def as_registered(records: list) -> list:
-    """The records as a run under the registered plan writes them: `convswap tables` reads no other."""
-    ledger = Ledger(PLAN_DIR)
-    return [replace(r, plan_hash=ledger.current_entry_hash(PLAN_DIR / f"{r.experiment}.toml")) for r in records]
 
 
 def rows(out: Path, name: str) -> list[dict[str, str]]:
@@ -230,7 +223,7 @@ def test_tables_command_writes_outputs_and_refuses_bad_arguments(tmp_path, capsy
     logdir = tmp_path / "logs"
     trials = [locate_trial(i) for i in range(9)]
     records = planted(trials, "cell_name", lambda i: i < 7, experiment="coco_locate_identify")
-    write_jsonl(logdir / "a.jsonl", as_registered(records))
+    write_jsonl(logdir / "a.jsonl", as_registered(records, PLAN_DIR))
     out = tmp_path / "out"
     assert main(["tables", str(logdir), "--out", str(out), "--plan-dir", str(PLAN_DIR)]) == 0
     assert row(out, "table2_coco", convention="cell_name")["locate acc"] == f"{100 * 7 / 9:.1f}"
@@ -298,7 +291,7 @@ def test_a_problem_in_the_records_fails_its_table_and_the_command(tmp_path, caps
     ):
         trial = color_trial(f"x{index}", target, meta=(("array", array), ("pair", "p0"), ("role", role)))
         records.append(make_record(trial, "label", 1, experiment="color_ladder", condition="cached"))
-    write_jsonl(tmp_path / "logs" / "a.jsonl", as_registered(records))
+    write_jsonl(tmp_path / "logs" / "a.jsonl", as_registered(records, PLAN_DIR))
     out = tmp_path / "out"
     assert main(["tables", str(tmp_path / "logs"), "--out", str(out), "--plan-dir", str(PLAN_DIR)]) == 1
     captured = capsys.readouterr()
