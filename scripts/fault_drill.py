@@ -8,9 +8,11 @@ the uninterrupted run's:
 
     resume: N kills, D duplicates, G gaps, X differing records
 
-D counts records beyond the first of a unit, G the units missing, X the units
-whose record differs from the uninterrupted one in anything but its timestamp.
-A torn line left anywhere is reported too.  Exit status 1 when any is non-zero.
+N counts the kills that landed while their run was still going (a resumed
+run is shorter, so some drawn moments fall after it ends); D counts records
+beyond the first of a unit, G the units missing, X the units whose record
+differs from the uninterrupted one in anything but its timestamp.  A torn line
+left anywhere is reported too.  Exit status 1 when any is non-zero.
 
     python scripts/fault_drill.py --kills 60 --runs 8 --seed 0
 """
@@ -122,6 +124,7 @@ def main() -> int:
             duplicates, gaps, differing = duplicates + found[0], gaps + found[1], differing + found[2]
             torn += found[3]
     print(f"uninterrupted run: {len(reference)} records in {duration:.1f} s; kill moments uniform in that span")
+    print(f"{args.kills} kill moments drawn; {kills} fell before their run had finished (a resumed run is shorter)")
     print(f"resume: {kills} kills, {duplicates} duplicates, {gaps} gaps, {differing} differing records")
     for line in torn:
         print(f"torn line left: {line}")
