@@ -304,3 +304,16 @@ def test_once_cancelled_a_request_waiting_to_retry_is_not_sent_again():
     with pytest.raises(RequestCancelled):  # and a request that had not started is never sent
         policy.call(send, lambda error: Failure("timed out", retryable=True), cancelled)
     assert len(attempts) == 1
+
+
+def test_a_full_cache_database_is_one_error_naming_the_file_and_keeps_what_it_held(tmp_path):
+    path = tmp_path / "api.sqlite"
+    cache = ResponseCache(path)
+    cache.put("k1", "openai", "m", "kept")
+    # The database may not grow: what a full disk does to SQLite.
+    pages = cache._db.execute("PRAGMA page_count").fetchone()[0]
+    cache._db.execute(f"PRAGMA max_page_count = {pages}")
+    with pytest.raises(ConvswapError, match=rf"cannot write the API response cache {path}: database or disk is full"):
+        cache.put("k2", "openai", "m", "x" * 100_000)
+    assert (cache.get("k1"), cache.get("k2"), len(cache)) == ("kept", None, 1)
+    cache.close()

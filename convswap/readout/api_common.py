@@ -128,11 +128,14 @@ class ResponseCache:
     def put(self, key: str, api: str, model: str, response: str) -> None:
         created = datetime.now(UTC).isoformat(timespec="seconds")
         with self._lock:
-            self._db.execute(
-                "INSERT OR REPLACE INTO responses (key, api, model, response, created) VALUES (?, ?, ?, ?, ?)",
-                (key, api, model, response, created),
-            )
-            self._db.commit()
+            try:
+                self._db.execute(
+                    "INSERT OR REPLACE INTO responses (key, api, model, response, created) VALUES (?, ?, ?, ?, ?)",
+                    (key, api, model, response, created),
+                )
+                self._db.commit()
+            except sqlite3.Error as error:  # a full disk, a file-size limit: the transaction is rolled back
+                raise ConvswapError(f"cannot write the API response cache {self.path}: {error}") from None
 
     def __len__(self) -> int:
         with self._lock:
