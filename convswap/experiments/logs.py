@@ -109,7 +109,8 @@ def set_aside_failed(log: Path) -> int:
     without them, atomically: a kill at any moment loses no record, and a
     record already set aside by a killed earlier call is not added twice.
     """
-    failed = [record for record in read_records(log, repair=True) if record.parse_status == RETRIED_STATUS]
+    records = read_records(log, repair=True)
+    failed = [record for record in records if record.parse_status == RETRIED_STATUS]
     if not failed:
         return 0
     archive = attempts_path(log)
@@ -118,7 +119,7 @@ def set_aside_failed(log: Path) -> int:
         for record in failed:
             if record.to_json() not in kept:
                 writer.write(record)
-    remaining = [record for record in read_records(log) if record.parse_status != RETRIED_STATUS]
+    remaining = [record for record in records if record.parse_status != RETRIED_STATUS]
     atomic_write_text(log, "".join(record.to_json() + "\n" for record in remaining))
     return len(failed)
 
@@ -130,8 +131,7 @@ def torn_line(path: Path) -> int | None:
 
 
 def has_partial_tail(path: Path) -> bool:
-    data = path.read_bytes()
-    return bool(data) and not data.endswith(b"\n")
+    return torn_line(path) is not None
 
 
 class RecordWriter:
