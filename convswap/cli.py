@@ -100,7 +100,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"{command}: error: {error}", file=sys.stderr)
         return 2
     except OSError as error:  # a fault of the disk or a path that no check above foresaw: still one line
-        where = f"{os.fsencode(error.filename)!r}: " if error.filename is not None else ""
+        where = f"{error.filename!r}: " if error.filename is not None else ""  # repr: any name prints
         print(f"{command}: error: {where}{error.strerror or error}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:

@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import errno
 from dataclasses import replace
 
 from runner_support import SIM, SPATIAL, copy_plan_dir, spatial_request
 
 from convswap.cli import main
+from convswap.experiments import plan_commands
 from convswap.experiments.logs import read_records
 from convswap.experiments.runner import run_experiment
 
@@ -81,3 +83,12 @@ def test_merge_names_both_lines_of_a_duplicate_within_one_file(tmp_path, vocabul
         handle.write(replace(first, timestamp="2030-01-01T00:00:00+00:00").to_json() + "\n")
     assert main(["merge", str(tmp_path)]) == 2
     assert f"at {shard}:1 and at {shard}:11, with different content" in error_of(capsys)
+
+
+def test_an_unforeseen_disk_or_path_fault_is_still_one_line(monkeypatch, capsys):
+    def faulty(args):
+        raise OSError(errno.EIO, "Input/output error", "/data/runs/x.jsonl")
+
+    monkeypatch.setattr(plan_commands, "run_verify", faulty)
+    assert main(["plan", "verify"]) == 2
+    assert capsys.readouterr().err == "convswap plan: error: '/data/runs/x.jsonl': Input/output error\n"
