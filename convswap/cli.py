@@ -3,17 +3,26 @@
 Each area owns its subcommands in a `commands` module exposing
 `register(subparsers)`; a subcommand's handler takes the parsed arguments and
 returns an exit status.  A `ConvswapError` anywhere becomes one line on stderr
-and exit status 2.
+and exit status 2; Ctrl-C, one line and exit status 130.
+
+The commands modules import only what building the parser needs; each handler
+imports its heavy modules (numpy, torch, transformers, scipy, the API SDKs)
+itself, so that `convswap --help` is quick and Ctrl-C during start-up is
+still answered with one line.
 """
 
 from __future__ import annotations
 
 import argparse
 import importlib
+import os
 import sys
+from pathlib import Path
 
 from convswap import __version__
 from convswap.core import ConvswapError
+
+MAX_NAME_BYTES = 255  # NAME_MAX of ext4, xfs, btrfs, APFS and NTFS alike
 
 # In the order a study uses them: stimuli and prompts, the plan, calibration,
 # runs, audits, then tables.
@@ -43,20 +52,57 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def check_path_arguments(args: argparse.Namespace) -> None:
+    """Refuse a path argument that no file system takes or no log can record, before anything is written.
+
+    Logs and reports record paths as UTF-8 text, so a name that is not valid
+    UTF-8 (bytes that arrived as surrogates) is refused here rather than after
+    a file was opened for it; so is a name too long for any file system.
+    """
+    for name, value in vars(args).items():
+        for path in value if isinstance(value, list) else [value]:
+            if not isinstance(path, Path):
+                continue
+            option = name.replace("_", "-")
+            try:
+                str(path).encode("utf-8")
+            except UnicodeEncodeError:
+                raise ConvswapError(
+                    f"the {option} path {os.fsencode(path)!r} is not valid UTF-8 (logs record paths as text)"
+                ) from None
+            too_long = [part for part in path.parts if len(os.fsencode(part)) > MAX_NAME_BYTES]
+            if too_long:
+                raise ConvswapError(
+                    f"the {option} path has a name of {len(os.fsencode(too_long[0]))} bytes ({too_long[0][:20]}...), "
+                    f"more than a file system allows ({MAX_NAME_BYTES})"
+                )
+
+
 def main(argv: list[str] | None = None) -> int:
-    parser = build_parser()
-    args = parser.parse_args(argv)
-    if not getattr(args, "handler", None):
-        parser.print_help()
-        return 2
+    command = "convswap"
     try:
+        parser = build_parser()
+        args = parser.parse_args(argv)
+        if not getattr(args, "handler", None):
+            parser.print_help()
+            return 2
+        command = f"convswap {args.command}"
+        check_path_arguments(args)
         return int(args.handler(args) or 0)
     except ConvswapError as error:
-        print(f"convswap {args.command}: error: {error}", file=sys.stderr)
+        print(f"{command}: error: {error}", file=sys.stderr)
+        return 2
+    except OSError as error:  # a fault of the disk or a path that no check above foresaw: still one line
+        where = f"{error.filename!r}: " if error.filename is not None else ""  # repr: any name prints
+        print(f"{command}: error: {where}{error.strerror or error}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:
-        print(f"convswap {args.command}: interrupted", file=sys.stderr)
-        return 130
+        print(f"{command}: interrupted", file=sys.stderr)
+        sys.stderr.flush()
+        sys.stdout.flush()
+        # At once: a worker thread may be blocked in a request that only its timeout ends, and the
+        # interpreter's normal exit joins every worker thread.  Each record is already whole on disk.
+        os._exit(130)
 
 
 if __name__ == "__main__":

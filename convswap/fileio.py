@@ -14,11 +14,17 @@ from convswap.core import ConvswapError
 
 @contextlib.contextmanager
 def atomic_open(path: str | os.PathLike[str], mode: str = "w") -> Iterator[IO[Any]]:
-    """Open a temporary file beside `path`; it replaces `path` only if the block succeeds."""
+    """Open a temporary file beside `path`; it replaces `path` only if the block succeeds.
+
+    A failure to write (disk full, a file-size limit, a name too long) is a
+    ConvswapError naming `path` and the cause, and leaves nothing behind.
+    """
     target = Path(path)
     folder = target.parent if str(target.parent) else Path(".")
     if not folder.is_dir():
         raise ConvswapError(f"output folder {folder} does not exist")
+    if target.is_dir():
+        raise ConvswapError(f"{target} is a folder; give a file name")
     try:
         fd, tmp_name = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=folder)
     except OSError as error:
@@ -32,9 +38,11 @@ def atomic_open(path: str | os.PathLike[str], mode: str = "w") -> Iterator[IO[An
             handle.flush()
             os.fsync(handle.fileno())
         os.replace(tmp_name, target)
-    except BaseException:
+    except BaseException as error:
         with contextlib.suppress(FileNotFoundError):
             os.unlink(tmp_name)
+        if isinstance(error, OSError):
+            raise ConvswapError(f"cannot write {target}: {error.strerror}") from error
         raise
 
 

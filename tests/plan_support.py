@@ -1,4 +1,13 @@
-"""A minimal valid plan file shared by the plan and ledger tests."""
+"""A minimal valid plan file shared by the plan and ledger tests, and records made to carry a registered plan."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import replace
+from pathlib import Path
+
+from convswap.core import Record
+from convswap.experiments.ledger import Ledger
 
 MINIMAL = """\
 id = "demo"
@@ -35,3 +44,9 @@ test = "mcnemar_exact"
 direction = "greater"
 alpha = 0.05
 """
+
+
+def as_registered(records: Iterable[Record], plan_dir: Path) -> list[Record]:
+    """The records as a run under the registered plan writes them: `convswap audit` and `tables` read no other."""
+    ledger = Ledger(plan_dir)
+    return [replace(r, plan_hash=ledger.current_entry_hash(plan_dir / f"{r.experiment}.toml")) for r in records]

@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 from analysis_factory import locate_trial, planted, write_jsonl
+from plan_support import as_registered
 
 from convswap.analysis.check_numbers import manuscript_numbers, missing_numbers
 from convswap.cli import main
@@ -159,7 +160,9 @@ def run_reproduce(*args: str) -> subprocess.CompletedProcess:
 def test_reproduce_regenerates_the_tables_and_checks_the_manuscript(tmp_path):
     trials = [locate_trial(i) for i in range(8)]
     logdir = tmp_path / "logs"
-    write_jsonl(logdir / "coco.jsonl", planted(trials, "cell_name", lambda i: i < 7, experiment="coco_locate_identify"))
+    # Registered records: the audit and the tables the script runs read no other (issue 11).
+    records = planted(trials, "cell_name", lambda i: i < 7, experiment="coco_locate_identify")
+    write_jsonl(logdir / "coco.jsonl", as_registered(records, REPO / "analysis_plan"))
     out = tmp_path / "out"
     paper = tmp_path / "paper.md"
     paper.write_text(f"Cell names score {100 * 7 / 8:.1f}% against chance {100 / 9:.1f}%.\n")
@@ -177,7 +180,9 @@ def test_reproduce_regenerates_the_tables_and_checks_the_manuscript(tmp_path):
 @pytest.mark.slow
 def test_reproduce_stops_at_a_failed_audit_before_writing_tables(tmp_path):
     trials = [locate_trial(i) for i in range(8)]
-    records = planted(trials, "cell_name", lambda i: i < 7, experiment="coco_locate_identify")
+    records = as_registered(
+        planted(trials, "cell_name", lambda i: i < 7, experiment="coco_locate_identify"), REPO / "analysis_plan"
+    )
     records[0] = dataclasses.replace(records[0], correct={"target": not records[0].correct["target"]})
     logdir = tmp_path / "logs"
     write_jsonl(logdir / "coco.jsonl", records)

@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 from analysis_factory import color_trial, locate_trial, make_record, planted, write_jsonl
 from analysis_logs import LABEL_INTERACTION, write_logs
+from plan_support import as_registered
 from scipy import stats as scipy_stats
 
 from convswap.analysis.generate import generate
@@ -221,7 +222,8 @@ def test_registration_with_the_plan_labels_unlisted_analyses_post_hoc():
 def test_tables_command_writes_outputs_and_refuses_bad_arguments(tmp_path, capsys):
     logdir = tmp_path / "logs"
     trials = [locate_trial(i) for i in range(9)]
-    write_jsonl(logdir / "a.jsonl", planted(trials, "cell_name", lambda i: i < 7, experiment="coco_locate_identify"))
+    records = planted(trials, "cell_name", lambda i: i < 7, experiment="coco_locate_identify")
+    write_jsonl(logdir / "a.jsonl", as_registered(records, PLAN_DIR))
     out = tmp_path / "out"
     assert main(["tables", str(logdir), "--out", str(out), "--plan-dir", str(PLAN_DIR)]) == 0
     assert row(out, "table2_coco", convention="cell_name")["locate acc"] == f"{100 * 7 / 9:.1f}"
@@ -289,7 +291,7 @@ def test_a_problem_in_the_records_fails_its_table_and_the_command(tmp_path, caps
     ):
         trial = color_trial(f"x{index}", target, meta=(("array", array), ("pair", "p0"), ("role", role)))
         records.append(make_record(trial, "label", 1, experiment="color_ladder", condition="cached"))
-    write_jsonl(tmp_path / "logs" / "a.jsonl", records)
+    write_jsonl(tmp_path / "logs" / "a.jsonl", as_registered(records, PLAN_DIR))
     out = tmp_path / "out"
     assert main(["tables", str(tmp_path / "logs"), "--out", str(out), "--plan-dir", str(PLAN_DIR)]) == 1
     captured = capsys.readouterr()

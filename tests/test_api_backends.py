@@ -319,6 +319,24 @@ def test_cache_key_includes_the_endpoint(api, connect):
     assert len(elsewhere.requests) == 1  # the same model name on another server is another model
 
 
+ENDPOINT_VARIABLES = {"openai": "OPENAI_BASE_URL", "gemini": "GOOGLE_GEMINI_BASE_URL"}
+
+
+def test_cache_key_includes_an_endpoint_set_in_the_environment(api, tmp_path, monkeypatch):
+    cache = tmp_path / "shared.sqlite"
+    answers = []
+    for answer in ("first server", "second server"):
+        with LoopbackServer(lambda seen, answer=answer: api.reply(answer)) as server:
+            monkeypatch.setenv(ENDPOINT_VARIABLES[api.name], api.base_url(server.url))
+            backend = load_backend(f"{api.name}:{api.model}", cache_path=cache)
+            try:
+                answers.append(backend.generate(query("q"))[0].text)
+            finally:
+                backend.close()
+        assert len(server.requests) == 1  # each server is asked: the second is not answered from the first's cache
+    assert answers == ["first server", "second server"]
+
+
 def test_cache_distinguishes_condition_image_and_budget(api, connect):
     with LoopbackServer(echo(api)) as server:
         backend = connect(server)

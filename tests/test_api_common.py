@@ -18,6 +18,7 @@ from convswap.core import ConvswapError
 from convswap.readout.api_common import (
     ApiSettings,
     Failure,
+    RequestCancelled,
     RequestFailed,
     ResponseCache,
     RetryPolicy,
@@ -285,3 +286,34 @@ def test_settings_refuse_bad_options(options, message):
     with pytest.raises(ConvswapError) as raised:
         ApiSettings.from_options("openai:m", options)
     assert str(raised.value).startswith(message)
+
+
+def test_once_cancelled_a_request_waiting_to_retry_is_not_sent_again():
+    cancelled = threading.Event()
+    attempts = []
+
+    def send():
+        attempts.append(1)
+        raise TimeoutError
+
+    # Ctrl-C arrives while the request waits before its second attempt.
+    policy = RetryPolicy(max_attempts=5, sleep=lambda delay: cancelled.set(), random=lambda: 0.5)
+    with pytest.raises(RequestCancelled):
+        policy.call(send, lambda error: Failure("timed out", retryable=True), cancelled)
+    assert len(attempts) == 1
+    with pytest.raises(RequestCancelled):  # and a request that had not started is never sent
+        policy.call(send, lambda error: Failure("timed out", retryable=True), cancelled)
+    assert len(attempts) == 1
+
+
+def test_a_full_cache_database_is_one_error_naming_the_file_and_keeps_what_it_held(tmp_path):
+    path = tmp_path / "api.sqlite"
+    cache = ResponseCache(path)
+    cache.put("k1", "openai", "m", "kept")
+    # The database may not grow: what a full disk does to SQLite.
+    pages = cache._db.execute("PRAGMA page_count").fetchone()[0]
+    cache._db.execute(f"PRAGMA max_page_count = {pages}")
+    with pytest.raises(ConvswapError, match=rf"cannot write the API response cache {path}: database or disk is full"):
+        cache.put("k2", "openai", "m", "x" * 100_000)
+    assert (cache.get("k1"), cache.get("k2"), len(cache)) == ("kept", None, 1)
+    cache.close()

@@ -21,6 +21,7 @@ from runner_support import (
 from convswap import __version__
 from convswap.cli import main
 from convswap.core import ConvswapError, Generation, ImageSpec
+from convswap.experiments.commands import summary_table
 from convswap.experiments.logs import read_expected
 from convswap.experiments.runner import RunRequest, run_experiment, vocabulary_path
 from convswap.readout.base import ACKNOWLEDGEMENT, MEMORIZE_INSTRUCTION
@@ -163,6 +164,12 @@ def test_generate_only_backends_separate_parse_failures_and_refusals_from_wrong_
     assert (summary["normalized"].accuracy.scored, summary["normalized"].parse_failures) == (0, 4)
     assert (summary["pixels"].refused, summary["pixels"].parse_failures) == (4, 0)
     assert (summary["pixels_mispaired"].accuracy.rate, summary["pixels_mispaired"].accuracy.scored) == (0.0, 4)
+    assert (summary["pixels_glossed"].unscored("truncated"), summary["pixels_glossed"].parse_failures) == (4, 0)
+    printed = {line.split()[2]: line.split()[3:11] for line in summary_table(result).splitlines()[1:]}
+    # records, scored, accuracy, unparseable, empty, truncated, refused, api errors
+    assert printed["normalized"] == ["4", "0", "-", "4", "0", "0", "0", "0"]
+    assert printed["pixels"] == ["4", "0", "-", "0", "0", "0", "4", "0"]
+    assert printed["pixels_glossed"] == ["4", "0", "-", "0", "0", "4", "0", "0"]
 
 
 @pytest.mark.slow
@@ -191,7 +198,12 @@ def test_the_cli_prints_the_summary_and_where_the_log_is(tmp_path, vocabulary, c
     log = tmp_path / SPATIAL / "sim-qwen3vl-like" / "visible.jsonl"
     assert f"log: {log}" in out
     assert "synthetic_spatial: 10 records written, 0 already on disk" in out
-    assert "condition  task    convention        records  scored  accuracy  parse failures  refusals  readout" in out
+    # One column per unscored status (issue 11: truncations and API errors are not parse failures).
+    header = (
+        "condition  task    convention        records  scored  accuracy  unparseable  empty  truncated  refused  "
+        "api errors  readout"
+    )
+    assert header in out
     assert "visible    locate  cell_name         2        2" in out
 
 

@@ -1,73 +1,51 @@
 """Statistics, tables and figures regenerated from the records alone.
 
-The statistics scripts and notebooks call directly are re-exported here.
+The statistics scripts and notebooks call directly are re-exported here, each
+module imported on first use (PEP 562) so that importing one submodule, or running
+`convswap --help`, does not load scipy, statsmodels and matplotlib.
 """
 
-from convswap.analysis.agreement import Agreement, readout_agreement
-from convswap.analysis.contrasts import (
-    Contrast,
-    Gate,
-    GateBand,
-    capability_gate,
-    gate_sensitivity,
-    paired_contrast,
-    shows_penalty,
-)
-from convswap.analysis.cue_crossover import Crossover, crossover
-from convswap.analysis.inversions import ModelPair, model_pairs
-from convswap.analysis.loading import load_records, load_vocabularies
-from convswap.analysis.mispaired import Readership, ReadershipResult, readership, readership_of
-from convswap.analysis.misread import Misread, misread_slot, misread_units
-from convswap.analysis.stats import (
-    Binomial,
-    Interval,
-    McNemar,
-    accuracy_under,
-    binomial_test,
-    bootstrap_diff,
-    mcnemar,
-    paired_mcnemar,
-)
-from convswap.analysis.subgroups import BinContrast, breakdowns
-from convswap.analysis.transforms import TRANSFORMS, TransformFit, grid_transforms
-from convswap.experiments.scoring import Accuracy, accuracy
+from __future__ import annotations
 
-__all__ = [
-    "TRANSFORMS",
-    "Accuracy",
-    "Agreement",
-    "BinContrast",
-    "Binomial",
-    "Contrast",
-    "Crossover",
-    "Gate",
-    "GateBand",
-    "Interval",
-    "McNemar",
-    "Misread",
-    "ModelPair",
-    "Readership",
-    "ReadershipResult",
-    "TransformFit",
-    "accuracy",
-    "accuracy_under",
-    "binomial_test",
-    "bootstrap_diff",
-    "breakdowns",
-    "capability_gate",
-    "crossover",
-    "gate_sensitivity",
-    "grid_transforms",
-    "load_records",
-    "load_vocabularies",
-    "mcnemar",
-    "misread_slot",
-    "misread_units",
-    "model_pairs",
-    "paired_contrast",
-    "paired_mcnemar",
-    "readership",
-    "readership_of",
-    "readout_agreement",
-    "shows_penalty",
-]
+import importlib
+from typing import Any
+
+_EXPORTS = {
+    "convswap.analysis.agreement": ("Agreement", "readout_agreement"),
+    "convswap.analysis.contrasts": (
+        "Contrast",
+        "Gate",
+        "GateBand",
+        "capability_gate",
+        "gate_sensitivity",
+        "paired_contrast",
+        "shows_penalty",
+    ),
+    "convswap.analysis.cue_crossover": ("Crossover", "crossover"),
+    "convswap.analysis.inversions": ("ModelPair", "model_pairs"),
+    "convswap.analysis.loading": ("load_records", "load_vocabularies"),
+    "convswap.analysis.mispaired": ("Readership", "ReadershipResult", "readership", "readership_of"),
+    "convswap.analysis.misread": ("Misread", "misread_slot", "misread_units"),
+    "convswap.analysis.stats": (
+        "Binomial",
+        "Interval",
+        "McNemar",
+        "accuracy_under",
+        "binomial_test",
+        "bootstrap_diff",
+        "mcnemar",
+        "paired_mcnemar",
+    ),
+    "convswap.analysis.subgroups": ("BinContrast", "breakdowns"),
+    "convswap.analysis.transforms": ("TRANSFORMS", "TransformFit", "grid_transforms"),
+    "convswap.experiments.scoring": ("Accuracy", "accuracy"),
+}
+_MODULE_OF = {name: module for module, names in _EXPORTS.items() for name in names}
+
+__all__ = sorted(_MODULE_OF)
+
+
+def __getattr__(name: str) -> Any:
+    if name not in _MODULE_OF:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    return getattr(importlib.import_module(_MODULE_OF[name]), name)

@@ -5,12 +5,13 @@ from __future__ import annotations
 import argparse
 import sys
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-from convswap.analysis.check_numbers import missing_numbers
-from convswap.analysis.generate import generate
-from convswap.analysis.stats import MIN_RESAMPLES
 from convswap.core import ConvswapError
-from convswap.experiments.plan import default_plan_dir
+from convswap.defaults import MIN_RESAMPLES
+
+if TYPE_CHECKING:
+    from convswap.experiments.provenance import Provenance
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -31,6 +32,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "checkout's; without one, post hoc labels follow the spec)",
     )
     tables.add_argument("--seed", type=int, default=0, help="seed of the bootstrap intervals (default 0)")
+    tables.add_argument("--allow-unregistered", action="store_true", help=ALLOW_UNREGISTERED_HELP)
     tables.add_argument(
         "--resamples",
         type=int,
@@ -53,10 +55,20 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 def run_tables(args: argparse.Namespace) -> int:
     if args.resamples < MIN_RESAMPLES:
         raise ConvswapError(f"--resamples must be at least {MIN_RESAMPLES}, got {args.resamples}")
-    plan_dir = args.plan_dir if args.plan_dir is not None else _default_plan_dir()
+    plan_dir = args.plan_dir if args.plan_dir is not None else default_plan_dir_or_none()
     if plan_dir is not None and not plan_dir.is_dir():
         raise ConvswapError(f"plan folder {plan_dir} does not exist")
-    summary = generate(args.logdir, args.out, plan_dir=plan_dir, seed=args.seed, resamples=args.resamples)
+    from convswap.analysis.generate import generate
+
+    provenance = checked_provenance(args.logdir, plan_dir, args.allow_unregistered)
+    summary = generate(
+        args.logdir,
+        args.out,
+        plan_dir=plan_dir,
+        seed=args.seed,
+        resamples=args.resamples,
+        unregistered=frozenset(provenance.unregistered_experiments),
+    )
     print(
         f"{args.out}: {len(summary.written)} files written, {len(summary.skipped)} skipped for missing inputs, "
         f"{len(summary.failed)} failed"
@@ -64,15 +76,44 @@ def run_tables(args: argparse.Namespace) -> int:
     return 1 if summary.failed else 0
 
 
-def _default_plan_dir() -> Path | None:
+def default_plan_dir_or_none() -> Path | None:
+    from convswap.experiments.plan import default_plan_dir
+
     try:
         return default_plan_dir()
     except ConvswapError:
-        print("no analysis plan folder found; post hoc labels follow the spec", file=sys.stderr)
+        print(
+            "no analysis plan folder found: plan hashes are not checked, and post hoc labels follow the spec",
+            file=sys.stderr,
+        )
         return None
 
 
+ALLOW_UNREGISTERED_HELP = (
+    "read records whose plan hash is not their experiment's registered plan (another plan version, an edited "
+    "plan file), labelled unregistered wherever they are used; by default they are refused"
+)
+
+
+def checked_provenance(logdir: Path, plan_dir: Path | None, allow_unregistered: bool) -> Provenance:
+    """Name every torn last line and unregistered record on stderr; refuse the latter unless allowed."""
+    from convswap.experiments.provenance import check_logs
+
+    if not logdir.is_dir():
+        raise ConvswapError(f"log folder {logdir} does not exist")
+    provenance = check_logs(logdir, plan_dir)
+    for problem in provenance.torn:
+        print(problem, file=sys.stderr)
+    if provenance.unregistered and not allow_unregistered:
+        raise ConvswapError(provenance.refusal())
+    for problem in provenance.unregistered:
+        print(f"unregistered: {problem}", file=sys.stderr)
+    return provenance
+
+
 def run_check_numbers(args: argparse.Namespace) -> int:
+    from convswap.analysis.check_numbers import missing_numbers
+
     missing, checked = missing_numbers(args.manuscript, args.outdir)
     for number in missing:
         print(f"{number.path}:{number.line}: {number.text} does not appear in {args.outdir}")

@@ -5,13 +5,8 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from convswap.analysis.generate import generate
-from convswap.analysis.stats import MIN_RESAMPLES
 from convswap.core import ConvswapError
-from convswap.experiments.commands import report
-from convswap.experiments.plan import default_plan_dir
 from convswap.experiments.plan_commands import PLAN_DIR_HELP
-from convswap.experiments.runner import CALIBRATION_EXPERIMENT, RunRequest, run_experiment
 
 DEFAULT_DEMO_MODEL = "sim:qwen3vl-like"
 DEFAULT_DEMO_OUT = Path("runs") / "demo"
@@ -57,10 +52,12 @@ def demo_command(args: argparse.Namespace) -> int:
 
 def run_demo(out: Path, model: str, limit: int, coco: Path | None, plan_dir: Path | None) -> Path:
     """Calibrate, run every demo experiment, regenerate the tables and print the main ones; returns the tables folder."""
-    try:
-        out.mkdir(parents=True, exist_ok=True)
-    except OSError as error:
-        raise ConvswapError(f"cannot create output folder {out}: {error.strerror}") from error
+    from convswap.analysis.generate import generate
+    from convswap.defaults import MIN_RESAMPLES
+    from convswap.experiments.commands import report
+    from convswap.experiments.plan import default_plan_dir
+    from convswap.experiments.runner import CALIBRATION_EXPERIMENT, RunRequest, check_request, run_experiment
+
     plan_dir = default_plan_dir() if plan_dir is None else plan_dir
     requests = [RunRequest(CALIBRATION_EXPERIMENT, model, out=out, plan_dir=plan_dir)]
     requests += [RunRequest(name, model, out=out, limit=limit, plan_dir=plan_dir) for name in DEMO_EXPERIMENTS]
@@ -70,6 +67,12 @@ def run_demo(out: Path, model: str, limit: int, coco: Path | None, plan_dir: Pat
             RunRequest(DEMO_CROSS_MODEL_EXPERIMENT, name, out=out, limit=limit, plan_dir=plan_dir, coco=coco)
             for name in dict.fromkeys((model, DEMO_SECOND_MODEL))
         ]
+    for request in requests:  # every input and plan, before the first record
+        check_request(request)
+    try:
+        out.mkdir(parents=True, exist_ok=True)
+    except OSError as error:
+        raise ConvswapError(f"cannot create output folder {out}: {error.strerror}") from error
     for request in requests:
         print(report(run_experiment(request)), end="\n\n", flush=True)
     tables = out / "tables"

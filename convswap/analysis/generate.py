@@ -64,7 +64,10 @@ def generate(
     seed: int = 0,
     resamples: int = MIN_RESAMPLES,
     messages: TextIO | None = None,
+    unregistered: frozenset[str] = frozenset(),
 ) -> Summary:
+    """Every table and figure from the records under `logdir`; `unregistered` names the experiments whose records
+    include some not of their registered plan, so that every row of theirs says so."""
     messages = messages or sys.stderr
     records = load_records(logdir)
     vocabularies = load_vocabularies(logdir)
@@ -75,7 +78,7 @@ def generate(
         out.mkdir(parents=True, exist_ok=True)
     except OSError as error:
         raise ConvswapError(f"cannot create output folder {out}: {error.strerror}") from error
-    context = Context(records, Registry(plan_dir), vocabularies, seed, resamples)
+    context = Context(records, Registry(plan_dir, unregistered), vocabularies, seed, resamples)
     summary = Summary()
     for names, suffixes, builder in BUILDERS:
         try:

@@ -3,7 +3,9 @@
 With a plan folder, an analysis of an experiment is registered when the
 experiment's plan names it (a hypothesis id or a registered analysis) and no plan
 lists it as post hoc; everything else is post hoc, including analyses of an
-experiment that has no plan.  Without a plan folder the labels follow the spec's
+experiment that has no plan.  An experiment read with records not of its
+registered plan (`convswap tables --allow-unregistered`) is labelled
+"unregistered records" in every row.  Without a plan folder the labels follow the spec's
 own words: the misread-units test, the grid-transform hypotheses, readership
 across models and the headroom-normalized gap are post hoc, the rest registered.
 """
@@ -16,12 +18,14 @@ from convswap.experiments.plan import Plan, load_plan, plan_files, registered_na
 
 REGISTERED = "registered"
 POST_HOC = "post hoc"
+UNREGISTERED_RECORDS = "unregistered records"
 SPEC_POST_HOC = frozenset({"misread_units", "grid_transforms", "readership_across_models", "headroom_normalized_gap"})
 
 
 class Registry:
-    def __init__(self, plan_dir: str | Path | None) -> None:
+    def __init__(self, plan_dir: str | Path | None, unregistered: frozenset[str] = frozenset()) -> None:
         self.plan_dir = Path(plan_dir) if plan_dir is not None else None
+        self.unregistered = unregistered  # experiments read with records not of their registered plan
         self._registered: dict[str, frozenset[str]] = {}
         self._post_hoc: set[str] = set(SPEC_POST_HOC)
         self._gates: dict[str, tuple[str, float]] = {}
@@ -43,7 +47,9 @@ class Registry:
         return self._alphas.get((experiment, hypothesis), default)
 
     def status(self, experiment: str, *analyses: str) -> str:
-        """`registered` only if every named analysis is registered for this experiment."""
+        """`registered` only if every named analysis is registered for this experiment and its records are."""
+        if experiment in self.unregistered:
+            return UNREGISTERED_RECORDS
         if any(analysis in self._post_hoc for analysis in analyses):
             return POST_HOC
         if self.plan_dir is None:

@@ -15,9 +15,9 @@ from scipy import stats as scipy_stats
 from statsmodels.stats.contingency_tables import mcnemar as statsmodels_mcnemar
 
 from convswap.core import ConvswapError, Record
+from convswap.defaults import MIN_RESAMPLES
 from convswap.experiments.scoring import Accuracy, score_key
 
-MIN_RESAMPLES = 10_000
 Alternative = Literal["two-sided", "less", "greater"]
 
 

@@ -5,11 +5,9 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from convswap.audits.log_audit import audit_folder
-from convswap.audits.model_audit import DEFAULT_COLOR_WORDS, audit_model, default_alphabets, effective_budget
-from convswap.audits.model_report import format_model_audit
-from convswap.audits.report import format_report
-from convswap.calibration.vocabulary import load_vocabulary
+from convswap.analysis.commands import ALLOW_UNREGISTERED_HELP, checked_provenance, default_plan_dir_or_none
+from convswap.defaults import DEFAULT_COLOR_WORDS
+from convswap.experiments.plan_commands import PLAN_DIR_HELP
 from convswap.readout.base import DEFAULT_MAX_NEW_TOKENS, check_max_new_tokens
 from convswap.readout.options import add_model_arguments
 from convswap.readout.registry import backend_options, load_backend
@@ -34,6 +32,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "held-out color records are verified against their model's vocabulary",
     )
     audit.add_argument("--seed", type=int, default=0, help="seed of the pairing-break shuffle (default 0)")
+    audit.add_argument("--plan-dir", type=Path, metavar="DIR", help=PLAN_DIR_HELP)
+    audit.add_argument("--allow-unregistered", action="store_true", help=ALLOW_UNREGISTERED_HELP)
     audit.set_defaults(handler=run_audit)
 
     model = subparsers.add_parser(
@@ -65,15 +65,26 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 
 def run_audit(args: argparse.Namespace) -> int:
+    from convswap.audits.log_audit import audit_folder
+    from convswap.audits.report import format_report
+
+    plan_dir = args.plan_dir if args.plan_dir is not None else default_plan_dir_or_none()
+    provenance = checked_provenance(args.logdir, plan_dir, args.allow_unregistered)
     records, results = audit_folder(args.logdir, args.vocabulary, seed=args.seed)
     print(format_report(results))
     failed = [result.name for result in results if not result.passed]
+    if provenance.torn:
+        failed.append(f"{len(provenance.torn)} torn last line(s)")
     print(f"\n{len(records)} records audited; " + (f"FAILED: {', '.join(failed)}" if failed else "every check passed"))
     return 1 if failed else 0
 
 
 def run_audit_model(args: argparse.Namespace) -> int:
     check_max_new_tokens(args.max_new_tokens)
+    from convswap.audits.model_audit import audit_model, default_alphabets, effective_budget
+    from convswap.audits.model_report import format_model_audit
+    from convswap.calibration.vocabulary import load_vocabulary
+
     if args.vocabulary is not None:
         alphabets = default_alphabets(load_vocabulary(args.vocabulary).words, f"vocabulary {args.vocabulary}")
     else:

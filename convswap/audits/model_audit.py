@@ -43,6 +43,7 @@ from convswap.calibration.surfaces import (
     resolve_surface,
 )
 from convswap.core import Generation, OutputFormat, Parsed, TokenScore
+from convswap.defaults import DEFAULT_COLOR_WORDS
 from convswap.readout.api_common import ApiBackend
 from convswap.readout.base import Backend, Query
 from convswap.readout.first_token import candidate_masses, first_token_readout
@@ -50,7 +51,6 @@ from convswap.readout.parse import parse_answer
 
 INTEGER_KS = (6, 9, 16)
 # Used when no calibrated vocabulary is given: the basic color terms a free report most often returns.
-DEFAULT_COLOR_WORDS = ("red", "orange", "yellow", "green", "blue", "purple", "pink", "brown")
 MIN_PROBES_ANSWERED = 0.5
 TOP_TOKENS = 3
 NO_LOGITS = "the API exposes no first-token distribution"

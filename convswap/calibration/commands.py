@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from convswap.calibration.vocabulary import CALIBRATION_PROMPT, calibrate, save_vocabulary
+from convswap.conventions.instructions import CALIBRATION_PROMPT
 from convswap.core import ConvswapError
 from convswap.readout.base import DEFAULT_MAX_NEW_TOKENS, check_max_new_tokens
 from convswap.readout.options import add_model_arguments
@@ -37,6 +37,8 @@ def run_calibrate(args: argparse.Namespace) -> int:
         raise ConvswapError(f"--out: folder {args.out.parent} does not exist")
     if args.out.is_dir():  # refused now rather than after every swatch has been paid for
         raise ConvswapError(f"--out: {args.out} is a folder; give the vocabulary file's path")
+    from convswap.calibration.vocabulary import calibrate, save_vocabulary
+
     backend = load_backend(args.model, **backend_options(args.quant, args.dtype))
     vocabulary = calibrate(backend, max_new_tokens=args.max_new_tokens)
     save_vocabulary(args.out, vocabulary)

@@ -43,7 +43,7 @@ from typing import Any
 
 from tqdm import tqdm
 
-from convswap.conventions.instructions import WORD_ANSWER
+from convswap.conventions.instructions import CALIBRATION_PROMPT
 from convswap.core import ColorAnchor, ConvswapError, Prompt
 from convswap.fileio import atomic_write_text
 from convswap.readout.base import DEFAULT_MAX_NEW_TOKENS, Backend, Query
@@ -52,7 +52,6 @@ from convswap.stimuli.arrays import SWATCH_GRID_STEP, SWATCH_PLACEMENTS, swatch_
 from convswap.stimuli.color import DEFAULT_WHEEL, Wheel, circular_distance
 from convswap.stimuli.render import render_image
 
-CALIBRATION_PROMPT = f"What color is the square in this image? {WORD_ANSWER}"
 CALIBRATION_CONVENTION = "calibration"
 MIN_ANCHOR_SEPARATION = 40
 HELD_OUT_NEAR = 10

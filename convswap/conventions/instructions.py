@@ -8,6 +8,7 @@ experiment prompts elicit only if both end alike.
 from __future__ import annotations
 
 WORD_ANSWER = "Answer with a single color word and nothing else."
+CALIBRATION_PROMPT = f"What color is the square in this image? {WORD_ANSWER}"
 
 
 def integer_answer(k: int) -> str:

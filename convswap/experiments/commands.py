@@ -3,14 +3,27 @@
 from __future__ import annotations
 
 import argparse
+import sys
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from convswap.core import CONDITIONS
-from convswap.experiments.merge import merge_tree
+from convswap.experiments.logs import DEFAULT_OUT, RETRIED_STATUS
 from convswap.experiments.plan_commands import PLAN_DIR_HELP
-from convswap.experiments.runner import DEFAULT_OUT, RunRequest, RunResult, run_experiment
 from convswap.readout.base import DEFAULT_MAX_NEW_TOKENS
 from convswap.readout.options import add_model_arguments
+
+if TYPE_CHECKING:
+    from convswap.experiments.runner import RunResult
+
+# Each unscored parse status gets its own column: a truncation or an API error is not a parse failure.
+UNSCORED_COLUMNS = {
+    "unparseable": "unparseable",
+    "empty": "empty",
+    "truncated": "truncated",
+    "refused": "refused",
+    RETRIED_STATUS: "api errors",
+}
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -67,6 +80,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 
 def run_command(args: argparse.Namespace) -> int:
+    from convswap.experiments.runner import RunRequest, run_experiment
+
     request = RunRequest(
         experiment=args.experiment,
         model=args.model,
@@ -80,11 +95,21 @@ def run_command(args: argparse.Namespace) -> int:
         coco=args.coco,
         max_new_tokens=args.max_new_tokens,
     )
-    print(report(run_experiment(request, progress=not args.no_progress)))
+    result = run_experiment(request, progress=not args.no_progress)
+    print(report(result))
+    if result.written and result.failed == result.written:
+        print(
+            f"convswap run: error: every one of the {result.written} requests failed ({RETRIED_STATUS}); nothing was "
+            "scored. Run the same command again to retry them",
+            file=sys.stderr,
+        )
+        return 1
     return 0
 
 
 def merge_command(args: argparse.Namespace) -> int:
+    from convswap.experiments.merge import merge_tree
+
     for merged in merge_tree(args.folder):
         removed = f", {len(merged.removed)} shard(s) removed" if merged.removed else ""
         print(f"{merged.path}: {merged.records} records, none missing, none duplicated{removed}")
@@ -98,7 +123,12 @@ def report(result: RunResult) -> str:
     if plan.design.stimuli == "calibration":
         return f"{plan.id}{where}: vocabulary at {result.vocabulary}"
     lines = [f"{plan.id}{where}: {result.written} records written, {result.already_done} already on disk"]
+    if result.retried:
+        lines[0] += f", {result.retried} failed requests retried (their first records kept in *.attempts)"
+    if result.failed:
+        lines[0] += f", {result.failed} of them failed ({RETRIED_STATUS}; a rerun retries them)"
     lines += [f"log: {path}" for path in result.logs]
+    lines += [f"{where}: a partial last record (left by a killed process), not read" for where in result.torn]
     if result.vocabulary is not None:
         lines.append(f"vocabulary: {result.vocabulary}")
     lines.append(summary_table(result))
@@ -110,17 +140,7 @@ def report(result: RunResult) -> str:
 
 
 def summary_table(result: RunResult) -> str:
-    header = (
-        "condition",
-        "task",
-        "convention",
-        "records",
-        "scored",
-        "accuracy",
-        "parse failures",
-        "refusals",
-        "readout",
-    )
+    header = ("condition", "task", "convention", "records", "scored", "accuracy", *UNSCORED_COLUMNS.values(), "readout")
     rows = [header] + [
         (
             row.condition,
@@ -129,8 +149,7 @@ def summary_table(result: RunResult) -> str:
             str(row.records),
             str(row.accuracy.scored),
             "-" if row.accuracy.rate is None else f"{100 * row.accuracy.rate:.1f}%",
-            str(row.parse_failures),
-            str(row.refused),
+            *(str(row.unscored(status)) for status in UNSCORED_COLUMNS),
             "+".join(row.readouts),
         )
         for row in result.summary

@@ -14,11 +14,15 @@ A record is one line, written with a single append and synced before the next
 one starts: after a `kill -9` a log holds whole records and at most one partial
 last line, which `read_records(..., repair=True)` cuts off.  A unit (model,
 condition, convention, trial) is written once; a resumed run skips the units
-already on disk.
+already on disk, except those whose request failed for good (`api_error`):
+`set_aside_failed` moves those records to `<log>.attempts` (JSON lines, but
+no log reader's `*.jsonl`), so that the rerun's record is the unit's only one
+in the log and no attempt is lost.
 """
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import re
@@ -29,6 +33,7 @@ from typing import Any
 from convswap.core import ConvswapError, Record, canonical_json
 from convswap.fileio import atomic_write_text
 
+DEFAULT_OUT = Path("runs")
 Unit = tuple[str, str, str, str]  # (model, condition, convention, trial_id), as Record.unit
 
 _SHARD_NAME = re.compile(r"^(?P<condition>[a-z]+)(?:\.shard(?P<index>\d+)of(?P<count>\d+))?\.jsonl$")
@@ -90,9 +95,43 @@ def read_records(path: Path, *, repair: bool = False) -> list[Record]:
     return records
 
 
-def has_partial_tail(path: Path) -> bool:
+RETRIED_STATUS = "api_error"  # a request that failed for good: what a rerun sends again
+
+
+def attempts_path(log: Path) -> Path:
+    return log.with_name(log.name + ".attempts")
+
+
+def set_aside_failed(log: Path) -> int:
+    """Move the log's `api_error` records to its attempts file, so that a rerun retries their units.
+
+    The attempts file is appended (and synced) before the log is rewritten
+    without them, atomically: a kill at any moment loses no record, and a
+    record already set aside by a killed earlier call is not added twice.
+    """
+    records = read_records(log, repair=True)
+    failed = [record for record in records if record.parse_status == RETRIED_STATUS]
+    if not failed:
+        return 0
+    archive = attempts_path(log)
+    kept = set(archive.read_text(encoding="utf-8").splitlines()) if archive.exists() else set()
+    with RecordWriter(archive) as writer:
+        for record in failed:
+            if record.to_json() not in kept:
+                writer.write(record)
+    remaining = [record for record in records if record.parse_status != RETRIED_STATUS]
+    atomic_write_text(log, "".join(record.to_json() + "\n" for record in remaining))
+    return len(failed)
+
+
+def torn_line(path: Path) -> int | None:
+    """The line number of a partial last line (what a killed writer leaves), or None when the log ends whole."""
     data = path.read_bytes()
-    return bool(data) and not data.endswith(b"\n")
+    return data.count(b"\n") + 1 if data and not data.endswith(b"\n") else None
+
+
+def has_partial_tail(path: Path) -> bool:
+    return torn_line(path) is not None
 
 
 class RecordWriter:
@@ -109,12 +148,20 @@ class RecordWriter:
             _sync_folder(path.parent)
 
     def write(self, record: Record) -> None:
+        """Append one record; on a failed write (disk full, a file-size limit) the log is cut back to whole
+        records and the failure is a ConvswapError naming the log and the cause."""
         data = (record.to_json() + "\n").encode("utf-8")
-        # One write normally lands the whole line; the loop covers a short write.
-        view = memoryview(data)
-        while view:
-            view = view[os.write(self._fd, view) :]
-        os.fsync(self._fd)
+        end = os.fstat(self._fd).st_size
+        try:
+            # One write normally lands the whole line; the loop covers a short write.
+            view = memoryview(data)
+            while view:
+                view = view[os.write(self._fd, view) :]
+            os.fsync(self._fd)
+        except OSError as error:
+            with contextlib.suppress(OSError):
+                os.ftruncate(self._fd, end)
+            raise ConvswapError(f"cannot write the log {self.path}: {error.strerror}") from error
 
     def close(self) -> None:
         os.close(self._fd)

@@ -53,19 +53,20 @@ def merge_condition(folder: Path, condition: str) -> Merged:
     paths = log_files(folder, condition)
     if not paths:
         raise ConvswapError(f"{folder}: no {condition} log to merge")
-    lines: dict[Unit, tuple[str, Path]] = {}  # each unit's record as a log line, and the log it was first read in
+    lines: dict[Unit, tuple[str, str]] = {}  # each unit's record as a log line, and where it was first read
     for path in paths:
-        for record in read_records(path):
+        for number, record in enumerate(read_records(path), start=1):
             if record.plan_hash != expected.plan_hash:
                 raise ConvswapError(
                     f"{path}: a record of trial {record.trial_id} carries plan hash {record.plan_hash[:12]}, the run "
                     f"expects {expected.plan_hash[:12]}"
                 )
             line = record.to_json()
-            seen_line, seen_in = lines.setdefault(record.unit, (line, path))
+            seen_line, seen_at = lines.setdefault(record.unit, (line, f"{path}:{number}"))
             if seen_line != line:
                 raise ConvswapError(
-                    f"duplicate record for {_name(record.unit)}: in {seen_in} and in {path}, with different content"
+                    f"duplicate record for {_name(record.unit)}: at {seen_at} and at {path}:{number}, with different "
+                    "content"
                 )
     units = expected.units()
     missing = [unit for unit in units if unit not in lines]

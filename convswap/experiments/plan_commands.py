@@ -5,10 +5,12 @@ from __future__ import annotations
 import argparse
 import sys
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from convswap.core import ConvswapError
-from convswap.experiments.ledger import Ledger
-from convswap.experiments.plan import default_plan_dir, load_plan, plan_files
+
+if TYPE_CHECKING:
+    from convswap.experiments.ledger import Ledger
 
 PLAN_DIR_HELP = (
     "folder of plan files and their ledger.jsonl (default: ./analysis_plan, else the analysis_plan/ "
@@ -42,6 +44,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 
 def _ledger(args: argparse.Namespace) -> Ledger:
+    from convswap.experiments.ledger import Ledger
+    from convswap.experiments.plan import default_plan_dir
+
     return Ledger(args.plan_dir if args.plan_dir is not None else default_plan_dir())
 
 
@@ -60,7 +65,13 @@ def run_amend(args: argparse.Namespace) -> int:
 
 
 def run_verify(args: argparse.Namespace) -> int:
+    from convswap.experiments.plan import plan_files
+
     ledger = _ledger(args)
+    if not ledger.plan_dir.is_dir():
+        raise ConvswapError(f"plan folder {ledger.plan_dir} does not exist")
+    if not plan_files(ledger.plan_dir):
+        raise ConvswapError(f"{ledger.plan_dir} holds no plan file (*.toml): nothing to verify")
     problems = ledger.verify()
     for problem in problems:
         print(problem, file=sys.stderr)
@@ -72,6 +83,8 @@ def run_verify(args: argparse.Namespace) -> int:
 
 
 def run_show(args: argparse.Namespace) -> int:
+    from convswap.experiments.plan import load_plan, plan_files
+
     ledger = _ledger(args)
     rows = [("experiment", "version", "hypotheses", "status", "entry", "title")]
     for path in plan_files(ledger.plan_dir):

@@ -11,7 +11,9 @@ A run
    exist and the plan asks for both;
 4. appends each record whole and synced (`convswap.experiments.logs`), skipping
    the units already on disk, so a run killed at any moment and started again
-   ends with every unit exactly once.
+   ends with every unit exactly once.  Units whose API request failed for good
+   (`api_error`) are not done: a rerun sets their records aside in the log's
+   attempts file and sends them again.
 
 How each query is read and scored is `convswap.experiments.reading`'s.
 
@@ -24,6 +26,7 @@ vocabulary that drew their stimuli.
 
 from __future__ import annotations
 
+import contextlib
 import tempfile
 from collections import deque
 from collections.abc import Callable, Iterable, Iterator, Sequence
@@ -46,9 +49,12 @@ from convswap.calibration.vocabulary import (
 )
 from convswap.conventions import CONVENTIONS, render
 from convswap.core import Condition, ConvswapError, Prompt, Record, Trial
+from convswap.experiments.folder_lock import lock_name, locked
 from convswap.experiments.launcher import launcher_shard, local_rank
 from convswap.experiments.ledger import Ledger
 from convswap.experiments.logs import (
+    DEFAULT_OUT,
+    RETRIED_STATUS,
     Expected,
     RecordWriter,
     Unit,
@@ -57,6 +63,8 @@ from convswap.experiments.logs import (
     model_folder,
     model_slug,
     read_records,
+    set_aside_failed,
+    torn_line,
     write_expected,
 )
 from convswap.experiments.plan import Plan, default_plan_dir, find_experiment, load_plan
@@ -71,14 +79,13 @@ from convswap.experiments.trials import (
     shard_trials,
 )
 from convswap.readout.base import DEFAULT_MAX_NEW_TOKENS, Backend, Query, check_max_new_tokens
-from convswap.readout.registry import backend_options, load_backend, split_spec
+from convswap.readout.registry import backend_options, check_local_model, load_backend, split_spec
 from convswap.stimuli.arrays import SWATCH_GRID_STEP, SWATCH_PLACEMENTS
 from convswap.stimuli.render import image_sha256, render_image
 
 T = TypeVar("T")
 R = TypeVar("R")
 
-DEFAULT_OUT = Path("runs")
 CALIBRATION_EXPERIMENT = "calibration"
 VOCABULARY_NAME = "vocabulary.json"
 
@@ -110,6 +117,9 @@ class RunResult:
     logs: list[Path] = field(default_factory=list)
     written: int = 0
     already_done: int = 0
+    retried: int = 0  # failed (api_error) records of an earlier run set aside and sent again
+    failed: int = 0  # records written by this run whose request failed for good
+    torn: list[str] = field(default_factory=list)  # path:line of a partial last record in another process's log
     vocabulary: Path | None = None
     summary: list[ConventionSummary] = field(default_factory=list)
     first_token_refused: dict[tuple[str, ...], str] = field(default_factory=dict)
@@ -137,6 +147,15 @@ def prepare_out(out: Path) -> Path:
     except OSError as error:
         raise ConvswapError(f"output folder {out} is not writable: {error.strerror}") from error
     return out
+
+
+def _remove_if_unused(folders: list[Path], shard: tuple[int, int]) -> None:
+    """Remove the folders a failed run created, deepest first, where it left nothing but its lock file."""
+    for folder in reversed(folders):
+        with contextlib.suppress(OSError):
+            if {path.name for path in folder.iterdir()} <= {lock_name(shard)}:
+                (folder / lock_name(shard)).unlink(missing_ok=True)
+                folder.rmdir()
 
 
 def _mkdir(folder: Path) -> None:
@@ -186,32 +205,80 @@ def check_plan_versions(experiment_folder: Path, plan_hash: str) -> None:
                 )
 
 
+def check_request(request: RunRequest) -> None:
+    """Everything `run_experiment` refuses before a file is touched, without touching one (the demo checks every
+    experiment's request before the first of them runs)."""
+    plan, _ = registered_plan(request.plan_dir, request.experiment)
+    _conditions(plan, request.conditions)
+    _check_request(plan, request)
+
+
 def run_experiment(request: RunRequest, backend: Backend | None = None, progress: bool = True) -> RunResult:
-    """Run (or resume) one registered experiment on one model; see the module docstring."""
+    """Run (or resume) one registered experiment on one model; see the module docstring.
+
+    The run holds its log folder's lock (`convswap.experiments.folder_lock`)
+    from before it reads what is on disk until its last record is written.
+    """
     plan, plan_hash = registered_plan(request.plan_dir, request.experiment)
     shard = request.shard or launcher_shard()
     conditions = _conditions(plan, request.conditions)
     _check_request(plan, request)
     vocabulary = load_vocabulary(request.vocabulary) if request.vocabulary is not None else None
-    out = prepare_out(request.out)
-    check_plan_versions(out / plan.id, plan_hash)
+    result = RunResult(plan, plan_hash, model_folder(request.out, plan.id, request.model, request.quant), shard)
+    new_folders = [path for path in (request.out, result.folder.parent, result.folder) if not path.exists()]
+    try:
+        out = prepare_out(request.out)
+        _mkdir(result.folder)
+        with locked(result.folder, shard):
+            _run_locked(result, request, backend, out, conditions, vocabulary, progress)
+        return result
+    except BaseException:
+        _remove_if_unused(new_folders, shard)
+        raise
+
+
+def _run_locked(
+    result: RunResult,
+    request: RunRequest,
+    backend: Backend | None,
+    out: Path,
+    conditions: tuple[Condition, ...],
+    vocabulary: Vocabulary | None,
+    progress: bool,
+) -> None:
+    """Everything a run does once it holds its folder's lock: fills in `result`."""
+    plan, shard = result.plan, result.shard
+    check_plan_versions(out / plan.id, result.plan_hash)
     if vocabulary is not None:
         _check_kept_vocabulary(vocabulary, out, request)
     if backend is None:
         backend = load_backend(request.model, **_backend_options(request, shard))
-    if plan.design.stimuli == CALIBRATION_EXPERIMENT:
-        path, _ = _calibrated(backend, out, request, shard, plan.id)
-        return RunResult(plan, plan_hash, path.parent, shard, vocabulary=path)
-    result = RunResult(plan, plan_hash, model_folder(out, plan.id, request.model, request.quant), shard)
+    if plan.design.stimuli == CALIBRATION_EXPERIMENT:  # the model folder is the vocabulary's
+        result.vocabulary, _ = _calibrated(backend, out, request, shard, plan.id, progress)
+        return
     if vocabulary is not None:
         result.vocabulary = _keep_with_logs(vocabulary, out, request)
     elif needs_vocabulary(plan):
-        result.vocabulary, vocabulary = _calibrated(backend, out, request, shard, plan.id)
+        result.vocabulary, vocabulary = _calibrated(backend, out, request, shard, plan.id, progress)
     trials = build_trials(plan, Sources(vocabulary, request.coco), request.limit)
-    _mkdir(result.folder)
     for condition in conditions:
-        write_expected(result.folder, _expected(plan, plan_hash, request, condition, trials))
-    done = _units_on_disk(result.folder, conditions, shard, {t.trial_id: t for t in trials})
+        write_expected(result.folder, _expected(plan, result.plan_hash, request, condition, trials))
+    _run_trials(result, request, backend, trials, conditions, progress)
+
+
+def _run_trials(
+    result: RunResult,
+    request: RunRequest,
+    backend: Backend,
+    trials: list[Trial],
+    conditions: tuple[Condition, ...],
+    progress: bool,
+) -> None:
+    """Read and append every unit of this process's trials not yet on disk; the summary of the whole folder."""
+    plan, plan_hash, shard = result.plan, result.plan_hash, result.shard
+    done, result.retried = _units_on_disk(result.folder, conditions, shard, {t.trial_id: t for t in trials})
+    # This process's own log was repaired above; another process's partial last line is its own to repair.
+    result.torn = [f"{path}:{line}" for path in log_files(result.folder) if (line := torn_line(path)) is not None]
     mine = shard_trials(trials, shard)
     work = _pending(plan, request.model, mine, conditions, done)
     pending = sum(len(prompts) for _, asks in work for _, prompts in asks)
@@ -237,14 +304,19 @@ def run_experiment(request: RunRequest, backend: Backend | None = None, progress
                 for record in records:
                     writers[record.condition].write(record)
                     result.written += 1
+                    result.failed += record.parse_status == RETRIED_STATUS
                     bar.update(1)
+    except KeyboardInterrupt:
+        backend.cancel()  # no further request; every record written so far is whole, so a rerun resumes
+        raise
     finally:
         for writer in writers.values():
             writer.close()
+            if writer.path.stat().st_size == 0:  # nothing was written to it: leave no empty log behind
+                writer.path.unlink()
     result.logs = [writer.path for writer in writers.values()]
     result.first_token_refused = reader.refusals()
     result.summary = summarize(all_records(result.folder, conditions), plan)
-    return result
 
 
 def in_order(function: Callable[[T], R], items: Iterable[T], workers: int) -> Iterator[R]:
@@ -256,25 +328,28 @@ def in_order(function: Callable[[T], R], items: Iterable[T], workers: int) -> It
     if workers <= 1:
         yield from map(function, items)
         return
-    with ThreadPoolExecutor(max_workers=workers) as pool:
-        in_flight: deque[Future[R]] = deque()
-        try:
-            for item in items:
-                in_flight.append(pool.submit(function, item))
-                if len(in_flight) >= workers:
-                    yield in_flight.popleft().result()
-            while in_flight:
+    pool = ThreadPoolExecutor(max_workers=workers)
+    in_flight: deque[Future[R]] = deque()
+    try:
+        for item in items:
+            in_flight.append(pool.submit(function, item))
+            if len(in_flight) >= workers:
                 yield in_flight.popleft().result()
-        finally:
-            for future in in_flight:
-                future.cancel()
+        while in_flight:
+            yield in_flight.popleft().result()
+    except BaseException:
+        # Ctrl-C or a failure: drop what has not started and do not wait for what has (a request
+        # on the wire may hang until its timeout); the caller cancels the backend.
+        pool.shutdown(wait=False, cancel_futures=True)
+        raise
+    pool.shutdown()
 
 
 def _check_request(plan: Plan, request: RunRequest) -> None:
     """Everything about a request that can be refused before a file is touched or a model loaded."""
     check_limit(request.limit)
     check_max_new_tokens(request.max_new_tokens)
-    split_spec(request.model)
+    check_local_model(request.model)
     if plan.design.stimuli == CALIBRATION_EXPERIMENT:
         check_calibration_design(plan)
         if request.limit is not None:
@@ -312,7 +387,7 @@ def _backend_options(request: RunRequest, shard: tuple[int, int]) -> dict[str, A
 
 
 def _calibrated(
-    backend: Backend, out: Path, request: RunRequest, shard: tuple[int, int], experiment: str
+    backend: Backend, out: Path, request: RunRequest, shard: tuple[int, int], experiment: str, progress: bool
 ) -> tuple[Path, Vocabulary]:
     """The model's vocabulary at its default path, calibrated (the registered calibration) when missing."""
     path = vocabulary_path(out, request.model, request.quant)
@@ -325,10 +400,16 @@ def _calibrated(
         )
     plan, _ = registered_plan(request.plan_dir, CALIBRATION_EXPERIMENT)
     check_calibration_design(plan)
-    vocabulary = calibrate(backend, max_new_tokens=request.max_new_tokens)
+    vocabulary = calibrate(
+        backend, max_new_tokens=request.max_new_tokens, progress=None if progress else _no_bar
+    )
     _mkdir(path.parent)
     save_vocabulary(path, vocabulary)
     return path, vocabulary
+
+
+def _no_bar(items: Iterable[T]) -> Iterable[T]:
+    return items
 
 
 def _check_kept_vocabulary(vocabulary: Vocabulary, out: Path, request: RunRequest) -> None:
@@ -369,25 +450,37 @@ def _conventions(plan: Plan, task: str) -> tuple[str, ...]:
 
 def _units_on_disk(
     folder: Path, conditions: Sequence[str], shard: tuple[int, int], trials: dict[str, Trial]
-) -> set[Unit]:
-    """Units already written by any process; this process's own log is repaired (a killed write cut off).
+) -> tuple[set[Unit], int]:
+    """Units already written by any process, and how many failed records of this process's own log were set
+    aside for retrying; that log is repaired (a killed write cut off) first.
 
     A record whose trial differs from the trial of that id now (another
     vocabulary, another COCO selection) is refused: the log would mix stimuli.
+    So is a unit found twice with different content, which no reader could
+    resolve.
     """
-    done: set[Unit] = set()
+    done: dict[Unit, tuple[str, str]] = {}  # unit -> (where it was read, its record)
+    set_aside = 0
     for condition in conditions:
         own = folder / log_name(condition, shard)
+        if own.exists():
+            set_aside += set_aside_failed(own)
         for path in log_files(folder, condition):
-            for record in read_records(path, repair=path == own):
+            for number, record in enumerate(read_records(path), start=1):
                 trial = trials.get(record.trial_id)
                 if trial is not None and _stimulus(record.trial) != _stimulus(trial.to_json()):
                     raise ConvswapError(
                         f"{path}: trial {record.trial_id} was run on other stimuli than this run draws (a different "
                         "vocabulary or COCO folder); write this run to another --out, or move that log away"
                     )
-                done.add(record.unit)
-    return done
+                where, line = f"{path}:{number}", record.to_json()
+                first_where, first_line = done.setdefault(record.unit, (where, line))
+                if first_line != line:
+                    raise ConvswapError(
+                        f"{where}: a second, different record of {' '.join(record.unit)} (the first at "
+                        f"{first_where}); keep one of them before running again"
+                    )
+    return set(done), set_aside
 
 
 def _stimulus(trial_json: dict[str, Any]) -> dict[str, Any]:

@@ -1,4 +1,4 @@
-"""The end-of-run summary: accuracy, parse failures and refusals per condition, task and convention."""
+"""The end-of-run summary: accuracy and each unscored status's count per condition, task and convention."""
 
 from __future__ import annotations
 
@@ -21,13 +21,18 @@ class ConventionSummary:
     accuracy: Accuracy
     readouts: tuple[str, ...]
 
+    def unscored(self, status: str) -> int:
+        """Records of this parse status (unparseable, empty, truncated, refused, api_error): none is scored."""
+        return self.accuracy.unscored.get(status, 0)
+
     @property
     def refused(self) -> int:
-        return self.accuracy.unscored.get("refused", 0)
+        return self.unscored("refused")
 
     @property
     def parse_failures(self) -> int:
-        return self.accuracy.unscored_total - self.refused
+        """Answers that came back whole and could not be read; truncations, refusals and API errors apart."""
+        return self.unscored("unparseable")
 
 
 def all_records(folder: Path, conditions: Sequence[str]) -> list[Record]:

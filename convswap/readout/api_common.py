@@ -90,8 +90,9 @@ def request_key(api: str, base_url: str | None, request: Mapping[str, Any]) -> s
     """sha256 of the whole request (model, turns, image bytes, temperature, budget) and where it goes.
 
     The endpoint is part of the key because the same model name on another
-    server (a local vLLM, say) is another model.  The API key is never part of
-    a request as built here.
+    server (a local vLLM, say) is another model; it is the URL the client
+    really sends to, whether it came from an option or the SDK's environment
+    variable.  The API key is never part of a request as built here.
     """
     return sha256_hex(canonical_json({"api": api, "base_url": base_url, "request": request}))
 
@@ -127,11 +128,14 @@ class ResponseCache:
     def put(self, key: str, api: str, model: str, response: str) -> None:
         created = datetime.now(UTC).isoformat(timespec="seconds")
         with self._lock:
-            self._db.execute(
-                "INSERT OR REPLACE INTO responses (key, api, model, response, created) VALUES (?, ?, ?, ?, ?)",
-                (key, api, model, response, created),
-            )
-            self._db.commit()
+            try:
+                self._db.execute(
+                    "INSERT OR REPLACE INTO responses (key, api, model, response, created) VALUES (?, ?, ?, ?, ?)",
+                    (key, api, model, response, created),
+                )
+                self._db.commit()
+            except sqlite3.Error as error:  # a full disk, a file-size limit: the transaction is rolled back
+                raise ConvswapError(f"cannot write the API response cache {self.path}: {error}") from None
 
     def __len__(self) -> int:
         with self._lock:
@@ -150,6 +154,10 @@ class Failure:
     retryable: bool
     fatal: bool = False  # a configuration error (key, permission, model name): every request would fail
     retry_after: float | None = None
+
+
+class RequestCancelled(Exception):
+    """The backend was cancelled (Ctrl-C): the request is not sent, and nothing is recorded for it."""
 
 
 class RequestFailed(Exception):
@@ -211,15 +219,23 @@ class RetryPolicy:
             delay = max(delay, min(retry_after, self.max_delay))
         return delay
 
-    def call(self, send: Callable[[], T], classify: Callable[[Exception], Failure | None]) -> tuple[T, int]:
+    def call(
+        self,
+        send: Callable[[], T],
+        classify: Callable[[Exception], Failure | None],
+        cancelled: threading.Event | None = None,
+    ) -> tuple[T, int]:
         """send() until it succeeds; returns (result, attempts) or raises RequestFailed.
 
         Exceptions that `classify` does not recognise (None) are bugs, not API
-        failures, and propagate unchanged.
+        failures, and propagate unchanged.  Once `cancelled` is set no attempt
+        is sent (RequestCancelled), however long the wait before it was.
         """
         attempt, waited = 0, 0.0
         while True:
             attempt += 1
+            if cancelled is not None and cancelled.is_set():
+                raise RequestCancelled()
             try:
                 return send(), attempt
             except Exception as error:
@@ -313,6 +329,7 @@ class ApiBackend(Backend):
         self._served_model: str | None = None
         self._cache = ResponseCache(settings.cache_path)
         self._pool = ThreadPoolExecutor(max_workers=settings.concurrency, thread_name_prefix=f"convswap-{self.api}")
+        self._cancelled = threading.Event()
         self.parallel_queries = settings.concurrency
 
     @classmethod
@@ -335,14 +352,25 @@ class ApiBackend(Backend):
         self._pool.shutdown(wait=True)
         self._cache.close()
 
+    def cancel(self) -> None:
+        """Send nothing more: queued requests are dropped, and a request waiting to retry is not retried.
+
+        A request already on the wire is left to its timeout; whoever cancels
+        does not wait for it (the CLI exits at once).
+        """
+        self._cancelled.set()
+        self._pool.shutdown(wait=False, cancel_futures=True)
+
     def _answer(self, request: dict[str, Any]) -> Generation:
-        key = request_key(self.api, self.settings.base_url, request)
+        key = request_key(self.api, self._endpoint(), request)
         reply = self._cache.get(key)
         if reply is not None:
             self.counters.add("cache_hits")
         else:
             try:
-                sent, attempts = self.settings.retry.call(lambda: self._counted_send(request), self._scrubbed)
+                sent, attempts = self.settings.retry.call(
+                    lambda: self._counted_send(request), self._scrubbed, self._cancelled
+                )
             except RequestFailed as failed:
                 return self._failed(failed)
             self.counters.add("retries", attempts - 1)
@@ -375,6 +403,10 @@ class ApiBackend(Backend):
     @abstractmethod
     def _request(self, turns: tuple[Turn, ...], image_base64: str, budget: int) -> dict[str, Any]:
         """The JSON-able request (model, turns with the PNG inline, temperature 0, output budget)."""
+
+    @abstractmethod
+    def _endpoint(self) -> str:
+        """The base URL the client sends every request to, however it was configured."""
 
     @abstractmethod
     def _send(self, request: dict[str, Any]) -> str:

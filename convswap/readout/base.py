@@ -11,9 +11,11 @@ from __future__ import annotations
 
 from abc import ABC, abstractmethod
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
-import numpy as np
-from PIL import Image
+if TYPE_CHECKING:  # only in annotations: `convswap --help` need not import them
+    import numpy as np
+    from PIL import Image
 
 from convswap.core import Condition, ConvswapError, Generation, Prompt, Trial
 
@@ -88,6 +90,10 @@ class Backend(ABC):
     @abstractmethod
     def generate(self, query: Query, max_new_tokens: int = DEFAULT_MAX_NEW_TOKENS) -> list[Generation]:
         """Greedy generation for each prompt of the query, in order."""
+
+    def cancel(self) -> None:
+        """Start no more work (Ctrl-C).  A backend that works only in its caller's thread has nothing to stop."""
+        return None
 
     def next_token_logits(self, query: Query) -> np.ndarray:
         """Full-vocabulary logits of the first answer token, shape [len(query.prompts), vocab], float32."""

@@ -9,6 +9,7 @@ kept as text None with finish reason "length".
 from __future__ import annotations
 
 import json
+import os
 from typing import Any
 
 import httpx2
@@ -19,6 +20,8 @@ from convswap.core import Generation
 from convswap.readout.api_common import ApiBackend, ApiSettings, Failure, http_failure
 from convswap.readout.conversation import Turn
 
+BASE_URL_VARIABLE = "GOOGLE_GEMINI_BASE_URL"
+DEFAULT_BASE_URL = "https://generativelanguage.googleapis.com/"
 _ROLES = {"user": "user", "assistant": "model"}
 _FINISH_REASONS = {"STOP": "stop", "MAX_TOKENS": "length"}
 
@@ -29,13 +32,19 @@ class GeminiBackend(ApiBackend):
 
     def __init__(self, model: str, api_key: str, settings: ApiSettings) -> None:
         super().__init__(model, api_key, settings)
-        http_options = types.HttpOptions(base_url=settings.base_url, timeout=round(settings.timeout * 1000))
+        # Resolved here, as the SDK would (option, else GOOGLE_GEMINI_BASE_URL, else its default), so that the
+        # cache key names the server the requests really go to.
+        self._base_url = settings.base_url or os.environ.get(BASE_URL_VARIABLE) or DEFAULT_BASE_URL
+        http_options = types.HttpOptions(base_url=self._base_url, timeout=round(settings.timeout * 1000))
         # Held for the backend's lifetime: a client that goes out of scope closes its connections.
         self._client = genai.Client(api_key=api_key, vertexai=False, http_options=http_options)
 
     def _request(self, turns: tuple[Turn, ...], image_base64: str, budget: int) -> dict[str, Any]:
         contents = [_content(turn, image_base64) for turn in turns]
         return {"model": self.model, "contents": contents, "config": {"temperature": 0, "max_output_tokens": budget}}
+
+    def _endpoint(self) -> str:
+        return self._base_url
 
     def _send(self, request: dict[str, Any]) -> str:
         # Validated from JSON so that the base64 image decodes back into bytes.

@@ -34,6 +34,9 @@ class OpenAIBackend(ApiBackend):
         # max_completion_tokens, not max_tokens: reasoning models refuse the older name.
         return {"model": self.model, "messages": messages, "temperature": 0, "max_completion_tokens": budget}
 
+    def _endpoint(self) -> str:
+        return str(self._client.base_url)  # base_url option, else OPENAI_BASE_URL, else the SDK's default
+
     def _send(self, request: dict[str, Any]) -> str:
         completion = self._client.chat.completions.create(**request)
         return completion.model_dump_json(exclude_unset=True)

@@ -8,6 +8,7 @@ never imports torch and a simulated run never imports an API client.
 from __future__ import annotations
 
 import importlib
+from pathlib import Path
 from typing import Any
 
 from convswap.core import ConvswapError
@@ -30,8 +31,23 @@ def split_spec(spec: str) -> tuple[str, str]:
     return prefix, name
 
 
+def check_local_model(spec: str) -> None:
+    """Refuse an `hf:` model named by a local path (absolute, ./, ../ or ~) that is not a folder.
+
+    Such a name is never a hub id, yet the hub client would try it as one,
+    retrying for minutes before its own error; a hub id is left to the loader,
+    which honours HF_HUB_OFFLINE.
+    """
+    prefix, name = split_spec(spec)
+    if prefix == "hf" and name.startswith(("/", "./", "../", "~")):
+        folder = Path(name).expanduser()
+        if not folder.is_dir():
+            raise ConvswapError(f"model {spec}: {folder} is not a folder (a local model is a folder of its files)")
+
+
 def load_backend(spec: str, **options: Any) -> Backend:
     """Build the backend for `spec`; options (quant, dtype, revision, ...) go to its `from_spec`."""
+    check_local_model(spec)
     prefix, name = split_spec(spec)
     module_name, class_name = BACKENDS[prefix]
     backend_class = getattr(importlib.import_module(module_name), class_name)

@@ -163,6 +163,8 @@ class Verdict:
 def load_annotations(path: str | Path) -> COCO:
     """Load a COCO-format annotation file, checking every field admission reads."""
     path = Path(path)
+    if path.is_dir():
+        raise ConvswapError(f"annotation file {path} is a folder; give the instances JSON file in it")
     if not path.is_file():
         raise ConvswapError(f"annotation file {path} does not exist")
     try:

@@ -6,14 +6,6 @@ import argparse
 from pathlib import Path
 
 from convswap.core import ConvswapError
-from convswap.stimuli.coco import (
-    CocoSelection,
-    admitted_objects,
-    default_images_dir,
-    image_path,
-    select_objects,
-    write_selection,
-)
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -45,6 +37,15 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 
 def coco_select(args: argparse.Namespace) -> int:
+    from convswap.stimuli.coco import (
+        CocoSelection,
+        admitted_objects,
+        default_images_dir,
+        image_path,
+        select_objects,
+        write_selection,
+    )
+
     admitted = admitted_objects(args.annotations, args.grid)
     selected = select_objects(admitted, args.n, args.seed)
     images_dir = args.images if args.images is not None else default_images_dir(args.annotations)

@@ -5,7 +5,6 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from convswap.conventions.render import conventions_for, render
 from convswap.core import ColorAnchor, ConvswapError, ImageSpec, Prompt, Trial
 
 
@@ -79,6 +78,8 @@ def format_prompt(prompt: Prompt) -> str:
 
 
 def run_prompts(args: argparse.Namespace) -> int:
+    from convswap.conventions.render import conventions_for, render
+
     if args.anchors:
         trials = [color_trial_from_args(args)]
     elif args.annotations:

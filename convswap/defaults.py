@@ -1,0 +1,8 @@
+"""Defaults that the command line shows in its help, kept apart from the modules that apply them.
+
+Those modules load numpy, scipy, statsmodels and the model SDKs; `convswap --help`
+needs only these values.  Each applying module imports its value from here.
+"""
+
+MIN_RESAMPLES = 10_000  # bootstrap resamples behind every interval (spec section 10)
+DEFAULT_COLOR_WORDS = ("red", "orange", "yellow", "green", "blue", "purple", "pink", "brown")

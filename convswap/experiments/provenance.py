@@ -1,0 +1,88 @@
+"""Whether every record of a log folder is whole and was written under the registered plan.
+
+`convswap run` and `convswap merge` refuse records of another plan version;
+`convswap audit` and `convswap tables` read folders that may hold anything, so
+they ask here first.  A record is registered when its plan hash is the current
+ledger entry of its experiment's plan file and that file still reads as
+registered.  A torn last line (a killed writer's partial record) is no record
+at all: every reader names it.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from convswap.core import ConvswapError
+from convswap.experiments.ledger import Ledger
+from convswap.experiments.logs import torn_line
+from convswap.experiments.plan import plan_files
+
+SHOWN = 5  # problems named in a refusal; the count says how many more
+
+
+@dataclass
+class Provenance:
+    torn: list[str] = field(default_factory=list)  # "path:line: ..." per torn last line
+    unregistered: list[str] = field(default_factory=list)  # "path:line: ..." per unregistered record
+    unregistered_experiments: set[str] = field(default_factory=set)
+    checked_against: Path | None = None  # the plan folder, or None when there was none to check against
+
+    def refusal(self) -> str:
+        shown = "; ".join(self.unregistered[:SHOWN])
+        more = f"; and {len(self.unregistered) - SHOWN} more" if len(self.unregistered) > SHOWN else ""
+        return (
+            f"{len(self.unregistered)} record(s) not of the plan registered in {self.checked_against}: {shown}{more}; "
+            "analyse them apart, or pass --allow-unregistered to label them unregistered"
+        )
+
+
+def registered_hashes(plan_dir: Path) -> dict[str, str | ConvswapError]:
+    """Experiment id -> the plan hash its records must carry, or why no record of it can be registered."""
+    ledger = Ledger(plan_dir)
+    found: dict[str, str | ConvswapError] = {}
+    for path in plan_files(plan_dir):
+        try:
+            found[path.stem] = ledger.current_entry_hash(path)
+        except ConvswapError as error:
+            found[path.stem] = error
+    return found
+
+
+def check_logs(logdir: Path, plan_dir: Path | None) -> Provenance:
+    """Every torn last line under `logdir`, and with a plan folder every record not registered in it."""
+    result = Provenance(checked_against=plan_dir)
+    expected = registered_hashes(plan_dir) if plan_dir is not None else {}
+    for path in sorted(Path(logdir).rglob("*.jsonl")):
+        torn = torn_line(path)
+        if torn is not None:
+            result.torn.append(f"{path}:{torn}: a partial last record (left by a killed writer), not read")
+        if plan_dir is None:
+            continue
+        with open(path, "rb") as handle:
+            for number, line in enumerate(handle, start=1):
+                if not line.endswith(b"\n"):
+                    break
+                problem = _unregistered(line, expected, plan_dir)
+                if problem is not None:
+                    experiment, why = problem
+                    result.unregistered.append(f"{path}:{number}: {why}")
+                    result.unregistered_experiments.add(experiment)
+    return result
+
+
+def _unregistered(line: bytes, expected: dict[str, str | ConvswapError], plan_dir: Path) -> tuple[str, str] | None:
+    try:
+        record = json.loads(line)
+        experiment, plan_hash = str(record["experiment"]), str(record["plan_hash"])
+    except (UnicodeDecodeError, json.JSONDecodeError, KeyError, TypeError):
+        return None  # not a record: the reader that parses it names the line
+    wanted = expected.get(experiment)
+    if wanted is None:
+        return experiment, f"experiment {experiment} has no plan file in {plan_dir}"
+    if isinstance(wanted, ConvswapError):
+        return experiment, f"plan hash {plan_hash[:12]}, but {wanted}"
+    if plan_hash != wanted:
+        return experiment, f"plan hash {plan_hash[:12]}, the registered plan of {experiment} is {wanted[:12]}"
+    return None
