@@ -1,6 +1,8 @@
 """Local vision-language models through transformers (`hf:<local path or hub id>`).
 
-The processor and chat template are the model's own; the image prefix of a
+The processor and chat template are the model's own, and a conformance probe at
+load refuses a model whose tokens here would differ from its processor's chat
+path; the image prefix of a
 query is encoded once and shared by all its prompts (`prefix_cache`), which
 gives the same logits as one full forward per prompt.  Generation is greedy and
 nothing else: the checkpoint's sampling settings and penalties are dropped at
@@ -10,18 +12,55 @@ load time, its stop tokens kept.
 from __future__ import annotations
 
 import hashlib
+import socket
 from pathlib import Path
+from urllib.parse import urlparse
 
 import numpy as np
 import torch
-from transformers import AutoModelForImageTextToText, AutoProcessor, BitsAndBytesConfig, GenerationConfig
+from PIL import Image
+from huggingface_hub import constants as hub_constants
+from transformers import AutoConfig, AutoModelForImageTextToText, AutoProcessor, BitsAndBytesConfig, GenerationConfig
 from transformers.utils.hub import cached_file, extract_commit_hash
 
 from convswap.core import ConvswapError, Generation
 from convswap.readout import prefix_cache
 from convswap.readout.base import DEFAULT_MAX_NEW_TOKENS, QUANTIZATIONS, Backend, ModelInfo, Query
 
+# A plain image for the conformance probe: only its tokens are compared, never a model output.
+PROBE_IMAGE = Image.new("RGB", (64, 64), (128, 96, 64))
+
 DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
+
+
+# Families whose image prefix cannot be encoded once and shared, each with why; loading one is refused.
+UNSUPPORTED_FAMILIES = {
+    "mllama": "Llama-3.2-Vision reads the image through cross-attention states, not as tokens of the prompt, so "
+    "there is no image prefix to encode once and share",
+    "paligemma": "PaliGemma's prefix-LM attention lets every prompt token attend to the whole prompt, question "
+    "included, so no part of prompts that differ can be encoded once and shared",
+}
+
+
+def looks_like_path(name: str) -> bool:
+    """A hub id is `name` or `owner/name`; anything else (absolute, ./, ~, deeper) names a folder."""
+    return name.startswith(("/", ".", "~")) or name.count("/") > 1
+
+
+def hub_unreachable() -> bool:
+    """HF_HUB_OFFLINE set, or the hub's host cannot even be resolved: the hub client would only retry."""
+    if hub_constants.HF_HUB_OFFLINE:
+        return True
+    try:
+        socket.getaddrinfo(urlparse(hub_constants.ENDPOINT).hostname, 443)
+    except OSError:
+        return True
+    return False
+
+
+def refuse_unsupported_family(spec: str, model_type: str) -> None:
+    if model_type in UNSUPPORTED_FAMILIES:
+        raise ConvswapError(f"{spec}: the {model_type} family is not supported: {UNSUPPORTED_FAMILIES[model_type]}")
 
 
 def quantization_config(quant: str | None, dtype: torch.dtype) -> BitsAndBytesConfig | None:
@@ -82,6 +121,7 @@ class TransformersBackend(Backend):
         self.tokenizer = processor.tokenizer
         self._info = model_info
         self.suffix_batch = suffix_batch
+        prefix_cache.check_conformance(processor, PROBE_IMAGE)
         self.model.generation_config = greedy_generation_config(model.generation_config)
         self._stop_ids = set(np.atleast_1d(self.model.generation_config.eos_token_id).tolist())
 
@@ -103,6 +143,14 @@ class TransformersBackend(Backend):
             raise ConvswapError(f"unknown dtype {dtype!r}; use one of {', '.join(DTYPES)}")
         torch_dtype = DTYPES[dtype]
         quantization = quantization_config(quant, torch_dtype)
+        spec = f"hf:{name}"
+        folder = Path(name).expanduser()
+        if folder.is_dir():
+            name = str(folder)
+        elif looks_like_path(name):
+            raise ConvswapError(f"cannot load model {spec}: the folder {folder} does not exist")
+        else:
+            local_files_only = local_files_only or hub_unreachable()
         hub_options = dict(
             revision=revision,
             trust_remote_code=trust_remote_code,
@@ -110,6 +158,7 @@ class TransformersBackend(Backend):
             local_files_only=local_files_only,
         )
         try:
+            refuse_unsupported_family(spec, AutoConfig.from_pretrained(name, **hub_options).model_type)
             processor = AutoProcessor.from_pretrained(name, **hub_options)
             model = AutoModelForImageTextToText.from_pretrained(
                 name,
@@ -120,9 +169,14 @@ class TransformersBackend(Backend):
             ).eval()
             revision_used = resolved_revision(name, revision, cache_dir, local_files_only)
         except (OSError, ValueError) as error:
-            raise ConvswapError(f"cannot load model hf:{name}: {error}") from error
-        info = ModelInfo(spec=f"hf:{name}", backend="transformers", revision=revision_used, quant=quant, dtype=dtype)
-        return cls(f"hf:{name}", model, processor, info, suffix_batch=suffix_batch)
+            if local_files_only and not folder.is_dir():
+                raise ConvswapError(
+                    f"cannot load model {spec}: it is not a local folder nor in the hub cache, and the hub is "
+                    "offline (HF_HUB_OFFLINE set or no network)"
+                ) from error
+            raise ConvswapError(f"cannot load model {spec}: {error}") from error
+        info = ModelInfo(spec=spec, backend="transformers", revision=revision_used, quant=quant, dtype=dtype)
+        return cls(spec, model, processor, info, suffix_batch=suffix_batch)
 
     def info(self) -> ModelInfo:
         return self._info
