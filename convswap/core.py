@@ -296,6 +296,8 @@ class Record:
     timestamp: str
     shard: tuple[int, int] = (0, 1)
     extra: dict[str, Any] = field(default_factory=dict)
+    dtype: str | None = None  # weight dtype of a local model
+    environment: dict[str, str | None] = field(default_factory=dict)  # versions, device kind, attention
 
     @property
     def unit(self) -> tuple[str, str, str, str]:

@@ -2,22 +2,32 @@
 
 from __future__ import annotations
 
+import importlib.metadata
+from dataclasses import replace
+
 import pytest
+import torch
+import transformers
 from runner_support import PLAN_DIR, SPATIAL, SPATIAL_CONVENTIONS, records_in, save_sim_vocabulary
 from tiny_models import build_tiny, planting
 from transformers import AutoTokenizer
 
+from convswap.core import ConvswapError
 from convswap.experiments.runner import RunRequest, run_experiment
 
 
 @pytest.fixture(scope="module")
-def run(tmp_path_factory, smolvlm_assets):
+def request_(tmp_path_factory, smolvlm_assets):
     root = tmp_path_factory.mktemp("transformers")
     (three,) = AutoTokenizer.from_pretrained(smolvlm_assets).encode("3", add_special_tokens=False)
     model = build_tiny("smolvlm", root, edit=planting({three: 14.0}))
     vocabulary = save_sim_vocabulary(root / "qwen3vl-like.vocab.json")
-    request = RunRequest(SPATIAL, f"hf:{model}", out=root / "out", plan_dir=PLAN_DIR, vocabulary=vocabulary, limit=2)
-    return run_experiment(request, progress=False)
+    return RunRequest(SPATIAL, f"hf:{model}", out=root / "out", plan_dir=PLAN_DIR, vocabulary=vocabulary, limit=2)
+
+
+@pytest.fixture(scope="module")
+def run(request_):
+    return run_experiment(request_, progress=False)
 
 
 def test_every_unit_is_read_in_both_conditions(run):
@@ -46,3 +56,48 @@ def test_the_generation_is_logged_beside_it_and_its_truncation_is_not_scored_as_
     for record in records_in(run.folder):
         assert record.generation["text"] == "3" * 16 and record.generation["finish_reason"] == "length"
         assert (record.parse_status, record.parsed_slot) == ("truncated", None)
+
+
+def test_records_and_the_folder_name_carry_the_weight_dtype_and_the_software(run, request_):
+    assert run.folder.name.endswith("__float32")
+    for record in records_in(run.folder):
+        assert (record.dtype, record.quant) == ("float32", None)
+        assert record.environment == {
+            "transformers": transformers.__version__,
+            "torch": torch.__version__,
+            "bitsandbytes": importlib.metadata.version("bitsandbytes"),
+            "device": "cpu",
+            "attention": "sdpa",
+        }
+
+
+def test_a_run_at_another_dtype_writes_its_own_folder(run, request_):
+    """Not "0 records written, all already on disk": a bfloat16 run is another measurement."""
+    other = run_experiment(replace(request_, dtype="bfloat16"), progress=False)
+    assert other.folder != run.folder and other.folder.name.endswith("__bfloat16")
+    assert other.already_done == 0 and other.written == len(records_in(run.folder))
+    assert {record.dtype for record in records_in(other.folder)} == {"bfloat16"}
+
+
+@pytest.mark.parametrize(
+    ("field", "value", "described"),
+    [
+        ("model_revision", "sha256:older", "revision sha256:older"),
+        ("dtype", "float16", "dtype float16"),
+        ("quant", "8bit", "quant 8bit"),
+    ],
+)
+def test_resuming_a_folder_written_at_another_revision_dtype_or_quantization_is_refused(
+    run, request_, tmp_path, field, value, described
+):
+    out = tmp_path / "out"
+    folder = out / run.folder.relative_to(request_.out)
+    folder.mkdir(parents=True)
+    log = folder / "visible.jsonl"
+    log.write_text("".join(replace(record, **{field: value}).to_json() + "\n" for record in records_in(run.folder)))
+    before = log.read_bytes()
+    with pytest.raises(ConvswapError) as refusal:
+        run_experiment(replace(request_, out=out), progress=False)
+    name = field.removeprefix("model_")
+    assert str(refusal.value).startswith(f"{log} was written at another {name}: {described} (this run: ")
+    assert log.read_bytes() == before

@@ -144,4 +144,6 @@ def build_record(
         timestamp=datetime.now(UTC).isoformat(timespec="milliseconds"),
         shard=context.shard,
         extra=extra,
+        dtype=info.dtype,
+        environment=dict(info.environment),
     )

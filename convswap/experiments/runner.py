@@ -184,6 +184,21 @@ def check_plan_versions(experiment_folder: Path, plan_hash: str) -> None:
                 )
 
 
+def check_model_versions(folder: Path, revision: str, quant: str | None, dtype: str | None) -> None:
+    """Refuse to add to logs written at another model revision, quantization or weight dtype."""
+    this = {"revision": revision, "quant": quant, "dtype": dtype}
+    for path in log_files(folder) if folder.is_dir() else []:
+        for record in read_records(path):
+            there = {"revision": record.model_revision, "quant": record.quant, "dtype": record.dtype}
+            differing = [name for name in this if there[name] != this[name]]
+            if differing:
+                described = ", ".join(f"{name} {there[name]} (this run: {this[name]})" for name in differing)
+                raise ConvswapError(
+                    f"{path} was written at another {' and '.join(differing)}: {described}; "
+                    "write this run to another --out, or move that log away"
+                )
+
+
 def run_experiment(request: RunRequest, backend: Backend | None = None, progress: bool = True) -> RunResult:
     """Run (or resume) one registered experiment on one model; see the module docstring."""
     plan, plan_hash = registered_plan(request.plan_dir, request.experiment)
@@ -200,7 +215,9 @@ def run_experiment(request: RunRequest, backend: Backend | None = None, progress
     if plan.design.stimuli == CALIBRATION_EXPERIMENT:
         path, _ = _calibrated(backend, out, request, shard, plan.id)
         return RunResult(plan, plan_hash, path.parent, shard, vocabulary=path)
-    result = RunResult(plan, plan_hash, model_folder(out, plan.id, request.model, request.quant), shard)
+    info = backend.info()
+    result = RunResult(plan, plan_hash, model_folder(out, plan.id, request.model, request.quant, info.dtype), shard)
+    check_model_versions(result.folder, info.revision, request.quant, info.dtype)
     if vocabulary is not None:
         result.vocabulary = _keep_with_logs(vocabulary, out, request)
     elif needs_vocabulary(plan):

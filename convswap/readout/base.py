@@ -37,7 +37,9 @@ class ModelInfo:
     backend: str
     revision: str  # resolved hub revision, or a sha256 of config and weights
     quant: str | None = None
-    dtype: str | None = None
+    dtype: str | None = None  # the weights' dtype (a quantized model's compute dtype)
+    # What else decides the numbers: library versions, device kind, attention implementation.
+    environment: dict[str, str | None] = field(default_factory=dict, hash=False)
 
 
 @dataclass(frozen=True)

@@ -12,14 +12,16 @@ load time, its stop tokens kept.
 from __future__ import annotations
 
 import hashlib
+import importlib.metadata
 import socket
 from pathlib import Path
 from urllib.parse import urlparse
 
 import numpy as np
 import torch
-from PIL import Image
+import transformers
 from huggingface_hub import constants as hub_constants
+from PIL import Image
 from transformers import AutoConfig, AutoModelForImageTextToText, AutoProcessor, BitsAndBytesConfig, GenerationConfig
 from transformers.utils.hub import cached_file, extract_commit_hash
 
@@ -96,6 +98,26 @@ def resolved_revision(name: str, revision: str | None, cache_dir: str | None, lo
         name, "config.json", revision=revision, cache_dir=cache_dir, local_files_only=local_files_only
     )
     return extract_commit_hash(config_file, None) or folder_sha256(Path(config_file).parent)
+
+
+def package_version(name: str) -> str | None:
+    try:
+        return importlib.metadata.version(name)
+    except importlib.metadata.PackageNotFoundError:
+        return None
+
+
+def environment(model) -> dict[str, str | None]:
+    """What besides the weights decides a local model's numbers: libraries, device kind, attention kernel."""
+    device = model.device
+    kind = torch.cuda.get_device_name(device) if device.type == "cuda" else device.type
+    return {
+        "transformers": transformers.__version__,
+        "torch": torch.__version__,
+        "bitsandbytes": package_version("bitsandbytes"),
+        "device": kind,
+        "attention": model.config._attn_implementation,
+    }
 
 
 def greedy_generation_config(model_config: GenerationConfig) -> GenerationConfig:
@@ -175,7 +197,14 @@ class TransformersBackend(Backend):
                     "offline (HF_HUB_OFFLINE set or no network)"
                 ) from error
             raise ConvswapError(f"cannot load model {spec}: {error}") from error
-        info = ModelInfo(spec=spec, backend="transformers", revision=revision_used, quant=quant, dtype=dtype)
+        info = ModelInfo(
+            spec=spec,
+            backend="transformers",
+            revision=revision_used,
+            quant=quant,
+            dtype=dtype,
+            environment=environment(model),
+        )
         return cls(spec, model, processor, info, suffix_batch=suffix_batch)
 
     def info(self) -> ModelInfo:
