@@ -88,8 +88,11 @@ def vocabulary_label(vocabulary: Vocabulary) -> str:
 
 
 def model_label(record: Record) -> str:
-    """The model as the tables name it: quantization is part of the identity (4-bit and 8-bit differ)."""
-    return f"{record.model} ({record.quant})" if record.quant else record.model
+    """The model as the tables name it: quantization is part of the identity (4-bit and 8-bit differ), and so is
+    another model's vocabulary when the run's stimuli were drawn from one."""
+    label = f"{record.model} ({record.quant})" if record.quant else record.model
+    other = record.extra.get("vocabulary_of")
+    return f"{label} [vocabulary of {other}]" if other else label
 
 
 def score_key(record: Record) -> str:

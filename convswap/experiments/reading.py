@@ -43,6 +43,7 @@ class RecordContext:
     backend: Backend
     shard: tuple[int, int]
     image_sha256: str
+    vocabulary_owner: str | None = None  # set when the stimuli come from another model's vocabulary
 
 
 class Reader:
@@ -111,6 +112,8 @@ def build_record(
         extra["memorize_instruction"] = MEMORIZE_INSTRUCTION
     if isinstance(surface, Surface):
         extra["surface"] = surface.to_json()
+    if context.vocabulary_owner is not None:
+        extra["vocabulary_of"] = context.vocabulary_owner
     return Record(
         experiment=context.plan.id,
         plan_hash=context.plan_hash,

@@ -70,9 +70,9 @@ from convswap.experiments.trials import (
     needs_vocabulary,
     shard_trials,
 )
-from convswap.readout.base import Backend, Query
+from convswap.readout.base import Backend, ModelInfo, Query
 from convswap.readout.registry import backend_options, load_backend, split_spec
-from convswap.stimuli.arrays import SWATCH_GRID_STEP, SWATCH_PLACEMENTS
+from convswap.stimuli.arrays import N_SQUARES, SWATCH_GRID_STEP, SWATCH_PLACEMENTS
 from convswap.stimuli.render import image_sha256, render_image
 
 T = TypeVar("T")
@@ -81,6 +81,8 @@ R = TypeVar("R")
 DEFAULT_OUT = Path("runs")
 CALIBRATION_EXPERIMENT = "calibration"
 VOCABULARY_NAME = "vocabulary.json"
+# Color and synthetic spatial stimuli are four-square arrays of distinct vocabulary words.
+MIN_VOCABULARY_WORDS = N_SQUARES
 
 
 @dataclass(frozen=True)
@@ -96,6 +98,7 @@ class RunRequest:
     limit: int | None = None
     plan_dir: Path | None = None
     vocabulary: Path | None = None
+    vocabulary_from_other_model: bool = False  # accept a --vocabulary calibrated on another model or revision
     coco: Path | None = None
     shard: tuple[int, int] | None = None  # None: from the launcher's environment
 
@@ -206,6 +209,8 @@ def run_experiment(request: RunRequest, backend: Backend | None = None, progress
     conditions = _conditions(plan, request.conditions)
     _check_request(plan, request)
     vocabulary = load_vocabulary(request.vocabulary) if request.vocabulary is not None else None
+    if vocabulary is not None:
+        check_vocabulary_size(vocabulary, plan.id, str(request.vocabulary))
     out = prepare_out(request.out)
     check_plan_versions(out / plan.id, plan_hash)
     if vocabulary is not None:
@@ -216,12 +221,14 @@ def run_experiment(request: RunRequest, backend: Backend | None = None, progress
         path, _ = _calibrated(backend, out, request, shard, plan.id)
         return RunResult(plan, plan_hash, path.parent, shard, vocabulary=path)
     info = backend.info()
+    vocabulary_owner = vocabulary_from_other_model(vocabulary, info, request) if vocabulary is not None else None
     result = RunResult(plan, plan_hash, model_folder(out, plan.id, request.model, request.quant, info.dtype), shard)
     check_model_versions(result.folder, info.revision, request.quant, info.dtype)
     if vocabulary is not None:
         result.vocabulary = _keep_with_logs(vocabulary, out, request)
     elif needs_vocabulary(plan):
-        result.vocabulary, vocabulary = _calibrated(backend, out, request, shard, plan.id)
+        result.vocabulary, vocabulary = _calibrated(backend, out, request, shard, plan.id, MIN_VOCABULARY_WORDS)
+        check_vocabulary_size(vocabulary, plan.id, str(result.vocabulary))
     trials = build_trials(plan, Sources(vocabulary, request.coco), request.limit)
     _mkdir(result.folder)
     for condition in conditions:
@@ -237,7 +244,9 @@ def run_experiment(request: RunRequest, backend: Backend | None = None, progress
     def read_trial(item: tuple[Trial, list[tuple[str, list[Prompt]]]]) -> list[Record]:
         trial, asks = item
         image = render_image(trial.image)
-        context = RecordContext(plan, plan_hash, request.model, request.quant, backend, shard, image_sha256(image))
+        context = RecordContext(
+            plan, plan_hash, request.model, request.quant, backend, shard, image_sha256(image), vocabulary_owner
+        )
         return [
             record
             for condition, prompts in asks
@@ -325,10 +334,48 @@ def _backend_options(request: RunRequest, shard: tuple[int, int]) -> dict[str, A
     return options
 
 
+def vocabulary_owner(vocabulary: Vocabulary) -> str:
+    model = dict(vocabulary.model)
+    return f"{model.get('spec')} at revision {model.get('revision')}"
+
+
+def vocabulary_from_other_model(vocabulary: Vocabulary, info: ModelInfo, request: RunRequest) -> str | None:
+    """Whose vocabulary a run reads when it is not the model's own (spec and revision), refused unless accepted."""
+    model = dict(vocabulary.model)
+    if (model.get("spec"), model.get("revision")) == (info.spec, info.revision):
+        return None
+    owner = vocabulary_owner(vocabulary)
+    if not request.vocabulary_from_other_model:
+        raise ConvswapError(
+            f"--vocabulary {request.vocabulary} was calibrated on {owner}, not on {info.spec} at revision "
+            f"{info.revision}; pass --vocabulary-from-other-model to use it anyway"
+        )
+    return owner
+
+
+def check_vocabulary_size(vocabulary: Vocabulary, experiment: str, source: str) -> None:
+    """Stop before any trial when the vocabulary cannot fill the four-square arrays the color stimuli use."""
+    words = vocabulary.words
+    if len(words) < MIN_VOCABULARY_WORDS:
+        raise ConvswapError(
+            f"{source}: calibration found {len(words)} color word(s) ({', '.join(words) or 'none'}), fewer than "
+            f"the {MIN_VOCABULARY_WORDS} that {experiment}'s four-square arrays need"
+        )
+
+
 def _calibrated(
-    backend: Backend, out: Path, request: RunRequest, shard: tuple[int, int], experiment: str
+    backend: Backend,
+    out: Path,
+    request: RunRequest,
+    shard: tuple[int, int],
+    experiment: str,
+    minimum_words: int = 0,
 ) -> tuple[Path, Vocabulary]:
-    """The model's vocabulary at its default path, calibrated (the registered calibration) when missing."""
+    """The model's vocabulary at its default path, calibrated (the registered calibration) when missing.
+
+    A fresh calibration with fewer than `minimum_words` words stops the run at
+    once and is not kept, so that the next run calibrates again.
+    """
     path = vocabulary_path(out, request.model, request.quant)
     if path.exists():
         return path, load_vocabulary(path)
@@ -340,6 +387,8 @@ def _calibrated(
     plan, _ = registered_plan(request.plan_dir, CALIBRATION_EXPERIMENT)
     check_calibration_design(plan)
     vocabulary = calibrate(backend)
+    if len(vocabulary.words) < minimum_words:
+        check_vocabulary_size(vocabulary, experiment, f"calibrating {request.model} (not kept)")
     _mkdir(path.parent)
     save_vocabulary(path, vocabulary)
     return path, vocabulary
