@@ -94,3 +94,11 @@ class Backend(ABC):
 
     def decode_token(self, token_id: int) -> str:
         raise LogitsUnavailable(f"{self.spec} exposes no tokenizer")
+
+    def token_spelling(self, token_id: int) -> str:
+        """The token as its vocabulary spells it ('▁', 'Ġ'); backends without one spell it as it decodes."""
+        return self.decode_token(token_id)
+
+    def show_token(self, token_id: int) -> str:
+        """A token for a report, never invisible: its text, or its spelling when the text is empty: '▁' (29871)."""
+        return f"{self.decode_token(token_id) or self.token_spelling(token_id)!r} ({token_id})"

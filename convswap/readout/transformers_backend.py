@@ -216,6 +216,9 @@ class TransformersBackend(Backend):
     def decode_token(self, token_id: int) -> str:
         return self.tokenizer.decode([token_id])
 
+    def token_spelling(self, token_id: int) -> str:
+        return self.tokenizer.convert_ids_to_tokens(token_id)
+
     def _tokenize(self, query: Query) -> prefix_cache.Tokenized:
         return prefix_cache.tokenize(self.model, self.processor, query.image, query.condition, query.texts)
 
