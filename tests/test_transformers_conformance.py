@@ -10,14 +10,18 @@ from __future__ import annotations
 
 import pytest
 import torch
+from runner_support import PLAN_DIR, SPATIAL, records_in
 from tiny_models import LLAVA_CHAT_TEMPLATE
 from transformers import AutoModelForImageTextToText, AutoProcessor
 from transformers_helpers import IMAGES, QUESTIONS, full_inputs, query
 
-from convswap.core import ConvswapError
+from convswap.cli import main
+from convswap.core import ConvswapError, Trial
+from convswap.experiments.runner import RunRequest, run_experiment
 from convswap.readout import prefix_cache
 from convswap.readout.base import ModelInfo
 from convswap.readout.transformers_backend import TransformersBackend
+from convswap.stimuli.render import render_image
 
 INFO = ModelInfo(spec="hf:tiny", backend="transformers", revision="test", dtype="float32")
 
@@ -77,3 +81,34 @@ def test_the_probe_catches_a_planted_template_change(tiny_model):
     assert message.startswith("LlavaProcessor: the visible probe's tokens differ from the processor's chat path at ")
     photo = processor.tokenizer.encode("photo", add_special_tokens=False)[0]
     assert f"the chat path 'photo' ({photo})" in message
+
+
+def test_a_run_on_gemma3_reads_the_chat_paths_single_bos(tiny_model, gemma3, tmp_path, vocabulary):
+    request = RunRequest(
+        SPATIAL,
+        f"hf:{tiny_model('gemma3')}",
+        out=tmp_path / "runs",
+        plan_dir=PLAN_DIR,
+        vocabulary=vocabulary,
+        vocabulary_from_other_model=True,
+        conditions=("visible",),
+        limit=1,
+    )
+    records = records_in(run_experiment(request, progress=False).folder)
+    assert records and all(record.generation is not None for record in records)
+    for record in records:
+        image = render_image(Trial.from_json(record.trial).image)
+        chat_path = full_inputs(gemma3, image, "visible", record.prompt)["input_ids"]
+        assert record.generation["prompt_tokens"] == chat_path.shape[1]
+
+
+def test_audit_model_on_gemma3_passes_the_probe_and_a_doubled_bos_would_stop_it(tiny_model, capsys, monkeypatch):
+    spec = f"hf:{tiny_model('gemma3')}"
+    assert main(["audit-model", "--model", spec, "--max-new-tokens", "2"]) in (0, 1)  # a report, not a refusal
+    assert "error" not in capsys.readouterr().err
+    monkeypatch.setattr(prefix_cache, "adds_special_tokens", lambda processor, rendered: True)
+    assert main(["audit-model", "--model", spec, "--max-new-tokens", "2"]) == 2
+    assert capsys.readouterr().err.splitlines()[-1] == (
+        "convswap audit-model: error: Gemma3Processor: the visible probe's tokens differ from the processor's chat "
+        "path at position 1: convswap reads '<bos>' (151665), the chat path '<start_of_turn>' (151669)"
+    )
