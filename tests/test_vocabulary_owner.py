@@ -9,6 +9,7 @@ import pytest
 from runner_support import PLAN_DIR, records_in, save_sim_vocabulary, spatial_request
 
 from convswap.analysis.generate import generate
+from convswap.audits.log_audit import audit_folder
 from convswap.calibration.vocabulary import load_vocabulary
 from convswap.cli import main
 from convswap.core import ConvswapError
@@ -35,6 +36,10 @@ def test_another_models_vocabulary_is_refused_before_anything_is_written(tmp_pat
     assert not [path for path in out.rglob("*") if path.is_file()]
 
 
+def calibrated_on(vocabulary) -> dict:
+    return dict(load_vocabulary(vocabulary).model)
+
+
 def load_backend_revision(spec: str) -> str:
     return load_backend(spec).info().revision
 
@@ -49,7 +54,7 @@ def test_with_the_flag_every_record_and_table_names_whose_vocabulary_was_used(tm
     request = spatial_request(tmp_path / "runs", vocabulary, model=OTHER, vocabulary_from_other_model=True)
     result = run_experiment(request, progress=False)
     records = records_in(result.folder)
-    assert records and {record.extra["vocabulary_of"] for record in records} == {owner(vocabulary)}
+    assert records and all(record.extra["vocabulary_of"] == calibrated_on(vocabulary) for record in records)
     out = tmp_path / "tables"
     generate(tmp_path / "runs", out, plan_dir=PLAN_DIR, messages=io.StringIO())
     with (out / "table8_synthetic_spatial.csv").open(encoding="utf-8") as handle:
@@ -80,3 +85,16 @@ def test_a_given_vocabulary_with_too_few_words_is_refused_before_the_model_loads
         f"{small}: calibration found 0 color word(s) (none), fewer than the 4 that synthetic_spatial's four-square "
         "arrays need"
     )
+
+
+def test_the_held_out_audit_checks_a_color_run_against_the_vocabulary_that_drew_it(tmp_path, vocabulary):
+    out = tmp_path / "runs"
+    request = RunRequest(
+        "color_ladder", OTHER, out=out, plan_dir=PLAN_DIR, vocabulary=vocabulary, vocabulary_from_other_model=True,
+        limit=4,
+    )  # fmt: skip
+    run_experiment(request, progress=False)
+    records, results = audit_folder(out)
+    held_out = next(result for result in results if result.name == "held-out")
+    assert held_out.checked == sum(r.task == "color" and r.trial["held_out"] for r in records) > 0
+    assert held_out.passed, [failure.reason for failure in held_out.failures]

@@ -17,7 +17,7 @@ from typing import Any
 
 from tqdm import tqdm
 
-from convswap.calibration.vocabulary import Vocabulary, load_vocabulary
+from convswap.calibration.vocabulary import Vocabulary, load_vocabulary, model_owner
 from convswap.core import ConvswapError, Record
 from convswap.experiments.logs import read_records
 
@@ -79,9 +79,18 @@ def load_vocabularies(logdir: str | Path) -> list[Vocabulary]:
 
 def vocabulary_label(vocabulary: Vocabulary) -> str:
     """The model of a vocabulary, named as `model_label` names the model of a record."""
-    model = dict(vocabulary.model)
+    return _spec_label(dict(vocabulary.model))
+
+
+def _spec_label(model: dict[str, Any]) -> str:
     spec, quant = str(model.get("spec", "")), model.get("quant")
     return f"{spec} ({quant})" if quant else spec
+
+
+def vocabulary_owner_label(record: Record) -> str:
+    """The model whose vocabulary drew the record's stimuli, as `vocabulary_label` names it: its own by default."""
+    other = record.extra.get("vocabulary_of")
+    return _spec_label(other) if other else model_label(record)
 
 
 # --- record-level helpers -------------------------------------------------
@@ -92,7 +101,7 @@ def model_label(record: Record) -> str:
     another model's vocabulary when the run's stimuli were drawn from one."""
     label = f"{record.model} ({record.quant})" if record.quant else record.model
     other = record.extra.get("vocabulary_of")
-    return f"{label} [vocabulary of {other}]" if other else label
+    return f"{label} [vocabulary of {model_owner(other)}]" if other else label
 
 
 def score_key(record: Record) -> str:

@@ -60,6 +60,11 @@ HELD_OUT_CLEARANCE = 20
 FORMAT_VERSION = 1
 
 
+def model_owner(model: Mapping[str, Any]) -> str:
+    """A model a vocabulary belongs to, with its revision: `hf:m at revision abc`."""
+    return f"{model.get('spec')} at revision {model.get('revision')}"
+
+
 def circular_distance(a: float, b: float) -> float:
     d = abs(a - b) % 360
     return min(d, 360 - d)

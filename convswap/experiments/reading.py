@@ -43,7 +43,7 @@ class RecordContext:
     backend: Backend
     shard: tuple[int, int]
     image_sha256: str
-    vocabulary_owner: str | None = None  # set when the stimuli come from another model's vocabulary
+    vocabulary_owner: dict | None = None  # the model whose vocabulary drew the stimuli, when not this one
 
 
 class Reader:

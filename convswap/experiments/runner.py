@@ -42,6 +42,7 @@ from convswap.calibration.vocabulary import (
     Vocabulary,
     calibrate,
     load_vocabulary,
+    model_owner,
     save_vocabulary,
 )
 from convswap.conventions import CONVENTIONS, render
@@ -334,23 +335,19 @@ def _backend_options(request: RunRequest, shard: tuple[int, int]) -> dict[str, A
     return options
 
 
-def vocabulary_owner(vocabulary: Vocabulary) -> str:
-    model = dict(vocabulary.model)
-    return f"{model.get('spec')} at revision {model.get('revision')}"
-
-
-def vocabulary_from_other_model(vocabulary: Vocabulary, info: ModelInfo, request: RunRequest) -> str | None:
-    """Whose vocabulary a run reads when it is not the model's own (spec and revision), refused unless accepted."""
+def vocabulary_from_other_model(vocabulary: Vocabulary, info: ModelInfo, request: RunRequest) -> dict | None:
+    """The model a vocabulary was calibrated on when it is not this one (spec and revision); refused unless
+    the request accepts another model's vocabulary."""
     model = dict(vocabulary.model)
     if (model.get("spec"), model.get("revision")) == (info.spec, info.revision):
         return None
-    owner = vocabulary_owner(vocabulary)
     if not request.vocabulary_from_other_model:
         raise ConvswapError(
-            f"--vocabulary {request.vocabulary} was calibrated on {owner}, not on {info.spec} at revision "
-            f"{info.revision}; pass --vocabulary-from-other-model to use it anyway"
+            f"--vocabulary {request.vocabulary} was calibrated on {model_owner(model)}, not on "
+            f"{model_owner({'spec': info.spec, 'revision': info.revision})}; pass --vocabulary-from-other-model to "
+            "use it anyway"
         )
-    return owner
+    return model
 
 
 def check_vocabulary_size(vocabulary: Vocabulary, experiment: str, source: str) -> None:
