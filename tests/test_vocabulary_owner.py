@@ -4,13 +4,14 @@ from __future__ import annotations
 
 import csv
 import io
+from dataclasses import replace
 
 import pytest
 from runner_support import PLAN_DIR, records_in, save_sim_vocabulary, spatial_request
 
 from convswap.analysis.generate import generate
 from convswap.audits.log_audit import audit_folder
-from convswap.calibration.vocabulary import load_vocabulary
+from convswap.calibration.vocabulary import load_vocabulary, save_vocabulary
 from convswap.cli import main
 from convswap.core import ConvswapError
 from convswap.experiments.runner import RunRequest, run_experiment, vocabulary_path
@@ -98,3 +99,21 @@ def test_the_held_out_audit_checks_a_color_run_against_the_vocabulary_that_drew_
     held_out = next(result for result in results if result.name == "held-out")
     assert held_out.checked == sum(r.task == "color" and r.trial["held_out"] for r in records) > 0
     assert held_out.passed, [failure.reason for failure in held_out.failures]
+
+
+def test_a_kept_vocabulary_of_an_earlier_revision_is_another_models(tmp_path, vocabulary):
+    out = tmp_path / "runs"
+    own = load_vocabulary(vocabulary)
+    older = replace(own, model=tuple(sorted({**dict(own.model), "revision": "older"}.items())))
+    kept = vocabulary_path(out, "sim:qwen3vl-like", None)
+    kept.parent.mkdir(parents=True)
+    save_vocabulary(kept, older)
+    request = RunRequest("synthetic_spatial", "sim:qwen3vl-like", out=out, plan_dir=PLAN_DIR, limit=1)
+    with pytest.raises(ConvswapError) as refusal:
+        run_experiment(request, progress=False)
+    revision = load_backend_revision("sim:qwen3vl-like")
+    assert str(refusal.value) == (
+        f"{kept} was calibrated on sim:qwen3vl-like at revision older, not on sim:qwen3vl-like at revision "
+        f"{revision}; pass --vocabulary-from-other-model to use it anyway"
+    )
+    assert not list(out.rglob("*.jsonl"))

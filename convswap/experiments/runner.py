@@ -222,7 +222,9 @@ def run_experiment(request: RunRequest, backend: Backend | None = None, progress
         path, _ = _calibrated(backend, out, request, shard, plan.id)
         return RunResult(plan, plan_hash, path.parent, shard, vocabulary=path)
     info = backend.info()
-    vocabulary_owner = vocabulary_from_other_model(vocabulary, info, request) if vocabulary is not None else None
+    vocabulary_owner = None
+    if vocabulary is not None:
+        vocabulary_owner = vocabulary_from_other_model(vocabulary, info, request, f"--vocabulary {request.vocabulary}")
     result = RunResult(plan, plan_hash, model_folder(out, plan.id, request.model, request.quant, info.dtype), shard)
     check_model_versions(result.folder, info.revision, request.quant, info.dtype)
     if vocabulary is not None:
@@ -230,6 +232,7 @@ def run_experiment(request: RunRequest, backend: Backend | None = None, progress
     elif needs_vocabulary(plan):
         result.vocabulary, vocabulary = _calibrated(backend, out, request, shard, plan.id, MIN_VOCABULARY_WORDS)
         check_vocabulary_size(vocabulary, plan.id, str(result.vocabulary))
+        vocabulary_owner = vocabulary_from_other_model(vocabulary, info, request, str(result.vocabulary))
     trials = build_trials(plan, Sources(vocabulary, request.coco), request.limit)
     _mkdir(result.folder)
     for condition in conditions:
@@ -335,15 +338,17 @@ def _backend_options(request: RunRequest, shard: tuple[int, int]) -> dict[str, A
     return options
 
 
-def vocabulary_from_other_model(vocabulary: Vocabulary, info: ModelInfo, request: RunRequest) -> dict | None:
-    """The model a vocabulary was calibrated on when it is not this one (spec and revision); refused unless
-    the request accepts another model's vocabulary."""
+def vocabulary_from_other_model(
+    vocabulary: Vocabulary, info: ModelInfo, request: RunRequest, source: str
+) -> dict | None:
+    """The model a vocabulary was calibrated on when it is not this one (spec and revision: a vocabulary kept
+    from an earlier revision of the model is another model's); refused unless the request accepts that."""
     model = dict(vocabulary.model)
     if (model.get("spec"), model.get("revision")) == (info.spec, info.revision):
         return None
     if not request.vocabulary_from_other_model:
         raise ConvswapError(
-            f"--vocabulary {request.vocabulary} was calibrated on {model_owner(model)}, not on "
+            f"{source} was calibrated on {model_owner(model)}, not on "
             f"{model_owner({'spec': info.spec, 'revision': info.revision})}; pass --vocabulary-from-other-model to "
             "use it anyway"
         )
