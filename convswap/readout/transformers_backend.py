@@ -2,11 +2,11 @@
 
 The processor and chat template are the model's own, and a conformance probe at
 load refuses a model whose tokens here would differ from its processor's chat
-path; the image prefix of a
-query is encoded once and shared by all its prompts (`prefix_cache`), which
-gives the same logits as one full forward per prompt.  Generation is greedy and
-nothing else: the checkpoint's sampling settings and penalties are dropped at
-load time, its stop tokens kept.
+path.  The image prefix of a query is encoded once and shared by all its prompts
+(`prefix_cache`), which gives the same logits as one full forward per prompt;
+families where that cannot hold are refused at load with the reason.
+Generation is greedy and nothing else: the checkpoint's sampling settings and
+penalties are dropped at load time, its stop tokens kept.
 """
 
 from __future__ import annotations
@@ -33,7 +33,6 @@ from convswap.readout.base import DEFAULT_MAX_NEW_TOKENS, QUANTIZATIONS, Backend
 PROBE_IMAGE = Image.new("RGB", (64, 64), (128, 96, 64))
 
 DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
-
 
 # Families whose image prefix cannot be encoded once and shared, each with why; loading one is refused.
 UNSUPPORTED_FAMILIES = {
