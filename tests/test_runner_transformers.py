@@ -12,6 +12,7 @@ from runner_support import PLAN_DIR, SPATIAL, SPATIAL_CONVENTIONS, records_in, s
 from tiny_models import build_tiny, planting
 from transformers import AutoTokenizer
 
+from convswap.analysis import accuracy
 from convswap.core import ConvswapError
 from convswap.experiments.runner import RunRequest, run_experiment
 
@@ -110,3 +111,19 @@ def test_resuming_a_folder_written_at_another_revision_dtype_or_quantization_is_
     name = field.removeprefix("model_")
     assert str(refusal.value).startswith(f"{log} was written at another {name}: {described} (this run: ")
     assert log.read_bytes() == before
+
+
+def test_a_planted_tie_on_a_real_model_is_recorded_and_counted_apart(request_, smolvlm_assets, tmp_path):
+    """ "3" and "4" planted at the same logit: no slot wins; the record names both and is neither right nor wrong."""
+    tokenizer = AutoTokenizer.from_pretrained(smolvlm_assets)
+    three, four = (tokenizer.encode(digit, add_special_tokens=False)[0] for digit in "34")
+    model = build_tiny("smolvlm", tmp_path, edit=planting({three: 14.0, four: 14.0}), name="tied")
+    request = replace(request_, model=f"hf:{model}", out=tmp_path / "out", conditions=("visible",), limit=1)
+    records = records_in(run_experiment(request, progress=False).folder)
+    read = [record for record in records if record.readout == "first_token"]
+    assert read
+    for record in read:
+        assert record.first_token["tie"] is True and record.first_token["tied_slots"] == [3, 4]
+        assert record.first_token["slot"] is None and record.answer_slot is None
+        assert not any(record.correct.values())
+    assert accuracy(read).unscored == {"tie": len(read)}
