@@ -72,8 +72,13 @@ def make_query(trial: int, prompts: int, side: int) -> Query:
 def full_forwards(backend: TransformersBackend, query: Query) -> np.ndarray:
     rows = []
     for text in query.texts:
-        rendered = prefix_cache.render_conversation(backend.processor, query.condition, text)
-        inputs = backend.processor(text=[rendered], images=[query.image], return_tensors="pt")
+        inputs = backend.processor.apply_chat_template(
+            prefix_cache.chat_messages(query.condition, text, query.image),
+            tokenize=True,
+            return_dict=True,
+            return_tensors="pt",
+            add_generation_prompt=True,
+        )
         rows.append(backend.model(**inputs, logits_to_keep=1).logits[0, -1])
     return torch.stack(rows).float().numpy()
 

@@ -222,7 +222,9 @@ class FirstTokenReadout:
 
     candidate_logits[i] is the logit of slot i+1's first token; candidate_mass is
     the full-vocabulary softmax summed over the candidate tokens; slot is the
-    restricted argmax (1-based).
+    restricted argmax (1-based), None when several candidates share the top
+    logit exactly: then `tie` is set and `tied_slots` names them, and the record
+    is neither right nor wrong.
     """
 
     surface: str
@@ -230,7 +232,9 @@ class FirstTokenReadout:
     candidate_logits: tuple[float, ...]
     candidate_mass: float
     top: tuple[TokenScore, ...]
-    slot: int
+    slot: int | None
+    tie: bool = False
+    tied_slots: tuple[int, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -297,6 +301,8 @@ class Record:
     timestamp: str
     shard: tuple[int, int] = (0, 1)
     extra: dict[str, Any] = field(default_factory=dict)
+    dtype: str | None = None  # weight dtype of a local model
+    environment: dict[str, str | None] = field(default_factory=dict)  # versions, device kind, attention
 
     @property
     def unit(self) -> tuple[str, str, str, str]:

@@ -18,6 +18,7 @@ from convswap.calibration.vocabulary import (
 from convswap.cli import main
 from convswap.experiments.runner import RunRequest, RunResult, run_experiment
 from convswap.readout.base import Backend
+from convswap.readout.registry import load_backend
 
 MODEL = "sim:qwen3vl-like"
 # A calibration with a discarded category: "brown" is named unanimously at 30-40 degrees, but its run's
@@ -36,7 +37,9 @@ def brown_vocabulary(model: str = MODEL) -> Vocabulary:
     for angle in range(0, 360, 5):
         word = [name for start, name in NAMED_FROM if start <= angle][-1]
         namings.append(AngleNaming(angle, tuple(Render(p, word, "stop") for p in range(3))))
-    return build_vocabulary(namings, model={"spec": model, "backend": "sim", "revision": "r", "quant": None})
+    # Planted as the model's own vocabulary: its spec and revision.
+    revision = load_backend(model).info().revision
+    return build_vocabulary(namings, model={"spec": model, "backend": "sim", "revision": revision, "quant": None})
 
 
 def old_rule_held_out(vocabulary: Vocabulary) -> dict[int, str]:

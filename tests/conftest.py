@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 from pathlib import Path
 
 import pytest
@@ -47,3 +48,17 @@ def vocabulary(tmp_path_factory) -> Path:
     from runner_support import save_sim_vocabulary
 
     return save_sim_vocabulary(tmp_path_factory.mktemp("vocabulary") / "qwen3vl-like.vocab.json")
+
+
+@pytest.fixture(scope="session")
+def tiny_model(tmp_path_factory, qwen25_assets, smolvlm_assets):
+    """`tiny_model(family)`: the folder of that family's plain tiny model, built once per session on first use."""
+    from tiny_models import build_tiny
+
+    root = tmp_path_factory.mktemp("tiny_models")
+
+    @functools.cache
+    def folder(family: str) -> Path:
+        return build_tiny(family, root, tokenizers=qwen25_assets.parent)
+
+    return folder

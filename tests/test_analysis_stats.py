@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import numpy as np
 import pytest
-from analysis_factory import locate_trial, make_record, planted, planted_readership, wrong_slot
+from analysis_factory import locate_trial, make_record, planted, planted_readership, slot_of, wrong_slot
 from scipy import stats as scipy_stats
 
 from convswap.analysis import (
@@ -237,3 +239,15 @@ def test_gate_sensitivity_reproduces_the_spec_reading():
     assert "smolvlm" in bands[0].admitted and "smolvlm" not in bands[1].admitted
     assert "llava" in bands[1].admitted and "llava" not in bands[2].admitted
     assert bands[-1].admitted == ()
+
+
+def test_a_first_token_tie_is_counted_apart_neither_right_nor_wrong():
+    trial = locate_trial(0)
+    right = make_record(trial, "cell_name", slot_of(trial, "cell_name", trial.target), experiment="coco")
+    tie_readout = {**right.first_token, "slot": None, "tie": True, "tied_slots": [1, 2]}
+    tie = replace(right, trial_id="tied", first_token=tie_readout, answer_slot=None,
+                  correct=dict.fromkeys(right.correct, False))  # fmt: skip
+    result = accuracy([right, tie])
+    assert (result.correct, result.scored, result.unscored) == (1, 1, {"tie": 1})
+    under = accuracy_under([right, tie], "first_token")
+    assert (under.correct, under.scored, under.unscored) == (1, 1, {"tie": 1})

@@ -48,8 +48,9 @@ def reasons(result) -> list[str]:
 def test_a_clean_run_passes_every_check(clean, records, capsys):
     status, report, rows = audit(capsys, clean)
     assert status == 0, report
-    assert list(rows) == ["prompt-target", "relabel", "pairing-break", "alphabet", "truncation", "derangement",
-                          "index-space", "held-out"]  # fmt: skip
+    # ties: added with the tie readout (a convention tying on over 1% of its first-token readouts fails)
+    assert list(rows) == ["prompt-target", "relabel", "pairing-break", "ties", "alphabet", "truncation",
+                          "derangement", "index-space", "held-out"]  # fmt: skip
     assert not failing(rows)
     n = len(records)
     assert rows["prompt-target"][0] == rows["relabel"][0] == rows["index-space"][0] == n
@@ -134,6 +135,41 @@ def test_a_first_token_slot_that_is_not_the_argmax_fails_relabel(records):
     first_token = {**record.first_token, "slot": other}
     result = checks.relabel([replace(record, first_token=first_token, answer_slot=other)])
     assert reasons(result) == [f"stored first-token slot {other} but the candidate logits' argmax is slot {slot}"]
+
+
+def tied(record, slots=(1, 2)):
+    """The record as a tie of `slots` at the top candidate logit: no slot, neither right nor wrong."""
+    top = max(record.first_token["candidate_logits"]) + 1.0
+    logits = [top if slot in slots else value for slot, value in enumerate(record.first_token["candidate_logits"], 1)]
+    first_token = {**record.first_token, "candidate_logits": logits, "slot": None, "tie": True,
+                   "tied_slots": list(slots)}  # fmt: skip
+    return replace(record, first_token=first_token, answer_slot=None, correct=dict.fromkeys(record.correct, False))
+
+
+def test_a_recorded_tie_passes_relabel_and_a_tie_given_a_slot_fails_it(records):
+    record = one(records, convention="label", condition="cached")
+    assert checks.relabel([tied(record)]).passed
+    planted = tied(record)
+    first_token = {**planted.first_token, "slot": 1, "tie": False, "tied_slots": []}
+    result = checks.relabel([replace(planted, first_token=first_token, answer_slot=1)])
+    assert reasons(result) == ["the candidate logits tie at slots [1, 2] but the record stores (slot, tie, tied) "
+                               "(1, False, [])"]  # fmt: skip
+
+
+@pytest.mark.parametrize(("n_tied", "passes"), [(0, True), (1, True), (2, False)])
+def test_a_convention_tying_on_over_one_percent_of_its_readouts_fails_ties(records, n_tied, passes):
+    record = one(records, convention="label", condition="cached")
+    group = [replace(record, trial_id=f"t{i}") for i in range(100)]
+    group[:n_tied] = [tied(r) for r in group[:n_tied]]
+    result = checks.ties(group)
+    assert result.checked == 100 and result.passed == passes
+    where = f"{record.experiment} {record.model} cached label"
+    if n_tied:
+        assert result.notes == [f"{where}: {n_tied}/100 first-token ties"]
+    else:
+        assert result.notes == ["no first-token tie"]
+    if not passes:
+        assert reasons(result) == [f"tie rate over 1%: {where}: 2/100 first-token ties"]
 
 
 def test_correctness_that_the_answer_does_not_give_fails_relabel(records):

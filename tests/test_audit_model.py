@@ -9,14 +9,16 @@ import re
 import pytest
 from api_servers import LoopbackServer, gemini_reply, openai_reply, question_of
 from audit_runs import audit, brown_vocabulary, failing, run
-from calibration_fakes import planted_mass
+from calibration_fakes import PlantedBackend, planted_mass
 from tiny_models import build_tiny, planting
 from transformers import AutoTokenizer
 
+from convswap.audits.model_audit import Alphabet
+from convswap.audits.model_audit import audit_model as audit_model_of
 from convswap.calibration.surfaces import Surface, first_token_ids, probe_image, variant_strings
 from convswap.calibration.vocabulary import save_vocabulary
 from convswap.cli import main
-from convswap.core import Prompt
+from convswap.core import Generation, Prompt
 from convswap.experiments import reading
 from convswap.readout.base import Query
 from convswap.readout.registry import load_backend
@@ -189,7 +191,7 @@ def test_labels_sharing_a_first_token_are_caught_in_a_run(capsys, tiny_smolvlm, 
 
     def spatial(out):
         run("synthetic_spatial", out, model=f"hf:{tiny_smolvlm}", backend=backend, limit=1, conditions=("visible",),
-            vocabulary=tmp_path / "vocabulary.json")  # fmt: skip
+            vocabulary=tmp_path / "vocabulary.json", vocabulary_from_other_model=True)  # fmt: skip
         return out
 
     status, report, rows = audit(capsys, spatial(tmp_path / "measured"))
@@ -197,7 +199,8 @@ def test_labels_sharing_a_first_token_are_caught_in_a_run(capsys, tiny_smolvlm, 
     monkeypatch.setattr(reading, "resolve_surface", assume_spaced)
     status, report, rows = audit(capsys, spatial(tmp_path / "assumed"))
     assert status == 1
-    assert failing(rows) == {"alphabet"}
+    # One token for every label: every candidate logit is the same, so every readout is also a tie.
+    assert failing(rows) == {"alphabet", "ties"}
     assert rows["alphabet"][:2] == (5, 5)
     assert report.count(f"candidates share first token(s) [{SPACE}]: {[SPACE] * 9} (surface 'space')") == 5
 
@@ -245,3 +248,47 @@ def test_audit_model_on_an_api_model(capsys, monkeypatch, tmp_path, spec, key, u
                 "usable: 16/16 probes parse to their answer within 4096 tokens"
             )
             assert "generation budget 4096 tokens" in report
+
+
+def test_mass_on_a_shared_first_token_is_named_in_the_verdict(smolvlm_assets):
+    """SmolVLM's real failure: all the mass on the leading space every spaced digit begins with."""
+    backend = PlantedBackend(
+        smolvlm_assets, plant=lambda prompt: {SPACE: 14.0}, answer=lambda query, prompt: Generation("3", "stop")
+    )
+    (audit,) = audit_model_of(backend, [Alphabet("integers 1-6", tuple("123456"), "integer")], 4)
+    tokenizer = AutoTokenizer.from_pretrained(smolvlm_assets)
+    bare = [tokenizer.encode(str(n), add_special_tokens=False)[0] for n in range(1, 7)]
+    bare_mass = planted_mass({SPACE: 14.0}, bare, len(tokenizer))
+    space_mass = planted_mass({SPACE: 14.0}, [SPACE], len(tokenizer))
+    assert str(audit.first_token) == (
+        f"refused: candidate mass under 0.5 on every readable variant (best: bare {bare_mass:.3f}); the mass sits "
+        f"on the space variant ({space_mass:.3f}), whose candidates share their first token: "
+        f"' ' ({SPACE}) begins 1 2 3 4 5 6"
+    )
+
+
+class EmptyDecoding(PlantedBackend):
+    """A sentencepiece-like vocabulary: the word-start marker decodes to nothing on its own."""
+
+    def decode_token(self, token_id: int) -> str:
+        return "" if token_id == SPACE else super().decode_token(token_id)
+
+    def token_spelling(self, token_id: int) -> str:
+        return "▁" if token_id == SPACE else super().token_spelling(token_id)
+
+
+def test_a_token_that_decodes_to_nothing_prints_by_its_spelling(smolvlm_assets):
+    backend = EmptyDecoding(smolvlm_assets, plant=lambda prompt: {SPACE: 14.0})
+    assert backend.show_token(SPACE) == f"'▁' ({SPACE})"
+    assert backend.show_token(THREE) == f"'3' ({THREE})"
+    backend.answer = lambda query, prompt: Generation("3", "stop")
+    (audit,) = audit_model_of(backend, [Alphabet("integers 1-6", tuple("123456"), "integer")], 4)
+    assert f"'▁' ({SPACE}) begins 1 2 3 4 5 6" in str(audit.first_token)
+    assert audit.probes[0].top[0].text == "▁"
+
+
+def test_the_transformers_backend_spells_tokens_from_its_vocabulary(tiny_smolvlm):
+    backend = load_backend(f"hf:{tiny_smolvlm}")
+    assert backend.decode_token(SPACE) == " "
+    assert backend.token_spelling(SPACE) == "Ġ"
+    assert backend.show_token(SPACE) == f"' ' ({SPACE})"

@@ -23,6 +23,7 @@ def start_run(server: LoopbackServer, out, vocabulary, tmp_path) -> subprocess.P
     env = {**os.environ, "OPENAI_API_KEY": "sk-test-interrupt", "OPENAI_BASE_URL": f"{server.url}/v1",
            "XDG_CACHE_HOME": str(tmp_path / "cache")}  # fmt: skip
     command = [sys.executable, "-m", "convswap", "run", SPATIAL, "--model", MODEL, "--vocabulary", str(vocabulary),
+               "--vocabulary-from-other-model",
                "--limit", str(LIMIT), "--out", str(out), "--no-progress"]  # fmt: skip
     return subprocess.Popen(command, cwd=REPO_ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
 

@@ -96,7 +96,8 @@ def test_a_local_model_generates_exactly_its_budget(tmp_path, smolvlm_assets):
     model = build_tiny("smolvlm", tmp_path, edit=planting({three: 14.0}))
     spatial_vocabulary = save_sim_vocabulary(tmp_path / "qwen3vl-like.vocab.json")
     request = RunRequest(SPATIAL, f"hf:{model}", out=tmp_path / "out", plan_dir=PLAN_DIR,
-                         vocabulary=spatial_vocabulary, limit=1, conditions=("cached",), max_new_tokens=5)  # fmt: skip
+                         vocabulary=spatial_vocabulary, vocabulary_from_other_model=True, limit=1,
+                         conditions=("cached",), max_new_tokens=5)  # fmt: skip
     result = run_experiment(request, progress=False)
     records = records_in(result.folder)
     assert len(records) == 5

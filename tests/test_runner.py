@@ -80,7 +80,8 @@ def test_records_carry_what_an_audit_needs(tmp_path, vocabulary):
 
 
 def test_a_perfect_observer_is_right_on_every_key_it_is_scored_on(tmp_path, vocabulary):
-    request = spatial_request(tmp_path, vocabulary, model="sim:perfect", limit=5)
+    # The arrays are drawn from sim:qwen3vl-like's vocabulary: another model's, accepted as such.
+    request = spatial_request(tmp_path, vocabulary, model="sim:perfect", limit=5, vocabulary_from_other_model=True)
     result = run_experiment(request, progress=False)
     records = records_in(result.folder)
     assert len(records) == 50
@@ -113,7 +114,8 @@ def test_run_again_skips_what_is_on_disk_and_adds_only_new_trials(tmp_path, voca
 
 def test_shared_first_tokens_fall_back_to_generation_and_say_why(tmp_path, vocabulary):
     backend = SharedFirstToken(SimulatedObserver(get_preset("perfect")))
-    result = run_experiment(spatial_request(tmp_path, vocabulary, model="sim:perfect"), backend, progress=False)
+    request = spatial_request(tmp_path, vocabulary, model="sim:perfect", vocabulary_from_other_model=True)
+    result = run_experiment(request, backend, progress=False)
     records = records_in(result.folder)
     assert records and all(r.readout == "generate" and r.first_token is None for r in records)
     assert all("has no first-token readout" in r.first_token_refused for r in records)
@@ -123,7 +125,8 @@ def test_shared_first_tokens_fall_back_to_generation_and_say_why(tmp_path, vocab
 
 def test_an_alphabet_without_candidate_mass_is_refused_not_scored_by_first_token(tmp_path, vocabulary):
     backend = NoCandidateMass(get_preset("perfect"))
-    result = run_experiment(spatial_request(tmp_path, vocabulary, model="sim:perfect"), backend, progress=False)
+    request = spatial_request(tmp_path, vocabulary, model="sim:perfect", vocabulary_from_other_model=True)
+    result = run_experiment(request, backend, progress=False)
     records = records_in(result.folder)
     assert records and all(r.readout == "generate" and r.first_token is None for r in records)
     assert all(
@@ -145,7 +148,9 @@ def scripted(prompt):
 
 
 def test_generate_only_backends_separate_parse_failures_and_refusals_from_wrong_answers(tmp_path, vocabulary):
-    request = spatial_request(tmp_path, vocabulary, model="openai:scripted", conditions=("visible",))
+    request = spatial_request(
+        tmp_path, vocabulary, model="openai:scripted", conditions=("visible",), vocabulary_from_other_model=True
+    )
     result = run_experiment(request, GenerateOnly(scripted), progress=False)
     by_convention = {}
     for record in records_in(result.folder):

@@ -18,7 +18,11 @@ def run_against(server: LoopbackServer, out, vocabulary, concurrency: int, monke
     monkeypatch.setenv("OPENAI_API_KEY", "sk-test-runner")
     backend = load_backend(MODEL, base_url=f"{server.url}/v1", cache_path=out / "api.sqlite", concurrency=concurrency)
     try:
-        run_experiment(spatial_request(out, vocabulary, model=MODEL, limit=4), backend=backend, progress=False)
+        run_experiment(
+            spatial_request(out, vocabulary, model=MODEL, limit=4, vocabulary_from_other_model=True),
+            backend=backend,
+            progress=False,
+        )
     finally:
         backend.close()
     return records_in(out / "synthetic_spatial" / "openai-gpt-4o")

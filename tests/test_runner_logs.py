@@ -101,6 +101,9 @@ def test_a_writer_killed_at_any_moment_leaves_only_whole_records(tmp_path):
 def test_model_slug_flattens_paths_and_keeps_precision_apart():
     assert model_slug("hf:Qwen/Qwen3-VL-4B-Instruct", "4bit") == "hf-Qwen_Qwen3-VL-4B-Instruct__4bit"
     assert model_slug("hf:/models/tiny vlm", None) == "hf-_models_tiny_vlm"
+    assert model_slug("hf:m", "4bit", "bfloat16") == "hf-m__bfloat16-4bit"
+    assert model_slug("hf:m", None, "float32") == "hf-m__float32"
+    assert model_slug("hf:m", None, "float32") != model_slug("hf:m", None, "bfloat16")
     assert model_slug("sim:default", None) == "sim-default"
     assert model_slug("hf:m", "4bit") != model_slug("hf:m", "8bit")
 

@@ -22,7 +22,7 @@ def run_against(server: LoopbackServer, out, vocabulary, monkeypatch):
         MODEL, base_url=f"{server.url}/v1", cache_path=out / "api.sqlite", retry=RetryPolicy(max_attempts=1)
     )
     try:
-        return run_experiment(spatial_request(out, vocabulary, model=MODEL, limit=2), backend=backend, progress=False)
+        return run_experiment(spatial_request(out, vocabulary, model=MODEL, limit=2, vocabulary_from_other_model=True), backend=backend, progress=False)
     finally:
         backend.close()
 
@@ -70,7 +70,8 @@ def test_a_run_whose_every_request_failed_exits_non_zero_with_one_line(tmp_path,
     # 400 is final at once (not retried), and not a configuration error that stops the run.
     with LoopbackServer(lambda seen: openai_error(400, "bad request")) as server:
         monkeypatch.setenv("OPENAI_BASE_URL", f"{server.url}/v1")
-        status = main(["run", SPATIAL, "--model", MODEL, "--vocabulary", str(vocabulary), "--limit", "1",
+        status = main(["run", SPATIAL, "--model", MODEL, "--vocabulary", str(vocabulary),
+                       "--vocabulary-from-other-model", "--limit", "1",
                        "--out", str(out), "--plan-dir", str(REPO_ROOT / "analysis_plan"), "--no-progress"])  # fmt: skip
     captured = capsys.readouterr()
     assert status == 1

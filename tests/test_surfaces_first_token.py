@@ -58,12 +58,32 @@ def test_huge_logits_neither_overflow_nor_lose_small_masses():
     assert readout.top[0].prob == pytest.approx(1.0)
 
 
-def test_ties_go_to_the_lower_slot_and_the_lower_token_id():
+def test_a_tie_at_the_top_candidate_chooses_no_slot_and_names_the_tied_slots():
+    """Ties used to go to the lower slot silently; now no slot wins, and the top tokens still list by lower id."""
     row = np.zeros(50, dtype=np.float32)
     row[[40, 30, 20]] = 2.0
     readout = first_token_readout(row, surface((40, 30, 20)), decode, top_k=4)
-    assert readout.slot == 1
+    assert (readout.slot, readout.tie, readout.tied_slots) == (None, True, (1, 2, 3))
     assert [t.token_id for t in readout.top] == [20, 30, 40, 0]
+
+
+def test_a_tie_below_the_top_is_no_tie():
+    row = np.zeros(50, dtype=np.float32)
+    row[[7, 8]] = 1.0
+    row[9] = 1.5
+    readout = first_token_readout(row, surface((7, 8, 9)), decode)
+    assert (readout.slot, readout.tie, readout.tied_slots) == (3, False, ())
+
+
+def test_bfloat16_logits_upcast_keep_their_ties_and_their_one_ulp_differences():
+    torch = pytest.importorskip("torch")
+    # 1.0 and 1.0 + 2^-7 are neighbours in bfloat16; 1.001 rounds onto 1.0.
+    logits = torch.tensor([1.0, 1.001, 1.0 + 2**-7, 0.5], dtype=torch.bfloat16)
+    row = logits.float().numpy()
+    tied = first_token_readout(row, surface((0, 1)), decode)
+    assert (tied.slot, tied.tie, tied.tied_slots) == (None, True, (1, 2))
+    apart = first_token_readout(row, surface((0, 2)), decode)
+    assert (apart.slot, apart.tie) == (2, False)
 
 
 def test_candidate_masses_rows_and_repeated_ids():

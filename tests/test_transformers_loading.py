@@ -3,14 +3,18 @@
 from __future__ import annotations
 
 import shutil
+import socket
 
 import bitsandbytes as bnb
 import numpy as np
 import pytest
 import torch
+from huggingface_hub import constants as hub_constants
 from tiny_models import build_tiny
+from transformers import MllamaConfig, PaliGemmaConfig
 from transformers_helpers import IMAGES, TOLERANCE, full_forward_logits, query
 
+from convswap.cli import main
 from convswap.core import ConvswapError
 from convswap.readout.registry import load_backend
 from convswap.readout.transformers_backend import TransformersBackend
@@ -146,6 +150,83 @@ def test_missing_model_folder_is_refused_by_name(tmp_path):
     missing = tmp_path / "no-such-model"
     with pytest.raises(ConvswapError, match=f"cannot load model hf:{missing}"):
         TransformersBackend.from_spec(str(missing), local_files_only=True)
+
+
+@pytest.mark.parametrize("relative", ["./models/tiny", "runs/models/tiny"])
+def test_a_missing_folder_says_the_folder_does_not_exist(relative, tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    with pytest.raises(ConvswapError) as refusal:
+        TransformersBackend.from_spec(relative)
+    assert (
+        str(refusal.value)
+        == f"cannot load model hf:{relative}: the folder {relative.removeprefix('./')} does not exist"
+    )
+
+
+def fail_on_hub_request(*args, **kwargs):
+    raise AssertionError("the hub was asked")
+
+
+OFFLINE = (
+    "cannot load model hf:nobody/no-such-model: it is not a local folder nor in the hub cache, and the hub is "
+    "offline (HF_HUB_OFFLINE set or no network)"
+)
+
+
+def test_hf_hub_offline_is_honoured(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setattr(hub_constants, "HF_HUB_OFFLINE", True)
+    monkeypatch.setattr(socket, "getaddrinfo", fail_on_hub_request)
+    with pytest.raises(ConvswapError) as refusal:
+        TransformersBackend.from_spec("nobody/no-such-model", cache_dir=str(tmp_path / "cache"))
+    assert str(refusal.value) == OFFLINE
+
+
+def test_with_no_network_a_hub_id_fails_at_once_instead_of_retrying(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setattr(hub_constants, "HF_HUB_OFFLINE", False)
+    resolved = []
+
+    def no_network(host, *args, **kwargs):
+        resolved.append(host)
+        raise socket.gaierror(-2, "Name or service not known")
+
+    monkeypatch.setattr(socket, "getaddrinfo", no_network)
+    with pytest.raises(ConvswapError) as refusal:
+        TransformersBackend.from_spec("nobody/no-such-model", cache_dir=str(tmp_path / "cache"))
+    assert str(refusal.value) == OFFLINE
+    assert resolved == ["huggingface.co"]  # one lookup, then only the local cache
+
+
+UNSUPPORTED = {
+    "mllama": (
+        MllamaConfig,
+        "the mllama family is not supported: Llama-3.2-Vision reads the image through cross-attention states, not "
+        "as tokens of the prompt, so there is no image prefix to encode once and share",
+    ),
+    "paligemma": (
+        PaliGemmaConfig,
+        "the paligemma family is not supported: PaliGemma's prefix-LM attention lets every prompt token attend to "
+        "the whole prompt, question included, so no part of prompts that differ can be encoded once and shared",
+    ),
+}
+
+
+@pytest.mark.parametrize("family", sorted(UNSUPPORTED))
+def test_an_unsupported_family_is_refused_by_run_and_audit_model_in_one_line(family, tmp_path, capsys, vocabulary):
+    config_class, reason = UNSUPPORTED[family]
+    folder = tmp_path / family
+    config_class().save_pretrained(folder)  # the refusal comes from the config, before any weights are read
+    out = tmp_path / "runs"
+    for command in (
+        ["audit-model", "--model", f"hf:{folder}"],
+        ["run", "synthetic_spatial", "--model", f"hf:{folder}", "--out", str(out), "--vocabulary", str(vocabulary)],
+    ):
+        capsys.readouterr()
+        assert main(command) == 2
+        error = capsys.readouterr().err
+        assert error == f"convswap {command[0]}: error: hf:{folder}: {reason}\n"
+    assert not [path for path in out.rglob("*") if path.is_file()]  # nothing written
 
 
 def test_a_text_only_model_is_refused(qwen_path, tmp_path):

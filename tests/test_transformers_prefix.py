@@ -11,7 +11,7 @@ import functools
 import numpy as np
 import pytest
 import torch
-from tiny_models import FAMILIES, build_tiny
+from tiny_models import FAMILIES
 from transformers_helpers import IMAGES, QUESTIONS, TOLERANCE, full_forward_logits, full_inputs, query
 
 from convswap.core import ConvswapError
@@ -23,18 +23,12 @@ pytestmark = pytest.mark.slow  # tiny transformers models or whole runs: see the
 
 
 @pytest.fixture(scope="module")
-def tokenizers(qwen25_assets, smolvlm_assets):
-    return qwen25_assets.parent
-
-
-@pytest.fixture(scope="module")
-def backend_of(tmp_path_factory, tokenizers):
-    """Each family's backend, built on first use, so that a test process builds only the families its tests read."""
-    root = tmp_path_factory.mktemp("tiny")
+def backend_of(tiny_model):
+    """Each family's backend, loaded on first use, so that a test process builds only the families its tests read."""
 
     @functools.cache
     def backend(family: str) -> TransformersBackend:
-        return TransformersBackend.from_spec(str(build_tiny(family, root, tokenizers=tokenizers)))
+        return TransformersBackend.from_spec(str(tiny_model(family)))
 
     return backend
 

@@ -14,6 +14,7 @@ on the model before it is saved (to plant a known preference in the output layer
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -25,19 +26,36 @@ from transformers import (
     AutoTokenizer,
     CLIPImageProcessor,
     CLIPVisionConfig,
+    Gemma3Config,
+    Gemma3ImageProcessor,
+    Gemma3Processor,
     GenerationConfig,
     GotOcr2ImageProcessor,
+    Idefics2Config,
+    Idefics2ImageProcessor,
+    Idefics2Processor,
     Idefics3Config,
     InternVLConfig,
     InternVLProcessor,
     InternVLVideoProcessor,
     LlamaConfig,
     LlavaConfig,
+    LlavaNextConfig,
+    LlavaNextImageProcessor,
+    LlavaNextProcessor,
     LlavaProcessor,
+    Mistral3Config,
+    MistralConfig,
+    PixtralImageProcessor,
+    PixtralProcessor,
+    PixtralVisionConfig,
     PreTrainedModel,
     Qwen2_5_VLConfig,
     Qwen2Config,
+    Qwen2VLConfig,
     Qwen2VLImageProcessor,
+    Qwen2VLProcessor,
+    Qwen2VLVideoProcessor,
     Qwen3VLConfig,
     Qwen3VLProcessor,
     Qwen3VLVideoProcessor,
@@ -48,7 +66,19 @@ TOKENIZERS = Path(__file__).resolve().parents[1].parent / "shared" / "assets" / 
 QWEN25 = "qwen2_5_vl"
 SMOLVLM = "smolvlm_256m"
 
-FAMILIES = ("qwen2_5_vl", "smolvlm", "qwen3_vl", "llava", "internvl")
+FAMILIES = (
+    "qwen2_5_vl",
+    "smolvlm",
+    "qwen3_vl",
+    "llava",
+    "internvl",
+    "gemma3",
+    "gemma3_sliding",
+    "llava_next",
+    "qwen2_vl",
+    "idefics2",
+    "mistral3",
+)
 
 # A LLaVA-1.5 style template: role words and spaces rather than special tokens
 # between turns, so a prefix and its continuation do not split at a token boundary.
@@ -66,6 +96,42 @@ INTERNVL_CHAT_TEMPLATE = (
     "{% elif content['type'] == 'text' %}{{ content['text'] }}{% endif %}{% endfor %}"
     "{{ '<|im_end|>\n' }}{% endfor %}{% if add_generation_prompt %}{{ '<|im_start|>assistant\n' }}{% endif %}"
 )
+
+# Gemma-3's template writes the BOS itself, and its tokenizer adds one too: the case that reads a doubled BOS
+# unless tokenization follows the processor's chat path.
+GEMMA3_CHAT_TEMPLATE = (
+    "{{ bos_token }}{% for message in messages %}"
+    "{{ '<start_of_turn>' + ('model' if message['role'] == 'assistant' else message['role']) + '\n' }}"
+    "{% for content in message['content'] %}{% if content['type'] == 'image' %}{{ '<start_of_image>' }}"
+    "{% elif content['type'] == 'text' %}{{ content['text'] | trim }}{% endif %}{% endfor %}"
+    "{{ '<end_of_turn>\n' }}{% endfor %}{% if add_generation_prompt %}{{ '<start_of_turn>model\n' }}{% endif %}"
+)
+GEMMA3_IMAGE_TOKENS = {
+    "boi_token": "<start_of_image>",
+    "eoi_token": "<end_of_image>",
+    "image_token": "<image_soft_token>",
+}
+# A window shorter than any prompt (image included), so that sliding layers drop part of the shared prefix.
+SHORT_SLIDING_WINDOW = 8
+
+# Idefics2's template; its tokenizer (unlike SmolVLM's) adds a BOS the template does not write.
+IDEFICS2_CHAT_TEMPLATE = (
+    "{% for message in messages %}{{ message['role'].capitalize() }}"
+    "{% if message['content'][0]['type'] == 'image' %}{{ ':' }}{% else %}{{ ': ' }}{% endif %}"
+    "{% for content in message['content'] %}{% if content['type'] == 'text' %}{{ content['text'] }}"
+    "{% elif content['type'] == 'image' %}{{ '<image>' }}{% endif %}{% endfor %}<end_of_utterance>\n{% endfor %}"
+    "{% if add_generation_prompt %}{{ 'Assistant:' }}{% endif %}"
+)
+
+# Mistral-3's instruction format, BOS-first like Gemma-3's.
+MISTRAL3_CHAT_TEMPLATE = (
+    "{{ bos_token }}{% for message in messages %}{% if message['role'] == 'user' %}{{ '[INST]' }}"
+    "{% for content in message['content'] %}{% if content['type'] == 'image' %}{{ '[IMG]' }}"
+    "{% elif content['type'] == 'text' %}{{ content['text'] }}{% endif %}{% endfor %}{{ '[/INST]' }}"
+    "{% else %}{% for content in message['content'] %}{{ content['text'] }}{% endfor %}{{ eos_token }}{% endif %}"
+    "{% endfor %}"
+)
+PIXTRAL_IMAGE_TOKENS = ["[IMG]", "[IMG_BREAK]", "[IMG_END]", "[INST]", "[/INST]"]
 
 # Qwen-vocabulary models stop at <|im_end|> or <|endoftext|>.
 QWEN_GENERATION = GenerationConfig(eos_token_id=[151645, 151643], pad_token_id=151643)
@@ -248,12 +314,150 @@ def _internvl(size: TinySize, tokenizers: Path):
     return config, processor, QWEN_GENERATION
 
 
+def _gemma3(size: TinySize, tokenizers: Path, sliding_window: int = 4096):
+    tokenizer = AutoTokenizer.from_pretrained(
+        tokenizers / QWEN25, bos_token="<bos>", add_bos_token=True, extra_special_tokens=GEMMA3_IMAGE_TOKENS
+    )
+    tokenizer.add_special_tokens({"additional_special_tokens": ["<start_of_turn>", "<end_of_turn>"]})
+    patch = 16
+    image_tokens = (size.image_px // patch) ** 2 // 4  # the projector pools 2x2 patches
+    processor = Gemma3Processor(
+        image_processor=Gemma3ImageProcessor(size={"height": size.image_px, "width": size.image_px}),
+        tokenizer=tokenizer,
+        chat_template=GEMMA3_CHAT_TEMPLATE,
+        image_seq_length=image_tokens,
+    )
+    config = Gemma3Config(
+        text_config=_text(
+            size,
+            len(tokenizer),
+            head_dim=size.hidden // size.heads,
+            sliding_window=sliding_window,
+            layer_types=["sliding_attention", "full_attention"] * (size.layers // 2),
+        ),
+        vision_config=_vision(size, image_size=size.image_px, patch_size=patch),
+        mm_tokens_per_image=image_tokens,
+        boi_token_index=tokenizer.boi_token_id,
+        eoi_token_index=tokenizer.eoi_token_id,
+        image_token_index=tokenizer.image_token_id,
+    )
+    end_of_turn = tokenizer.convert_tokens_to_ids("<end_of_turn>")
+    return config, processor, GenerationConfig(eos_token_id=end_of_turn, pad_token_id=tokenizer.pad_token_id)
+
+
+def _llava_next(size: TinySize, tokenizers: Path):
+    tokenizer = AutoTokenizer.from_pretrained(tokenizers / SMOLVLM)
+    patch, side = 16, size.image_px
+    # Anyres: a wide image is cut into two tiles beside the base view.
+    pinpoints = [[side, side], [side, 2 * side], [2 * side, side]]
+    processor = LlavaNextProcessor(
+        image_processor=LlavaNextImageProcessor(
+            size={"shortest_edge": side}, crop_size={"height": side, "width": side}, image_grid_pinpoints=pinpoints
+        ),
+        tokenizer=tokenizer,
+        patch_size=patch,
+        vision_feature_select_strategy="default",
+        num_additional_image_tokens=1,
+        chat_template=LLAVA_CHAT_TEMPLATE,
+    )
+    config = LlavaNextConfig(
+        text_config=LlamaConfig(**_text(size, len(tokenizer))),
+        vision_config=CLIPVisionConfig(
+            **_vision(size, image_size=side, patch_size=patch, projection_dim=size.vision_hidden)
+        ),
+        image_token_index=processor.image_token_id,
+        image_grid_pinpoints=pinpoints,
+        image_seq_length=(side // patch) ** 2,
+    )
+    return config, processor, GenerationConfig(eos_token_id=tokenizer.eos_token_id, pad_token_id=tokenizer.pad_token_id)
+
+
+def _qwen2_vl(size: TinySize, tokenizers: Path):
+    tokenizer = AutoTokenizer.from_pretrained(tokenizers / QWEN25)
+    side = size.image_px - size.image_px % 28
+    processor = Qwen2VLProcessor(
+        image_processor=Qwen2VLImageProcessor(size={"shortest_edge": side * side, "longest_edge": side * side}),
+        tokenizer=tokenizer,
+        video_processor=Qwen2VLVideoProcessor(),
+        chat_template=tokenizer.chat_template,
+    )
+    config = Qwen2VLConfig(
+        text_config=_text(size, len(tokenizer), rope_scaling={"type": "mrope", "mrope_section": _mrope_section(size)}),
+        vision_config=dict(
+            depth=size.vision_layers,
+            embed_dim=size.vision_hidden,
+            hidden_size=size.hidden,
+            num_heads=2,
+            mlp_ratio=2,
+        ),
+    )
+    return config, processor, QWEN_GENERATION
+
+
+def _idefics2(size: TinySize, tokenizers: Path):
+    tokenizer = AutoTokenizer.from_pretrained(tokenizers / SMOLVLM, add_bos_token=True)
+    patch, latents = 16, 4  # the perceiver resamples any image to `latents` tokens
+    processor = Idefics2Processor(
+        image_processor=Idefics2ImageProcessor(
+            do_image_splitting=False, size={"longest_edge": size.image_px, "shortest_edge": size.image_px}
+        ),
+        tokenizer=tokenizer,
+        image_seq_len=latents,
+        chat_template=IDEFICS2_CHAT_TEMPLATE,
+    )
+    config = Idefics2Config(
+        text_config=_text(size, len(tokenizer), model_type="mistral", head_dim=size.hidden // size.heads),
+        vision_config=_vision(size, image_size=size.image_px, patch_size=patch),
+        perceiver_config=dict(
+            hidden_size=size.hidden,
+            resampler_n_latents=latents,
+            resampler_depth=1,
+            resampler_n_heads=2,
+            resampler_head_dim=16,
+            num_key_value_heads=1,
+        ),
+        image_token_id=processor.image_token_id,
+    )
+    end_of_utterance = tokenizer.convert_tokens_to_ids("<end_of_utterance>")
+    return config, processor, GenerationConfig(eos_token_id=end_of_utterance, pad_token_id=tokenizer.pad_token_id)
+
+
+def _mistral3(size: TinySize, tokenizers: Path):
+    tokenizer = AutoTokenizer.from_pretrained(
+        tokenizers / QWEN25, bos_token="<s>", eos_token="</s>", add_bos_token=True
+    )
+    tokenizer.add_special_tokens({"additional_special_tokens": PIXTRAL_IMAGE_TOKENS})
+    patch, merge = 16, 2
+    processor = PixtralProcessor(
+        image_processor=PixtralImageProcessor(size={"longest_edge": size.image_px}, patch_size=patch),
+        tokenizer=tokenizer,
+        patch_size=patch,
+        spatial_merge_size=merge,
+        chat_template=MISTRAL3_CHAT_TEMPLATE,
+    )
+    config = Mistral3Config(
+        text_config=MistralConfig(**_text(size, len(tokenizer), head_dim=size.hidden // size.heads)),
+        vision_config=PixtralVisionConfig(
+            **_vision(size, image_size=size.image_px, patch_size=patch, head_dim=size.vision_hidden // 2)
+        ),
+        image_token_index=tokenizer.convert_tokens_to_ids("[IMG]"),
+        spatial_merge_size=merge,
+    )
+    return config, processor, GenerationConfig(eos_token_id=tokenizer.eos_token_id, pad_token_id=tokenizer.pad_token_id)
+
+
 _BUILDERS = {
     "qwen2_5_vl": _qwen2_5_vl,
     "smolvlm": _smolvlm,
     "qwen3_vl": _qwen3_vl,
     "llava": _llava,
     "internvl": _internvl,
+    "gemma3": _gemma3,
+    "gemma3_sliding": functools.partial(_gemma3, sliding_window=SHORT_SLIDING_WINDOW),
+    "llava_next": _llava_next,
+    "qwen2_vl": _qwen2_vl,
+    "idefics2": _idefics2,
+    "mistral3": _mistral3,
 }
 
 

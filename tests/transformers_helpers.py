@@ -1,7 +1,9 @@
 """References for the transformers backend tests, computed without the backend's machinery.
 
-The chat messages are written here, rendered with the processor's own template,
-and run through one uncached forward per prompt.
+The chat messages are written here, image included, and tokenized by the
+processor's own chat path (`apply_chat_template(..., tokenize=True)`, which
+decides special tokens itself); each prompt is then one uncached forward.
+Nothing here calls `prefix_cache`.
 """
 
 from __future__ import annotations
@@ -41,19 +43,28 @@ def query(image: Image.Image, condition: str, questions=QUESTIONS) -> Query:
     return Query(image=image, prompts=tuple(prompt(q) for q in questions), condition=condition)
 
 
-def messages(condition: str, question: str) -> list[dict]:
+def messages(condition: str, question: str, image: Image.Image | None = None) -> list[dict]:
+    """The conversation; given the image, its part carries it, as the processor's chat path takes it."""
+    image_part = {"type": "image"} if image is None else {"type": "image", "image": image}
     if condition == "visible":
-        return [{"role": "user", "content": [{"type": "image"}, {"type": "text", "text": question}]}]
+        return [{"role": "user", "content": [image_part, {"type": "text", "text": question}]}]
     return [
-        {"role": "user", "content": [{"type": "image"}, {"type": "text", "text": MEMORIZE_INSTRUCTION}]},
+        {"role": "user", "content": [image_part, {"type": "text", "text": MEMORIZE_INSTRUCTION}]},
         {"role": "assistant", "content": [{"type": "text", "text": ACKNOWLEDGEMENT}]},
         {"role": "user", "content": [{"type": "text", "text": question}]},
     ]
 
 
 def full_inputs(backend: TransformersBackend, image: Image.Image, condition: str, question: str) -> dict:
-    text = backend.processor.apply_chat_template(messages(condition, question), add_generation_prompt=True)
-    return dict(backend.processor(text=[text], images=[image], return_tensors="pt"))
+    return dict(
+        backend.processor.apply_chat_template(
+            messages(condition, question, image),
+            tokenize=True,
+            return_dict=True,
+            return_tensors="pt",
+            add_generation_prompt=True,
+        )
+    )
 
 
 @torch.inference_mode()

@@ -12,7 +12,7 @@ from typing import Any
 
 from tqdm import tqdm
 
-from convswap.calibration.vocabulary import Vocabulary, load_vocabulary
+from convswap.calibration.vocabulary import Vocabulary, load_vocabulary, model_owner
 from convswap.core import ConvswapError, Record
 from convswap.experiments.logs import read_records
 from convswap.experiments.scoring import is_scored, score_key
@@ -75,17 +75,29 @@ def load_vocabularies(logdir: str | Path) -> list[Vocabulary]:
 
 def vocabulary_label(vocabulary: Vocabulary) -> str:
     """The model of a vocabulary, named as `model_label` names the model of a record."""
-    model = dict(vocabulary.model)
+    return _spec_label(dict(vocabulary.model))
+
+
+def _spec_label(model: dict[str, Any]) -> str:
     spec, quant = str(model.get("spec", "")), model.get("quant")
     return f"{spec} ({quant})" if quant else spec
+
+
+def vocabulary_owner_label(record: Record) -> str:
+    """The model whose vocabulary drew the record's stimuli, as `vocabulary_label` names it: its own by default."""
+    other = record.extra.get("vocabulary_of")
+    return _spec_label(other) if other else model_label(record)
 
 
 # --- record-level helpers -------------------------------------------------
 
 
 def model_label(record: Record) -> str:
-    """The model as the tables name it: quantization is part of the identity (4-bit and 8-bit differ)."""
-    return f"{record.model} ({record.quant})" if record.quant else record.model
+    """The model as the tables name it: quantization is part of the identity (4-bit and 8-bit differ), and so is
+    another model's vocabulary when the run's stimuli were drawn from one."""
+    label = f"{record.model} ({record.quant})" if record.quant else record.model
+    other = record.extra.get("vocabulary_of")
+    return f"{label} [vocabulary of {model_owner(other)}]" if other else label
 
 
 def readouts(records: Iterable[Record]) -> set[str]:

@@ -16,7 +16,7 @@ from statsmodels.stats.contingency_tables import mcnemar as statsmodels_mcnemar
 
 from convswap.core import ConvswapError, Record
 from convswap.defaults import MIN_RESAMPLES
-from convswap.experiments.scoring import Accuracy, score_key
+from convswap.experiments.scoring import TIE, Accuracy, is_tie, score_key
 
 Alternative = Literal["two-sided", "less", "greater"]
 
@@ -136,7 +136,7 @@ NO_READOUT = "no such readout"
 def answer_under(record: Record, readout: str) -> int | None:
     """The slot a record's `readout` chose: the first-token argmax, or the parsed generation."""
     if readout == "first_token":
-        return int(record.first_token["slot"]) if record.first_token else None
+        return record.first_token["slot"] if record.first_token else None
     if readout == "generate":
         return record.parsed_slot
     raise ConvswapError(f"unknown readout {readout!r} (first_token or generate)")
@@ -145,15 +145,19 @@ def answer_under(record: Record, readout: str) -> int | None:
 def accuracy_under(records: Iterable[Record], readout: str, key: str | None = None) -> Accuracy:
     """Accuracy recomputed from the slot another readout chose, for a gate on the contrast's readout (spec §3.5).
 
-    A record without that readout is unscored under it (`no such readout`); a
-    generation that did not parse is unscored by its parse status.
+    A record without that readout is unscored under it (`no such readout`), a
+    first-token tie as `tie`; a generation that did not parse is unscored by its
+    parse status.
     """
     correct, scored = 0, 0
     unscored: Counter[str] = Counter()
     for record in records:
         slot = answer_under(record, readout)
         if slot is None:
-            unscored[NO_READOUT if readout == "first_token" else record.parse_status] += 1
+            if readout == "generate":
+                unscored[record.parse_status] += 1
+            else:
+                unscored[TIE if is_tie(record) else NO_READOUT] += 1
             continue
         scored += 1
         correct += slot == record.keys[key or score_key(record)]

@@ -23,7 +23,7 @@ from convswap.audits.prompt_text import PromptUnreadable, question_position, rea
 from convswap.calibration.surfaces import MIN_CANDIDATE_MASS
 from convswap.conventions.render import CONVENTIONS, Convention
 from convswap.core import ConvswapError, Generation, Prompt, Record, Trial, score_answer
-from convswap.experiments.scoring import score_key
+from convswap.experiments.scoring import is_tie, score_key
 from convswap.readout.parse import normalize_word, parse_generation
 
 # Each (experiment, model, condition, convention) group is one binomial test; at this level a clean run of
@@ -31,6 +31,8 @@ from convswap.readout.parse import normalize_word, parse_generation
 PAIRING_BREAK_ALPHA = 1e-3
 PAIRING_BREAK_MIN_RECORDS = 20
 TRUNCATED_SHOWN = 3
+# A convention whose first-token readouts tie more often than this is read at too low a precision.
+MAX_TIE_RATE = 0.01
 
 
 @dataclass(frozen=True)
@@ -144,9 +146,14 @@ def _relabel_problem(record: Record) -> str | None:
     first_token_slot = None
     if record.first_token is not None:
         first_token_slot = record.first_token["slot"]
-        argmax = int(np.argmax(record.first_token["candidate_logits"])) + 1
-        if argmax != first_token_slot:
-            return f"stored first-token slot {first_token_slot} but the candidate logits' argmax is slot {argmax}"
+        logits = np.asarray(record.first_token["candidate_logits"], dtype=np.float64)
+        top = [int(i) + 1 for i in np.flatnonzero(logits == logits.max())]
+        if len(top) > 1:
+            stored = (first_token_slot, record.first_token.get("tie"), list(record.first_token.get("tied_slots", ())))
+            if stored != (None, True, top):
+                return f"the candidate logits tie at slots {top} but the record stores (slot, tie, tied) {stored}"
+        elif top[0] != first_token_slot:
+            return f"stored first-token slot {first_token_slot} but the candidate logits' argmax is slot {top[0]}"
     readout_slot = first_token_slot if record.readout == "first_token" else record.parsed_slot
     if record.answer_slot != readout_slot:
         return f"answer slot {record.answer_slot} is not the {record.readout} readout's slot {readout_slot}"
@@ -187,6 +194,30 @@ def pairing_break(records: Sequence[Record], seed: int = 0) -> CheckResult:
             result.notes.append(line)
             if pvalue < PAIRING_BREAK_ALPHA:
                 result.failures.append(CheckFailure(members[0], f"scorer leaks: {line}"))
+    return result
+
+
+# --- ties ------------------------------------------------------------------------------------------
+
+
+def ties(records: Sequence[Record]) -> CheckResult:
+    """First-token readouts whose top candidates hold the same logit are counted per convention, and a convention
+    tying on more than MAX_TIE_RATE of them fails: its answers are decided by precision, not by the model."""
+    result = CheckResult("ties", f"first-token ties stay at or under {MAX_TIE_RATE:.0%} of each convention's readouts")
+    read = [record for record in records if record.readout == "first_token" and record.first_token is not None]
+    for (experiment, model, condition, convention_name), group in group_by(
+        read, "experiment", "model", "condition", "convention"
+    ).items():
+        tied = [record for record in group if is_tie(record)]
+        result.checked += len(group)
+        if not tied:
+            continue
+        line = f"{experiment} {model} {condition} {convention_name}: {len(tied)}/{len(group)} first-token ties"
+        result.notes.append(line)
+        if len(tied) > MAX_TIE_RATE * len(group):
+            result.failures.append(CheckFailure(tied[0], f"tie rate over {MAX_TIE_RATE:.0%}: {line}"))
+    if not result.notes:
+        result.notes.append("no first-token tie")
     return result
 
 

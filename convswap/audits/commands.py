@@ -18,7 +18,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "audit",
         help="run the scorer-integrity checks over every record of a log folder",
         description="Run the scorer-integrity checks of spec section 8 over every record under LOGDIR: "
-        "prompt-target, relabel, pairing-break, alphabet, truncation, derangement, index space and held-out. "
+        "prompt-target, relabel, pairing-break, ties, alphabet, truncation, derangement, index space and held-out. "
         "Prints one row per check and each failure's raw output beside its stored score; exits 1 on any failure.",
     )
     audit.add_argument("logdir", type=Path, help="folder of JSONL run logs and vocabulary files (searched recursively)")

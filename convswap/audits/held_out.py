@@ -14,7 +14,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from convswap.analysis.loading import VOCABULARY_PATTERNS, model_label, vocabulary_label
+from convswap.analysis.loading import VOCABULARY_PATTERNS, vocabulary_label, vocabulary_owner_label
 from convswap.audits.checks import CheckResult, per_record, trial_of
 from convswap.calibration.vocabulary import (
     HELD_OUT_CLEARANCE,
@@ -76,7 +76,7 @@ def held_out(records: Sequence[Record], vocabularies: Vocabularies) -> CheckResu
 
 
 def _held_out_problem(record: Record, vocabularies: Vocabularies, disagreeing: set[str]) -> str | None:
-    model = model_label(record)
+    model = vocabulary_owner_label(record)
     found = vocabularies.by_model.get(model, [])
     if not found:
         unreadable = "".join(f"; {path} does not load: {why}" for path, why in vocabularies.unreadable.items())

@@ -17,6 +17,7 @@ def audit_records(records: Sequence[Record], vocabularies: Vocabularies, seed: i
         checks.prompt_target(records),
         checks.relabel(records),
         checks.pairing_break(records, seed=seed),
+        checks.ties(records),
         checks.alphabet(records),
         checks.truncation(records),
         checks.derangement(records),

@@ -152,13 +152,7 @@ def _look_at_first_tokens(backend: Backend, alphabet: Alphabet, probes: Query) -
         listing = "; ".join(f"{v}: {_shared_tokens(alphabet.answers, ids, backend)}" for v, ids in first_tokens.items())
         verdict = Verdict("first_token", False, f"candidates share a first token under every variant ({listing})")
     except SurfaceRefused as error:
-        best = max((v for v in error.masses if v not in error.shared), key=error.masses.__getitem__)
-        verdict = Verdict(
-            "first_token",
-            False,
-            f"candidate mass under {MIN_CANDIDATE_MASS} on every readable variant (best: {best} "
-            f"{error.masses[best]:.3f})",
-        )
+        verdict = Verdict("first_token", False, _refused_mass(error, alphabet, first_tokens, backend))
     else:
         read = [first_token_readout(row, surface, backend.decode_token, TOP_TOKENS).slot for row in logits]
         verdict = _first_token_verdict(surface, read)
@@ -189,19 +183,38 @@ def audit_alphabet(backend: Backend, alphabet: Alphabet, max_new_tokens: int) ->
     )
 
 
+def _refused_mass(
+    error: SurfaceRefused, alphabet: Alphabet, first_tokens: dict[str, tuple[int, ...]], backend: Backend
+) -> str:
+    """Why no variant is readable, and where the candidate mass went when a shared first token holds it."""
+    best = max((v for v in error.masses if v not in error.shared), key=error.masses.__getitem__)
+    reason = (
+        f"candidate mass under {MIN_CANDIDATE_MASS} on every readable variant (best: {best} {error.masses[best]:.3f})"
+    )
+    holding = [v for v in error.shared if error.masses[v] >= MIN_CANDIDATE_MASS]
+    if not holding:
+        return reason
+    variant = max(holding, key=error.masses.__getitem__)
+    shared = _shared_tokens(alphabet.answers, first_tokens[variant], backend)
+    return (
+        f"{reason}; the mass sits on the {variant} variant ({error.masses[variant]:.3f}), whose candidates share "
+        f"their first token: {shared}"
+    )
+
+
 def _shared_tokens(answers: Sequence[str], ids: Sequence[int], backend: Backend) -> str:
     """ "'1' (18) begins 1, 10, 11" for every first token that begins more than one answer."""
     begins: dict[int, list[str]] = {}
     for answer, token_id in zip(answers, ids, strict=True):
         begins.setdefault(token_id, []).append(answer)
     return ", ".join(
-        f"{backend.decode_token(token_id)!r} ({token_id}) begins {' '.join(shared)}"
+        f"{backend.show_token(token_id)} begins {' '.join(shared)}"
         for token_id, shared in begins.items()
         if len(shared) > 1
     )
 
 
-def _first_token_verdict(surface: Surface, slots: Sequence[int]) -> Verdict:
+def _first_token_verdict(surface: Surface, slots: Sequence[int | None]) -> Verdict:
     answered = sum(slot == asked for asked, slot in enumerate(slots, start=1))
     if answered < MIN_PROBES_ANSWERED * len(slots):
         return Verdict(
@@ -219,7 +232,11 @@ def _top_tokens(row: np.ndarray, backend: Backend) -> tuple[TokenScore, ...]:
     probs = np.exp(row - row.max())
     probs /= probs.sum()
     order = np.argsort(-probs, kind="stable")[:TOP_TOKENS]
-    return tuple(TokenScore(int(i), backend.decode_token(int(i)), float(probs[i])) for i in order)
+    # The report prints these texts: an empty decoding is shown by the token's spelling.
+    return tuple(
+        TokenScore(int(i), backend.decode_token(int(i)) or backend.token_spelling(int(i)), float(probs[i]))
+        for i in order
+    )
 
 
 def _generate_verdict(parsed: Sequence[Parsed], generations: Sequence[Generation], budget: int) -> Verdict:

@@ -60,6 +60,12 @@ HELD_OUT_CLEARANCE = 20
 FORMAT_VERSION = 1
 
 
+def model_owner(model: Mapping[str, Any]) -> str:
+    """A model a vocabulary belongs to, with its revision: `hf:m at revision abc`."""
+    return f"{model.get('spec')} at revision {model.get('revision')}"
+
+
+
 @dataclass(frozen=True)
 class Render:
     """One render's answer: the raw text as generated, why generation stopped, and its name."""

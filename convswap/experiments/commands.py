@@ -54,6 +54,11 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         help="the model's calibrated color vocabulary (color and synthetic spatial experiments; default: "
         "OUT/calibration/<model>/vocabulary.json, calibrated first when missing)",
     )
+    run.add_argument(
+        "--vocabulary-from-other-model",
+        action="store_true",
+        help="accept a --vocabulary calibrated on another model (or revision); records and tables then name it",
+    )
     run.add_argument("--coco", type=Path, metavar="DIR",
                      help="COCO folder holding annotations/instances_val2017.json and val2017/ (COCO experiments)")  # fmt: skip
     run.add_argument(
@@ -92,6 +97,7 @@ def run_command(args: argparse.Namespace) -> int:
         limit=args.limit,
         plan_dir=args.plan_dir,
         vocabulary=args.vocabulary,
+        vocabulary_from_other_model=args.vocabulary_from_other_model,
         coco=args.coco,
         max_new_tokens=args.max_new_tokens,
     )

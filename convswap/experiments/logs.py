@@ -39,14 +39,15 @@ Unit = tuple[str, str, str, str]  # (model, condition, convention, trial_id), as
 _SHARD_NAME = re.compile(r"^(?P<condition>[a-z]+)(?:\.shard(?P<index>\d+)of(?P<count>\d+))?\.jsonl$")
 
 
-def model_slug(spec: str, quant: str | None) -> str:
-    """A folder name for one model at one precision."""
+def model_slug(spec: str, quant: str | None, dtype: str | None = None) -> str:
+    """A folder name for one model at one precision: its weight dtype (local models) and quantization."""
     slug = re.sub(r"[^A-Za-z0-9._-]+", "_", spec.replace(":", "-", 1)).strip("_")
-    return f"{slug}__{quant}" if quant else slug
+    precision = "-".join(part for part in (dtype, quant) if part)
+    return f"{slug}__{precision}" if precision else slug
 
 
-def model_folder(out: Path, experiment: str, spec: str, quant: str | None) -> Path:
-    return out / experiment / model_slug(spec, quant)
+def model_folder(out: Path, experiment: str, spec: str, quant: str | None, dtype: str | None = None) -> Path:
+    return out / experiment / model_slug(spec, quant, dtype)
 
 
 def log_name(condition: str, shard: tuple[int, int]) -> str:

@@ -43,6 +43,7 @@ class RecordContext:
     backend: Backend
     shard: tuple[int, int]
     image_sha256: str
+    vocabulary_owner: dict | None = None  # the model whose vocabulary drew the stimuli, when not this one
 
 
 class Reader:
@@ -119,6 +120,8 @@ def build_record(
         extra["memorize_instruction"] = MEMORIZE_INSTRUCTION
     if isinstance(surface, Surface):
         extra["surface"] = surface.to_json()
+    if context.vocabulary_owner is not None:
+        extra["vocabulary_of"] = context.vocabulary_owner
     return Record(
         experiment=context.plan.id,
         plan_hash=context.plan_hash,
@@ -152,4 +155,6 @@ def build_record(
         timestamp=datetime.now(UTC).isoformat(timespec="milliseconds"),
         shard=context.shard,
         extra=extra,
+        dtype=info.dtype,
+        environment=dict(info.environment),
     )

@@ -45,6 +45,7 @@ from convswap.calibration.vocabulary import (
     Vocabulary,
     calibrate,
     load_vocabulary,
+    model_owner,
     save_vocabulary,
 )
 from convswap.conventions import CONVENTIONS, render
@@ -78,9 +79,9 @@ from convswap.experiments.trials import (
     needs_vocabulary,
     shard_trials,
 )
-from convswap.readout.base import DEFAULT_MAX_NEW_TOKENS, Backend, Query, check_max_new_tokens
+from convswap.readout.base import DEFAULT_DTYPE, DEFAULT_MAX_NEW_TOKENS, Backend, ModelInfo, Query, check_max_new_tokens
 from convswap.readout.registry import backend_options, check_local_model, load_backend, split_spec
-from convswap.stimuli.arrays import SWATCH_GRID_STEP, SWATCH_PLACEMENTS
+from convswap.stimuli.arrays import N_SQUARES, SWATCH_GRID_STEP, SWATCH_PLACEMENTS
 from convswap.stimuli.render import image_sha256, render_image
 
 T = TypeVar("T")
@@ -88,6 +89,8 @@ R = TypeVar("R")
 
 CALIBRATION_EXPERIMENT = "calibration"
 VOCABULARY_NAME = "vocabulary.json"
+# Color and synthetic spatial stimuli are four-square arrays of distinct vocabulary words.
+MIN_VOCABULARY_WORDS = N_SQUARES
 
 
 @dataclass(frozen=True)
@@ -103,6 +106,7 @@ class RunRequest:
     limit: int | None = None
     plan_dir: Path | None = None
     vocabulary: Path | None = None
+    vocabulary_from_other_model: bool = False  # accept a --vocabulary calibrated on another model or revision
     coco: Path | None = None
     shard: tuple[int, int] | None = None  # None: from the launcher's environment
     max_new_tokens: int = DEFAULT_MAX_NEW_TOKENS  # generation budget per answer, recorded with each generation
@@ -213,6 +217,26 @@ def check_request(request: RunRequest) -> None:
     _check_request(plan, request)
 
 
+def check_model_versions(folder: Path, revision: str | None, quant: str | None, dtype: str | None) -> None:
+    """Refuse to add to logs written at another model revision, quantization or weight dtype.
+
+    A revision of None is not compared: an API model names the model it served only in its replies.
+    """
+    this = {"revision": revision, "quant": quant, "dtype": dtype}
+    if revision is None:
+        del this["revision"]
+    for path in log_files(folder) if folder.is_dir() else []:
+        for record in read_records(path):
+            there = {"revision": record.model_revision, "quant": record.quant, "dtype": record.dtype}
+            differing = [name for name in this if there[name] != this[name]]
+            if differing:
+                described = ", ".join(f"{name} {there[name]} (this run: {this[name]})" for name in differing)
+                raise ConvswapError(
+                    f"{path} was written at another {' and '.join(differing)}: {described}; "
+                    "write this run to another --out, or move that log away"
+                )
+
+
 def run_experiment(request: RunRequest, backend: Backend | None = None, progress: bool = True) -> RunResult:
     """Run (or resume) one registered experiment on one model; see the module docstring.
 
@@ -224,7 +248,14 @@ def run_experiment(request: RunRequest, backend: Backend | None = None, progress
     conditions = _conditions(plan, request.conditions)
     _check_request(plan, request)
     vocabulary = load_vocabulary(request.vocabulary) if request.vocabulary is not None else None
-    result = RunResult(plan, plan_hash, model_folder(request.out, plan.id, request.model, request.quant), shard)
+    if vocabulary is not None:
+        check_vocabulary_size(vocabulary, plan.id, str(request.vocabulary))
+    if plan.design.stimuli == CALIBRATION_EXPERIMENT:  # the model folder is the vocabulary's
+        folder = vocabulary_path(request.out, request.model, request.quant).parent
+    else:
+        dtype = backend.info().dtype if backend is not None else weight_dtype(request)
+        folder = model_folder(request.out, plan.id, request.model, request.quant, dtype)
+    result = RunResult(plan, plan_hash, folder, shard)
     new_folders = [path for path in (request.out, result.folder.parent, result.folder) if not path.exists()]
     try:
         out = prepare_out(request.out)
@@ -235,6 +266,12 @@ def run_experiment(request: RunRequest, backend: Backend | None = None, progress
     except BaseException:
         _remove_if_unused(new_folders, shard)
         raise
+
+
+def weight_dtype(request: RunRequest) -> str | None:
+    """The weight dtype a local model is read at, part of its log folder's name; None for other backends."""
+    prefix, _ = split_spec(request.model)
+    return (request.dtype or DEFAULT_DTYPE) if prefix == "hf" else None
 
 
 def _run_locked(
@@ -253,17 +290,29 @@ def _run_locked(
         _check_kept_vocabulary(vocabulary, out, request)
     if backend is None:
         backend = load_backend(request.model, **_backend_options(request, shard))
-    if plan.design.stimuli == CALIBRATION_EXPERIMENT:  # the model folder is the vocabulary's
+    if plan.design.stimuli == CALIBRATION_EXPERIMENT:
         result.vocabulary, _ = _calibrated(backend, out, request, shard, plan.id, progress)
         return
+    info = backend.info()
+    if result.folder != model_folder(request.out, plan.id, request.model, request.quant, info.dtype):
+        raise ConvswapError(f"{request.model} was loaded at weight dtype {info.dtype}, not the {result.folder.name} "
+                            "its log folder is named for")  # fmt: skip
+    revision = info.revision if backend.revision_known_at_load else None
+    check_model_versions(result.folder, revision, request.quant, info.dtype)
+    vocabulary_owner = None
     if vocabulary is not None:
+        vocabulary_owner = vocabulary_from_other_model(vocabulary, info, request, f"--vocabulary {request.vocabulary}")
         result.vocabulary = _keep_with_logs(vocabulary, out, request)
     elif needs_vocabulary(plan):
-        result.vocabulary, vocabulary = _calibrated(backend, out, request, shard, plan.id, progress)
+        result.vocabulary, vocabulary = _calibrated(
+            backend, out, request, shard, plan.id, progress, MIN_VOCABULARY_WORDS
+        )
+        check_vocabulary_size(vocabulary, plan.id, str(result.vocabulary))
+        vocabulary_owner = vocabulary_from_other_model(vocabulary, info, request, str(result.vocabulary))
     trials = build_trials(plan, Sources(vocabulary, request.coco), request.limit)
     for condition in conditions:
         write_expected(result.folder, _expected(plan, result.plan_hash, request, condition, trials))
-    _run_trials(result, request, backend, trials, conditions, progress)
+    _run_trials(result, request, backend, trials, conditions, vocabulary_owner, progress)
 
 
 def _run_trials(
@@ -272,6 +321,7 @@ def _run_trials(
     backend: Backend,
     trials: list[Trial],
     conditions: tuple[Condition, ...],
+    vocabulary_owner: dict | None,
     progress: bool,
 ) -> None:
     """Read and append every unit of this process's trials not yet on disk; the summary of the whole folder."""
@@ -289,7 +339,9 @@ def _run_trials(
     def read_trial(item: tuple[Trial, list[tuple[Condition, list[Prompt]]]]) -> list[Record]:
         trial, asks = item
         image = render_image(trial.image)
-        context = RecordContext(plan, plan_hash, request.model, request.quant, backend, shard, image_sha256(image))
+        context = RecordContext(
+            plan, plan_hash, request.model, request.quant, backend, shard, image_sha256(image), vocabulary_owner
+        )
         return [
             record
             for condition, prompts in asks
@@ -386,10 +438,47 @@ def _backend_options(request: RunRequest, shard: tuple[int, int]) -> dict[str, A
     return options
 
 
+def vocabulary_from_other_model(
+    vocabulary: Vocabulary, info: ModelInfo, request: RunRequest, source: str
+) -> dict | None:
+    """The model a vocabulary was calibrated on when it is not this one (spec and revision: a vocabulary kept
+    from an earlier revision of the model is another model's); refused unless the request accepts that."""
+    model = dict(vocabulary.model)
+    if (model.get("spec"), model.get("revision")) == (info.spec, info.revision):
+        return None
+    if not request.vocabulary_from_other_model:
+        raise ConvswapError(
+            f"{source} was calibrated on {model_owner(model)}, not on "
+            f"{model_owner({'spec': info.spec, 'revision': info.revision})}; pass --vocabulary-from-other-model to "
+            "use it anyway"
+        )
+    return model
+
+
+def check_vocabulary_size(vocabulary: Vocabulary, experiment: str, source: str) -> None:
+    """Stop before any trial when the vocabulary cannot fill the four-square arrays the color stimuli use."""
+    words = vocabulary.words
+    if len(words) < MIN_VOCABULARY_WORDS:
+        raise ConvswapError(
+            f"{source}: calibration found {len(words)} color word(s) ({', '.join(words) or 'none'}), fewer than "
+            f"the {MIN_VOCABULARY_WORDS} that {experiment}'s four-square arrays need"
+        )
+
+
 def _calibrated(
-    backend: Backend, out: Path, request: RunRequest, shard: tuple[int, int], experiment: str, progress: bool
+    backend: Backend,
+    out: Path,
+    request: RunRequest,
+    shard: tuple[int, int],
+    experiment: str,
+    progress: bool,
+    minimum_words: int = 0,
 ) -> tuple[Path, Vocabulary]:
-    """The model's vocabulary at its default path, calibrated (the registered calibration) when missing."""
+    """The model's vocabulary at its default path, calibrated (the registered calibration) when missing.
+
+    A fresh calibration with fewer than `minimum_words` words stops the run at
+    once and is not kept, so that the next run calibrates again.
+    """
     path = vocabulary_path(out, request.model, request.quant)
     if path.exists():
         return path, load_vocabulary(path)
@@ -403,6 +492,8 @@ def _calibrated(
     vocabulary = calibrate(
         backend, max_new_tokens=request.max_new_tokens, progress=None if progress else _no_bar
     )
+    if len(vocabulary.words) < minimum_words:
+        check_vocabulary_size(vocabulary, experiment, f"calibrating {request.model} (not kept)")
     _mkdir(path.parent)
     save_vocabulary(path, vocabulary)
     return path, vocabulary

@@ -3,8 +3,9 @@
 Denominator rule (used by every accuracy in the package): a record is *scored*
 when it carries an answer slot (the first-token argmax for first-token readouts,
 the parsed slot for generated ones).  Accuracy is correct / scored.  Records
-without an answer slot are *unscored*: they are counted apart, by parse status,
-and shown beside every accuracy -- never counted as wrong.
+without an answer slot are *unscored*: they are counted apart, by parse status
+(or `tie`, a first-token readout whose top candidates held the same logit), and
+shown beside every accuracy -- never counted as wrong.
 """
 
 from __future__ import annotations
@@ -25,8 +26,21 @@ def is_scored(record: Record) -> bool:
     return record.answer_slot is not None
 
 
+TIE = "tie"
+
+
+def is_tie(record: Record) -> bool:
+    """A first-token readout whose top candidates held the same logit: neither right nor wrong."""
+    return bool(record.first_token and record.first_token.get("tie"))
+
+
+def unscored_reason(record: Record) -> str:
+    """Why a record carries no answer: a first-token tie, or its generation's parse status."""
+    return TIE if record.readout == "first_token" and is_tie(record) else record.parse_status
+
+
 def unscored_counts(records: Iterable[Record]) -> Counter[str]:
-    return Counter(record.parse_status for record in records if not is_scored(record))
+    return Counter(unscored_reason(record) for record in records if not is_scored(record))
 
 
 @dataclass(frozen=True)

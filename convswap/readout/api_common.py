@@ -319,6 +319,7 @@ class ApiBackend(Backend):
     api: ClassVar[str]
     key_variables: ClassVar[tuple[str, ...]]
     has_logits = False
+    revision_known_at_load = False
 
     def __init__(self, model: str, api_key: str, settings: ApiSettings) -> None:
         self.model = model

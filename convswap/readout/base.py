@@ -26,6 +26,7 @@ MEMORIZE_INSTRUCTION = "Memorize this image. You will be asked questions about i
 ACKNOWLEDGEMENT = "OK."
 
 DEFAULT_MAX_NEW_TOKENS = 16
+DEFAULT_DTYPE = "float32"  # weight dtype of a local model when none is asked for
 
 
 def check_max_new_tokens(max_new_tokens: int) -> None:
@@ -46,7 +47,9 @@ class ModelInfo:
     backend: str
     revision: str  # resolved hub revision, or a sha256 of config and weights
     quant: str | None = None
-    dtype: str | None = None
+    dtype: str | None = None  # the weights' dtype (a quantized model's compute dtype)
+    # What else decides the numbers: library versions, device kind, attention implementation.
+    environment: dict[str, str | None] = field(default_factory=dict, hash=False)
 
 
 @dataclass(frozen=True)
@@ -83,6 +86,9 @@ class Backend(ABC):
     # one at a time; an API backend bounds its own requests, so the runner can
     # overlap trials up to that bound.
     parallel_queries: int = 1
+    # Whether info().revision is known before the first answer.  An API model's is
+    # the model the server says it served, which only its first reply names.
+    revision_known_at_load: bool = True
 
     @abstractmethod
     def info(self) -> ModelInfo: ...
@@ -105,3 +111,11 @@ class Backend(ABC):
 
     def decode_token(self, token_id: int) -> str:
         raise LogitsUnavailable(f"{self.spec} exposes no tokenizer")
+
+    def token_spelling(self, token_id: int) -> str:
+        """The token as its vocabulary spells it ('▁', 'Ġ'); backends without one spell it as it decodes."""
+        return self.decode_token(token_id)
+
+    def show_token(self, token_id: int) -> str:
+        """A token for a report, never invisible: its text, or its spelling when the text is empty: '▁' (29871)."""
+        return f"{self.decode_token(token_id) or self.token_spelling(token_id)!r} ({token_id})"

@@ -57,8 +57,11 @@ def first_token_readout(
 ) -> FirstTokenReadout:
     """Read one prompt's first-token distribution under a resolved surface.
 
-    slot is the restricted argmax over the candidates' first tokens (1-based; an
-    exact tie goes to the lower slot).  `top` lists the `top_k` most probable
+    slot is the restricted argmax over the candidates' first tokens (1-based),
+    taken on the logits upcast to float32 or wider; when several candidates hold
+    the top logit exactly, no slot is chosen: the readout records the tie and
+    the tied slots (a low-precision model ties often, and the lower slot would
+    win every one).  `top` lists the `top_k` most probable
     first tokens of the whole vocabulary, ties by lower token id, so the log
     shows what the model would have said when the candidates get little mass.
     """
@@ -69,11 +72,14 @@ def first_token_readout(
     log_probs = log_softmax(row)
     candidate_logits = row[ids]
     top_ids = _top_ids(log_probs, top_k)
+    tied_slots = tuple(int(i) + 1 for i in np.flatnonzero(candidate_logits == candidate_logits.max()))
     return FirstTokenReadout(
         surface=surface.variant,
         candidate_token_ids=tuple(int(i) for i in ids),
         candidate_logits=tuple(float(v) for v in candidate_logits),
         candidate_mass=float(candidate_masses(row[None, :], ids)[0]),
         top=tuple(TokenScore(int(i), decode_token(int(i)), float(np.exp(log_probs[i]))) for i in top_ids),
-        slot=int(np.argmax(candidate_logits)) + 1,
+        slot=tied_slots[0] if len(tied_slots) == 1 else None,
+        tie=len(tied_slots) > 1,
+        tied_slots=tied_slots if len(tied_slots) > 1 else (),
     )

@@ -1,7 +1,10 @@
 """One image prefix, encoded once, shared by every prompt of a query.
 
 Every prompt of a query is rendered into its full conversation and tokenized
-whole by the processor; the sequences are cut where they first differ, so the
+whole by the processor, with the special-token rule of the processor's own chat
+path (`apply_chat_template(..., tokenize=True)`): a rendered text that already
+begins with the tokenizer's BOS gets no second one.  `check_conformance` compares
+this tokenization with the chat path's at model load.  The sequences are cut where they first differ, so the
 shared part is exactly the tokens a full forward would see (tokenizing a prefix
 and a suffix apart can move a token boundary).  The image goes through the
 image processor once per query; every prompt reuses its pixels and grid.  The
@@ -31,12 +34,16 @@ from convswap.readout.conversation import conversation
 TOKEN_ALIGNED = ("input_ids", "attention_mask", "mm_token_type_ids", "token_type_ids")
 
 
-def chat_messages(condition: Condition, question: str) -> list[dict[str, Any]]:
-    """The conversation of one prompt as chat-template messages, the image part first in its turn."""
+def chat_messages(condition: Condition, question: str, image: Image.Image | None = None) -> list[dict[str, Any]]:
+    """The conversation of one prompt as chat-template messages, the image part first in its turn.
+
+    Given the image, its part carries it, as the processor's chat path takes it.
+    """
+    image_part = {"type": "image"} if image is None else {"type": "image", "image": image}
     return [
         {
             "role": turn.role,
-            "content": ([{"type": "image"}] if turn.image else []) + [{"type": "text", "text": turn.text}],
+            "content": ([image_part] if turn.image else []) + [{"type": "text", "text": turn.text}],
         }
         for turn in conversation(condition, question)
     ]
@@ -45,6 +52,63 @@ def chat_messages(condition: Condition, question: str) -> list[dict[str, Any]]:
 def render_conversation(processor: Any, condition: Condition, question: str) -> str:
     """The full prompt text the model reads, through the model's own chat template."""
     return processor.apply_chat_template(chat_messages(condition, question), add_generation_prompt=True)
+
+
+def adds_special_tokens(processor: Any, rendered: str) -> bool:
+    """The chat path's rule: a template that writes the BOS itself must not get a second one from the tokenizer."""
+    bos = processor.tokenizer.bos_token
+    return not (bos is not None and rendered.startswith(bos))
+
+
+def encode_conversation(processor: Any, image: Image.Image, condition: Condition, question: str) -> dict:
+    """One prompt's full processor output (token ids, pixels), batch of one."""
+    rendered = render_conversation(processor, condition, question)
+    return dict(
+        processor(
+            text=[rendered],
+            images=[image],
+            add_special_tokens=adds_special_tokens(processor, rendered),
+            return_tensors="pt",
+        )
+    )
+
+
+def visible_token(tokenizer: Any, token_id: int) -> str:
+    """A token as its vocabulary spells it, with its id: `'▁' (29871)`, never an invisible ''."""
+    return f"{tokenizer.convert_ids_to_tokens(token_id)!r} ({token_id})"
+
+
+# The probe asks something neutral; what matters is that its tokens go through both paths.
+PROBE_QUESTION = "Which color is at the top-left? Answer with 1, 2 or 3."
+
+
+def check_conformance(processor: Any, image: Image.Image) -> None:
+    """Refuse a model whose tokens here differ from its processor's chat path, in either condition.
+
+    The chat path gets the image inside the messages, as a user of the model
+    would pass it; the first differing position and both tokens are named.
+    """
+    tokenizer = processor.tokenizer
+    for condition in ("visible", "cached"):
+        ours = encode_conversation(processor, image, condition, PROBE_QUESTION)["input_ids"][0].tolist()
+        theirs = processor.apply_chat_template(
+            chat_messages(condition, PROBE_QUESTION, image),
+            tokenize=True,
+            return_dict=True,
+            return_tensors="pt",
+            add_generation_prompt=True,
+        )["input_ids"][0].tolist()
+        if ours != theirs:
+            position = common_prefix_length([torch.tensor(ours), torch.tensor(theirs)])
+            raise ConvswapError(
+                f"{type(processor).__name__}: the {condition} probe's tokens differ from the processor's chat path "
+                f"at position {position}: convswap reads {_token_at(tokenizer, ours, position)}, "
+                f"the chat path {_token_at(tokenizer, theirs, position)}"
+            )
+
+
+def _token_at(tokenizer: Any, sequence: list[int], position: int) -> str:
+    return visible_token(tokenizer, sequence[position]) if position < len(sequence) else "the end of the sequence"
 
 
 def common_prefix_length(sequences: list[torch.Tensor]) -> int:
@@ -98,10 +162,7 @@ def with_image_processed_once(processor: Any) -> Any:
 
 def tokenize(model: Any, processor: Any, image: Image.Image, condition: Condition, texts: list[str]) -> Tokenized:
     processor = with_image_processed_once(processor)
-    encodings = [
-        dict(processor(text=[render_conversation(processor, condition, text)], images=[image], return_tensors="pt"))
-        for text in texts
-    ]
+    encodings = [encode_conversation(processor, image, condition, text) for text in texts]
     sequences = [encoding["input_ids"][0] for encoding in encodings]
     split = min(common_prefix_length(sequences), min(len(sequence) for sequence in sequences) - 1)
     image_token = processor.image_token_id
