@@ -4,16 +4,26 @@ from __future__ import annotations
 
 import csv
 import io
+import math
 from pathlib import Path
 
 import pytest
-from analysis_factory import color_trial, locate_trial, make_record, planted, write_jsonl
+from analysis_factory import (
+    COLOR_WORDS,
+    color_trial,
+    crossover_records,
+    locate_trial,
+    make_record,
+    planted,
+    write_jsonl,
+)
 from analysis_logs import LABEL_INTERACTION, write_logs
 from scipy import stats as scipy_stats
 
 from convswap.analysis.generate import generate
 from convswap.analysis.loading import load_records
 from convswap.analysis.registration import POST_HOC, REGISTERED, Registry
+from convswap.analysis.tables import share_of_word
 from convswap.cli import main
 from convswap.core import ConvswapError
 
@@ -69,17 +79,58 @@ def test_table2_carries_the_planted_accuracies_and_differences(generated):
 def test_table1_carries_accuracies_interaction_and_share_of_word(generated):
     out = generated[0]
     label = row(out, "table1_color_ladder", rung="label")
-    assert (label["visible acc"], label["cached acc"], label["cached n"]) == ("83.3", "93.3", "30")
+    # Accuracy stands on the 12 report trials alone; the 18 cached crossover records count in the interaction only.
+    assert (label["visible acc"], label["cached acc"], label["cached n"]) == ("83.3", "83.3", "12")
     assert label["interaction cached"] == f"{LABEL_INTERACTION:.2f}"
     assert label["untouched cached"] == "0.00"
     assert label["crossover pairs cached"] == "3"
     assert label["interaction visible"] == "—"
-    assert label["% of word (visible)"] == str(round(100 * (10 / 12) / (11 / 12)))
+    assert (label["% of word (visible)"], label["% of word (cached)"]) == ("—", "—")  # the word rung has no crossover
     assert row(out, "table1_color_ladder", rung="hue_bare")["visible acc"] == "16.7"
     gap = row(out, "table1_contrasts", condition="visible", control="label", treatment="hue_legend")
     assert (gap["difference"], gap["b"], gap["c"], gap["n pairs"]) == ("-58.3", "7", "0", "12")
     assert (gap["hypothesis"], gap["status"]) == ("word_to_numeric", REGISTERED)
     assert gap["p"] == f"{sign_test(7, 0):.2g}"
+
+
+@pytest.mark.parametrize(
+    ("interaction", "percent"), [(9.27, "100"), (8.99, "97"), (8.22, "89"), (6.34, "68"), (1.08, "12")]
+)
+def test_share_of_word_is_the_interaction_over_the_word_rungs_as_in_the_spec(interaction, percent):
+    # The spec's Table 1: interactions 9.27, 8.99, 8.22, 6.34, 1.08 and "% of word" 100, 97, 89, 68, 12.
+    assert f"{share_of_word(interaction, 9.27):.0f}" == percent
+
+
+def test_share_of_word_is_missing_without_a_word_interaction():
+    assert share_of_word(8.99, None) is None and share_of_word(None, 9.27) is None and share_of_word(1.0, 0.0) is None
+
+
+def test_table1_puts_each_rung_interaction_over_the_word_rungs_and_keeps_crossovers_out_of_accuracy(tmp_path):
+    # Word: the cued color 3 logits above the rest, interaction 4 / (sqrt(5) / 6) (see analysis_logs).
+    # Label: the swapped color X also 3 above the rest everywhere, so the first location shifts by +3, the second
+    # by -3 (raw 6 = 2 * 3), and records whose cue is not X hold two raised logits (spread 3 * sqrt(8) / 6):
+    # per pair two records with one raised logit and four with two, a mean spread of 3 * (2 sqrt5 + 4 sqrt8) / 36.
+    word_interaction = 4 / (math.sqrt(5) / 6)
+    label_interaction = 2 / ((2 * math.sqrt(5) + 4 * math.sqrt(8)) / 36)
+    records = crossover_records(lambda array, role, word, target, swapped: 3.0 if word == target else 0.0, "word")
+    records += crossover_records(
+        lambda array, role, word, target, swapped: 3.0 if word in (target, swapped[0]) else 0.0, "label"
+    )
+    trials = [color_trial(f"color-{i}", COLOR_WORDS[i % 6]) for i in range(6)]
+    for convention, right in (("word", 5), ("label", 2)):
+        records += planted(
+            trials, convention, lambda i, right=right: i < right, experiment="color_ladder", condition="cached"
+        )
+    write_jsonl(tmp_path / "logs" / "a.jsonl", records)
+    out = tmp_path / "out"
+    generate(tmp_path / "logs", out, plan_dir=PLAN_DIR, messages=io.StringIO())
+    label = row(out, "table1_color_ladder", rung="label")
+    assert label["interaction cached"] == f"{label_interaction:.2f}"
+    assert label["% of word (cached)"] == f"{100 * label_interaction / word_interaction:.0f}"
+    assert row(out, "table1_color_ladder", rung="word")["% of word (cached)"] == "100"
+    assert (label["cached acc"], label["cached n"]) == (f"{100 * 2 / 6:.1f}", "6")
+    gap = row(out, "table1_contrasts", condition="cached", control="word", treatment="label")
+    assert (gap["b"], gap["c"], gap["n pairs"]) == ("3", "0", "6")
 
 
 def test_table3_reports_readership_per_mispaired_convention(generated):

@@ -22,6 +22,7 @@ from convswap.analysis.contrasts import (
     paired_contrast,
     shows_penalty,
 )
+from convswap.analysis.cue_crossover import report_records
 from convswap.analysis.loading import NothingScored, chance, group_by, model_label, select
 from convswap.analysis.mispaired import readership_of
 from convswap.analysis.misread import misread_units
@@ -72,7 +73,8 @@ def gate_rows(context: Context, experiment: str, records: Sequence[Record]) -> l
     task, default_control, control_name, treatment_name = GATED_CONTRASTS[experiment]
     gate_control, threshold = context.registry.gate(experiment, default_control, GATE_POINTS)
     rows = []
-    for (model,), model_records in group_by(select(records, task=task, condition="visible"), "model").items():
+    report = report_records(select(records, task=task, condition="visible"))
+    for (model,), model_records in group_by(report, "model").items():
         by_convention = group_by(model_records, "convention")
         control = by_convention.get((control_name,), [])
         treatment = by_convention.get((treatment_name,), [])

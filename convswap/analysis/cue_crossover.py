@@ -51,6 +51,12 @@ def is_crossover(record: Record) -> bool:
     return all(name in meta for name in ("pair", "array", "role"))
 
 
+def report_records(records: Sequence[Record]) -> list[Record]:
+    """The report trials among `records`: every accuracy and contrast stands on these alone, since the six
+    records of a crossover pair question two arrays together and are not independent trials."""
+    return [record for record in records if not is_crossover(record)]
+
+
 def has_scores(record: Record) -> bool:
     """Whether a record carries the first-token candidate scores the interaction is computed from."""
     return bool(record.first_token and record.first_token.get("candidate_logits"))

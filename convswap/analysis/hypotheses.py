@@ -16,7 +16,7 @@ from dataclasses import dataclass, replace
 from convswap.analysis.appendix import gated_models
 from convswap.analysis.context import Context, MissingInput
 from convswap.analysis.contrasts import capability_gate, paired_contrast
-from convswap.analysis.cue_crossover import crossover_if_scored
+from convswap.analysis.cue_crossover import crossover_if_scored, report_records
 from convswap.analysis.inversions import by_model_and_convention, model_pairs
 from convswap.analysis.loading import NothingScored, chance, group_by, select
 from convswap.analysis.mispaired import readership_of
@@ -210,11 +210,13 @@ def _results(
         raise ConvswapError(f"hypothesis {hypothesis.id} of {plan.id} uses a test this analysis lacks")
     results = []
     for (model, condition), group in group_by(records, "model", "condition").items():
+        report = report_records(group)
+        tested = group if hypothesis.test == "crossover_sign_reversal" else report
         try:
-            found = PER_MODEL_TESTS[hypothesis.test](context, hypothesis, group)
+            found = PER_MODEL_TESTS[hypothesis.test](context, hypothesis, tested)
         except NothingScored as why:
             found = [Result(f"no scored record ({why})", 0, None, MISSING)]
-        gate = _gate_failure(plan, hypothesis, group) if found else None
+        gate = _gate_failure(plan, hypothesis, report) if found else None
         if gate is not None:
             found = [replace(result, outcome=gate) for result in found]
         results.extend((model, condition, result) for result in found)
