@@ -1,9 +1,9 @@
 """Wall time and peak memory of `convswap tables` on a log of at least 30,000 records from `sim:` runs.
 
 The log is built once, by running the color ladder, the color readership test and the
-synthetic spatial task on the simulated observers that share the qwen3vl-like color
-vocabulary (the others hold too few held-out words for a cue crossover).  Three
-observers at the plan's n give about 17,000 records, so the runs use a copy of the
+synthetic spatial task on the two simulated observers whose calibrated vocabularies
+hold enough held-out words for a cue crossover.  Two observers at the plan's n give
+about 11,400 records, so the runs use a copy of the
 plan, beside the log, whose n is raised by an amendment in its own ledger; a later
 run with the same `--logs` folder resumes and reuses both.
 `convswap tables` then runs in a child process, so its peak resident memory is the
@@ -30,8 +30,8 @@ from convswap.experiments.plan import default_plan_dir
 from convswap.experiments.runner import CALIBRATION_EXPERIMENT, RunRequest, run_experiment
 
 EXPERIMENTS = ("color_ladder", "color_readership", "synthetic_spatial")
-MODELS = ("sim:qwen3vl-like", "sim:reasons-first", "sim:perfect")
-N_SCALE = 2
+MODELS = ("sim:qwen3vl-like", "sim:perfect")
+N_SCALE = 3
 WALL_TARGET_S = 10.0
 MEMORY_TARGET_MB = 500.0
 

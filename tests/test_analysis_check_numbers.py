@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 import os
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -190,3 +191,31 @@ def test_reproduce_refuses_wrong_usage_and_a_missing_log_folder(tmp_path):
     missing = run_reproduce(str(tmp_path / "none"), "", str(tmp_path / "out"))
     assert missing.returncode == 2
     assert "log folder" in missing.stderr
+
+
+def run_script(script: Path, environment: dict[str, str], *args: str) -> subprocess.CompletedProcess:
+    return subprocess.run(
+        ["bash", str(script), *args], capture_output=True, text=True, env=environment, cwd=REPO, timeout=300
+    )
+
+
+def test_reproduce_finds_convswap_beside_the_python_without_the_venv_on_path(tmp_path):
+    # PATH without the virtual environment: convswap is found beside $PYTHON and runs (it names the missing folder).
+    environment = dict(os.environ, PATH="/usr/bin:/bin", PYTHON=sys.executable)
+    found = run_script(REPO / "scripts" / "reproduce.sh", environment, str(tmp_path / "none"))
+    assert found.returncode == 2
+    assert f"log folder {tmp_path / 'none'} does not exist" in found.stderr
+
+
+def test_reproduce_says_how_to_activate_when_convswap_is_nowhere(tmp_path):
+    # A checkout without .venv, no $PYTHON and no convswap on PATH or beside python3.
+    script = tmp_path / "checkout" / "scripts" / "reproduce.sh"
+    script.parent.mkdir(parents=True)
+    shutil.copy(REPO / "scripts" / "reproduce.sh", script)
+    environment = {key: value for key, value in os.environ.items() if key != "PYTHON"}
+    environment["PATH"] = "/usr/bin:/bin"
+    missing = run_script(script, environment, str(tmp_path / "logs"))
+    assert missing.returncode == 2
+    assert "the convswap command was not found" in missing.stderr
+    assert f"activate the virtual environment first (. {tmp_path / 'checkout'}/.venv/bin/activate)" in missing.stderr
+    assert not (tmp_path / "out").exists()

@@ -9,6 +9,7 @@ and shown beside every accuracy -- never counted as wrong.
 
 from __future__ import annotations
 
+import hashlib
 from collections import Counter
 from collections.abc import Iterable
 from pathlib import Path
@@ -18,7 +19,7 @@ from tqdm import tqdm
 
 from convswap.calibration.vocabulary import Vocabulary, load_vocabulary
 from convswap.core import ConvswapError, Record
-from convswap.experiments.logs import read_records
+from convswap.experiments.logs import complete_lines, parse_line
 
 VOCABULARY_PATTERNS = ("vocabulary*.json", "*.vocab.json")
 
@@ -36,31 +37,34 @@ def load_records(logdir: str | Path) -> list[Record]:
     """Every record under `logdir` (all `*.jsonl`, recursively: shards and merged files alike).
 
     Each file is read as the runner reads it (a partial last line, what a killed
-    writer leaves, is not a record).  A unit seen twice with identical content (a
-    shard beside the file it was merged into) is kept once; a unit seen twice
-    with different content is an error naming both places, since no analysis
-    could know which one to trust.
+    writer leaves, is not a record).  A unit seen twice as the same line (a
+    shard beside the file it was merged into: records are written as canonical
+    JSON) is kept once; a unit seen twice with different content is an error
+    naming both places, since no analysis could know which one to trust.
     """
     root = Path(logdir)
     if not root.is_dir():
         raise ConvswapError(f"log folder {root} does not exist")
-    seen: dict[tuple, tuple[str, str]] = {}
+    seen: dict[tuple, tuple[Path, int, bytes]] = {}
     records: list[Record] = []
     # disable=None: a bar on a terminal only, so piped reports stay clean.
     for path in tqdm(sorted(root.rglob("*.jsonl")), desc="reading logs", unit="file", leave=False, disable=None):
-        for line_number, record in enumerate(read_records(path), start=1):
-            where = f"{path}:{line_number}"
+        for line_number, line in enumerate(complete_lines(path), start=1):
+            record = parse_line(path, line_number, line)
             identity = record_identity(record)
-            content = record.to_json()
+            # Records are written as canonical JSON, so two copies of one record are the same bytes: a digest
+            # of the raw line tells them apart without serialising the record again.
+            digest = hashlib.blake2b(line, digest_size=16).digest()
             if identity in seen:
-                first_where, first_content = seen[identity]
-                if first_content != content:
+                first_path, first_line, first_digest = seen[identity]
+                if first_digest != digest:
                     raise ConvswapError(
-                        f"{where}: record for {identity} differs from the one at {first_where}; "
+                        f"{path}:{line_number}: record for {identity} differs from the one at "
+                        f"{first_path}:{first_line}; "
                         "remove one copy before analysing"
                     )
                 continue
-            seen[identity] = (where, content)
+            seen[identity] = (path, line_number, digest)
             records.append(record)
     return records
 
