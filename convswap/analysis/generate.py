@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TextIO
 
-from convswap.analysis import appendix, figures, hypotheses, tables
+from convswap.analysis import appendix, figures, hypotheses, instrument, tables
 from convswap.analysis.context import Context, MissingInput
 from convswap.analysis.loading import load_records, load_vocabularies
 from convswap.analysis.registration import Registry
@@ -44,6 +44,9 @@ BUILDERS: tuple[tuple[tuple[str, ...], tuple[str, ...], Callable], ...] = (
     (("misread_units",), TABLE_SUFFIXES, appendix.misread_units_table),
     (("grid_transforms",), TABLE_SUFFIXES, appendix.grid_transforms_table),
     (("breakdowns",), TABLE_SUFFIXES, appendix.breakdowns_table),
+    (("prompt_length",), TABLE_SUFFIXES, instrument.prompt_length_table),
+    (("calibration_angle_accuracy",), TABLE_SUFFIXES, instrument.calibration_angle_accuracy_table),
+    (("surface_resolution",), TABLE_SUFFIXES, instrument.surface_resolution_table),
     (("figure1_locate",), FIGURE_SUFFIXES, figures.figure1_locate),
     (("figure_color_wheels",), FIGURE_SUFFIXES, figures.color_wheels),
 )
