@@ -26,7 +26,7 @@ from convswap.analysis.cue_crossover import report_records
 from convswap.analysis.loading import NothingScored, chance, group_by, model_label, select
 from convswap.analysis.mispaired import readership_of
 from convswap.analysis.misread import misread_units
-from convswap.analysis.report import MISSING, Table, decimal, points, pvalue, ratio, signed
+from convswap.analysis.report import MISSING, Table, count, decimal, points, pvalue, ratio, signed
 from convswap.analysis.stats import accuracy
 from convswap.analysis.subgroups import breakdowns
 from convswap.analysis.transforms import grid_transforms
@@ -105,7 +105,7 @@ def gated_models(
 def gate_sensitivity_tables(context: Context) -> list[Table]:
     model_rows, band_rows, refused = [], [], []
     for experiment in GATED_CONTRASTS:
-        records = select(context.records, experiment=experiment)
+        records = context.of_experiment(experiment)
         rows = gate_rows(context, experiment, records) if records else []
         status = context.registry.status(experiment, "gate_sensitivity")
         refused.extend(f"{experiment} {row.model}: {row.refused}" for row in rows if row.refused)
@@ -138,7 +138,7 @@ def gate_sensitivity_tables(context: Context) -> list[Table]:
                     experiment,
                     decimal(band.low, 1),
                     decimal(band.high, 1) if band.high is not None else "and above",
-                    str(len(band.admitted)),
+                    count(len(band.admitted)),
                     ", ".join(band.admitted) or MISSING,
                     ", ".join(band.penalty) or MISSING,
                     status,
@@ -180,6 +180,7 @@ def gate_sensitivity_tables(context: Context) -> list[Table]:
             ("experiment", "threshold above", "threshold up to", "admitted", "models", "penalty models", "status"),
             tuple(band_rows),
             ("A threshold t admits the models whose margin is at least t; the first band starts at 0 inclusive.",),
+            labels=2,  # a band is named by its experiment and lower threshold
         ),
     ]
 
@@ -200,9 +201,9 @@ def instrument_agreement(context: Context) -> list[Table]:
                 condition,
                 task,
                 convention,
-                str(result.n),
-                str(result.agree),
-                str(result.n - result.agree),
+                count(result.n),
+                count(result.agree),
+                count(result.n - result.agree),
                 points(result.rate),
                 context.registry.status(experiment, "instrument_agreement"),
             )
@@ -229,7 +230,7 @@ def readership_across_models(context: Context) -> list[Table]:
     for (experiment, model), result in analysed:
         model_records = [
             record
-            for record in select(context.records, experiment=experiment, task="locate", condition="visible")
+            for record in select(context.of_experiment(experiment), task="locate", condition="visible")
             if model_label(record) == model
         ]
         names = accuracy(select(model_records, convention="cell_name")).rate
@@ -243,7 +244,7 @@ def readership_across_models(context: Context) -> list[Table]:
                 model,
                 ratio(result.rho),
                 points(result.coord_share),
-                str(result.n),
+                count(result.n),
                 points(names),
                 points(pixels),
                 points(headroom),
@@ -291,7 +292,7 @@ def misread_units_table(context: Context) -> list[Table]:
         (
             *group,
             result.reading,
-            str(result.n),
+            count(result.n),
             points(result.rate),
             points(result.null_rate),
             pvalue(result.test.pvalue),
@@ -344,8 +345,8 @@ def grid_transforms_table(context: Context) -> list[Table]:
         (
             *group,
             fit.hypothesis,
-            str(fit.test.n),
-            str(fit.test.k),
+            count(fit.test.n),
+            count(fit.test.k),
             points(fit.test.rate),
             pvalue(fit.test.pvalue),
             context.registry.status(group[0], "grid_transforms"),
@@ -383,7 +384,7 @@ def breakdowns_table(context: Context) -> list[Table]:
             contrast = result.contrast
             cells = (
                 (
-                    str(contrast.pairs),
+                    count(contrast.pairs),
                     points(contrast.second.rate),
                     points(contrast.first.rate),
                     signed(100 * contrast.difference),
@@ -423,6 +424,7 @@ def breakdowns_table(context: Context) -> list[Table]:
             ("model", "factor", "bin", "range", "n pairs", "cell name acc", "pixels acc", "difference", "p", "status"),
             tuple(rows),
             tuple(notes),
+            labels=3,  # model, factor and bin; the bin's range is a description
         )
     ]
 

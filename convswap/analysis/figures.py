@@ -113,10 +113,12 @@ def wheel_figure(vocabularies: Sequence[Vocabulary]) -> Figure:
     for index, vocabulary in enumerate(vocabularies, start=1):
         axes = figure.add_subplot(rows, columns, index, projection="polar")
         step = np.radians(_grid_step(vocabulary))
-        for naming in vocabulary.namings:
-            retained = naming.name is not None
-            color = np.asarray(vocabulary.wheel.rgb(naming.angle)) / 255 if retained else (0.85, 0.85, 0.85)
-            axes.bar(np.radians(naming.angle), 1.0, width=step, bottom=1.0, color=color, edgecolor="none")
+        colors = [
+            np.asarray(vocabulary.wheel.rgb(naming.angle)) / 255 if naming.name is not None else (0.85, 0.85, 0.85)
+            for naming in vocabulary.namings
+        ]
+        angles = np.radians([naming.angle for naming in vocabulary.namings])
+        axes.bar(angles, 1.0, width=step, bottom=1.0, color=colors, edgecolor="none")
         half_step = step / 2
         for run in vocabulary.runs:
             if run.kept:  # the run's edges, so neighbouring runs of similar color stay apart

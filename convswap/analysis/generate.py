@@ -18,8 +18,9 @@ from typing import TextIO
 from convswap.analysis import appendix, figures, hypotheses, instrument, tables
 from convswap.analysis.context import Context, MissingInput
 from convswap.analysis.loading import load_records, load_vocabularies
+from convswap.analysis.numbers import write_numbers
 from convswap.analysis.registration import Registry
-from convswap.analysis.report import write_table
+from convswap.analysis.report import Table, write_table
 from convswap.analysis.stats import MIN_RESAMPLES
 from convswap.core import ConvswapError
 from convswap.fileio import atomic_write_text
@@ -80,11 +81,14 @@ def generate(
         raise ConvswapError(f"cannot create output folder {out}: {error.strerror}") from error
     context = Context(records, Registry(plan_dir), vocabularies, seed, resamples)
     summary = Summary()
+    tables: list[Table] = []
     for names, suffixes, builder in BUILDERS:
         try:
             if suffixes == TABLE_SUFFIXES:
-                for table in builder(context):
+                built = builder(context)
+                for table in built:
                     summary.written.extend(write_table(table, out))
+                tables.extend(built)
             else:
                 summary.written.extend(builder(context, out))
         except MissingInput as missing:
@@ -95,6 +99,7 @@ def generate(
             summary.failed.append((", ".join(names), str(problem)))
             print(f"failed {', '.join(names)}: {problem}", file=messages)
             _remove(out, names, suffixes)
+    summary.written.extend(write_numbers(tables, out))
     atomic_write_text(out / "index.md", _index(summary, logdir, plan_dir, seed, resamples))
     return summary
 

@@ -20,7 +20,7 @@ from convswap.analysis.cue_crossover import crossover_if_scored, report_records
 from convswap.analysis.inversions import by_model_and_convention, model_pairs
 from convswap.analysis.loading import NothingScored, chance, group_by, select
 from convswap.analysis.mispaired import readership_of
-from convswap.analysis.report import MISSING, Table, decimal, points, pvalue, ratio, signed
+from convswap.analysis.report import MISSING, Table, count, decimal, points, pvalue, ratio, signed
 from convswap.analysis.stats import accuracy, binomial_test
 from convswap.core import ConvswapError, Record
 from convswap.experiments.plan import Hypothesis, Plan
@@ -245,7 +245,7 @@ def hypotheses_table(context: Context) -> list[Table]:
         raise MissingInput("no analysis plan, so no registered hypotheses")
     rows = []
     for plan in context.registry.plans:
-        records = select(context.records, experiment=plan.id)
+        records = context.of_experiment(plan.id)
         for hypothesis in plan.hypotheses:
             scoped = select(records, task=hypothesis.task)
             if hypothesis.condition is not None:
@@ -261,7 +261,7 @@ def hypotheses_table(context: Context) -> list[Table]:
                         hypothesis.task,
                         " vs ".join(hypothesis.contrast),
                         result.estimate,
-                        str(result.n) if result.n is not None else MISSING,
+                        count(result.n) if result.n is not None else MISSING,
                         pvalue(result.p),
                         f"{hypothesis.alpha:g}",
                         hypothesis.direction,
@@ -297,5 +297,6 @@ def hypotheses_table(context: Context) -> list[Table]:
                 "under both (b: first-only right, c: second-only right); p two-sided exact. Binomial and "
                 "readership: exact binomial against the null in the registered direction.",
             ),
+            labels=7,  # the estimate is a sentence, not a label
         )
     ]

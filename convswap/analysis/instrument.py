@@ -14,7 +14,7 @@ import numpy as np
 from convswap.analysis.context import Context, MissingInput, ordered
 from convswap.analysis.cue_crossover import report_records
 from convswap.analysis.loading import group_by, model_label
-from convswap.analysis.report import MISSING, Table, accuracy_cells, accuracy_headers, decimal, points, signed
+from convswap.analysis.report import MISSING, Table, accuracy_cells, accuracy_headers, count, decimal, points, signed
 from convswap.analysis.stats import accuracy
 from convswap.analysis.tables import COLOR_RUNGS, SPATIAL_CONVENTIONS
 from convswap.core import Record
@@ -54,10 +54,10 @@ def prompt_length_table(context: Context) -> list[Table]:
                     condition,
                     task,
                     convention,
-                    str(len(members)),
+                    count(len(members)),
                     decimal(float(tokens.mean()), 1),
-                    str(int(tokens.min())),
-                    str(int(tokens.max())),
+                    count(int(tokens.min())),
+                    count(int(tokens.max())),
                     signed(float(tokens.mean()) - reference_tokens),
                     points(rate),
                     signed(100 * (rate - reference_rate))
@@ -179,7 +179,7 @@ def surface_resolution_table(context: Context) -> list[Table]:
                 probe_mass,
                 decimal(float(np.mean(masses)), 3) if masses else MISSING,
                 others,
-                str(len(group)),
+                count(len(group)),
                 "; ".join(refusals) or MISSING,
                 context.registry.status("calibration", "surface_resolution"),
             )
@@ -206,6 +206,7 @@ def surface_resolution_table(context: Context) -> list[Table]:
                 "trial mass: the mean candidate mass of the first-token readouts that used it. An alphabet whose best "
                 "surface carries too little mass is refused and scored by generate-and-parse.",
             ),
+            labels=2,
         )
     ]
 

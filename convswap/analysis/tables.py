@@ -25,6 +25,7 @@ from convswap.analysis.report import (
     accuracy_cells,
     accuracy_headers,
     chance_points,
+    count,
     decimal,
     points,
     pvalue,
@@ -172,7 +173,7 @@ def _interaction(result: Crossover | None) -> float | None:
 def _crossover_cells(result: Crossover | None) -> tuple[str, str, str]:
     if result is None:
         return (MISSING, MISSING, MISSING)
-    return (decimal(result.interaction), decimal(result.untouched), str(result.pairs))
+    return (decimal(result.interaction), decimal(result.untouched), count(result.pairs))
 
 
 def _color_contrasts(context: Context, model: str, by_rung: dict[tuple, list[Record]]) -> list[tuple[str, ...]]:
@@ -187,9 +188,9 @@ def _color_contrasts(context: Context, model: str, by_rung: dict[tuple, list[Rec
                 result = paired_contrast(control_records, treatment_records)
                 cells = (
                     signed(-100 * result.difference),
-                    str(result.test.b),
-                    str(result.test.c),
-                    str(result.pairs),
+                    count(result.test.b),
+                    count(result.test.c),
+                    count(result.pairs),
                     pvalue(result.test.pvalue),
                 )
             except NothingScored:
@@ -274,7 +275,7 @@ def _convention_cells(
         signed(100 * result.difference) + stars(result.test.pvalue),
         pvalue(result.test.pvalue),
         f"[{signed(100 * interval.low)}, {signed(100 * interval.high)}]" if interval else MISSING,
-        str(result.pairs),
+        count(result.pairs),
         readout_names(subject),
     ]
 
@@ -349,13 +350,13 @@ def table3_readership(context: Context) -> list[Table]:
         else:
             share = result.readership
             cells = (
-                str(share.k),
+                count(share.k),
                 chance_points(share.chance),
                 points(share.coord_share),
                 points(share.name_share),
                 points(share.neither_share),
                 ratio(share.rho),
-                str(share.n),
+                count(share.n),
                 unscored_text(result.unscored),
                 pvalue(result.below_chance.pvalue),
                 pvalue(result.two_sided.pvalue),
@@ -411,9 +412,9 @@ def table4_model_pairs(context: Context) -> list[Table]:
                     f"{pair.first} vs {pair.second}",
                     convention,
                     signed(100 * result.difference),
-                    str(result.test.b),
-                    str(result.test.c),
-                    str(result.pairs),
+                    count(result.test.b),
+                    count(result.test.c),
+                    count(result.pairs),
                     pvalue(result.test.pvalue),
                     "yes" if pair.inverted else "no",
                     context.registry.status("cross_model", "pair_table", "rank_inversions"),
@@ -450,7 +451,7 @@ def table5_vocabularies(context: Context) -> list[Table]:
         rows.append(
             (
                 vocabulary_label(vocabulary),
-                str(len(vocabulary.anchors)),
+                count(len(vocabulary.anchors)),
                 ", ".join(f"{anchor.word} {anchor.angle}" for anchor in vocabulary.anchors),
                 ", ".join(f"{run.word} {run.angles[0]}-{run.angles[-1]}" for run in kept_runs),
                 ", ".join(vocabulary.discarded_names) or MISSING,
