@@ -59,7 +59,7 @@ class Number:
 def macro_name(*parts: str) -> str:
     words = []
     for part in parts:
-        for word in re.findall(r"[A-Za-z]+|\d", part):
+        for word in re.findall(r"[A-Za-z]+|\d", part.replace("Δ", " Delta ").replace("%", " Percent ")):
             words.append(DIGIT_WORDS[int(word)] if word.isdigit() else word[0].upper() + word[1:])
     return "cs" + "".join(words)
 
