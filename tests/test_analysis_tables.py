@@ -21,6 +21,7 @@ from analysis_logs import LABEL_INTERACTION, write_logs
 from scipy import stats as scipy_stats
 
 from convswap.analysis.generate import generate
+from convswap.analysis.layouts import latex_cell, markdown_cell
 from convswap.analysis.loading import load_records
 from convswap.analysis.registration import POST_HOC, REGISTERED, Registry
 from convswap.analysis.tables import share_of_word
@@ -365,3 +366,40 @@ def test_a_group_with_no_scored_answer_is_named_under_the_appendix_tables(tmp_pa
             "- No scored record, so no row: cross_model sim:b visible normalized\n" in (out / f"{name}.md").read_text()
         )
     assert row(out, "grid_transforms", hypothesis="identity")["hits"] == "3"
+
+
+def test_p_values_read_as_the_spec_writes_them_in_markdown_and_latex():
+    assert markdown_cell("1.2e-21") == "1.2 × 10^-21"
+    assert latex_cell("1.2e-21") == "$1.2 \\times 10^{-21}$"
+    assert latex_cell("-48.5***") == "$-48.5^{***}$"
+    assert latex_cell("0.30x") == "$0.30\\times$"
+    assert latex_cell("—") == "---" and latex_cell("pixels_glossed") == "pixels\\_glossed"
+    assert markdown_cell("0.065") == "0.065"
+
+
+def test_spec_layouts_have_the_spec_columns_row_order_and_labels(generated):
+    out = generated[0]
+    ladder = (out / "table1_color_ladder.layout.md").read_text().splitlines()
+    header = next(line for line in ladder if line.startswith("| options"))
+    assert [cell.strip() for cell in header.strip("|").split("|")] == [
+        "options described as",
+        "visible",
+        "cached",
+        "interaction",
+        "% of word",
+    ]
+    labels = [line.split("|")[1].strip() for line in ladder if line.startswith("| ") and line != header]
+    assert labels == ["color word", "integer label, word listed", "hue angle, legend stated once", "hue angle alone"]
+    label_row = next(line for line in ladder if line.startswith("| integer label"))
+    assert [cell.strip() for cell in label_row.strip("|").split("|")][1:4] == [
+        "83.3",
+        "83.3",
+        f"{LABEL_INTERACTION:.2f}",
+    ]
+    tex = (out / "table2_coco.tex").read_text()
+    assert "\\toprule" in tex and "\\midrule" in tex and "\\bottomrule" in tex
+    assert "absolute pixels & 25.0 & $-50.0^{***}$ & 90.0 & -5.0 \\\\" in tex
+    pairs = (out / "table4_model_pairs.tex").read_text()
+    assert "\\begin{tabular}{llrr}" in pairs
+    for name in ("table1_color_ladder", "table2_coco", "table3_readership", "table4_model_pairs"):
+        assert max(len(line) for line in (out / f"{name}.layout.md").read_text().splitlines()) <= 120

@@ -17,6 +17,7 @@ from typing import TextIO
 
 from convswap.analysis import appendix, figures, hypotheses, instrument, tables
 from convswap.analysis.context import Context, MissingInput
+from convswap.analysis.layouts import write_layout
 from convswap.analysis.loading import load_records, load_vocabularies
 from convswap.analysis.numbers import write_numbers
 from convswap.analysis.registration import Registry
@@ -25,7 +26,7 @@ from convswap.analysis.stats import MIN_RESAMPLES
 from convswap.core import ConvswapError
 from convswap.fileio import atomic_write_text
 
-TABLE_SUFFIXES = (".md", ".csv")
+TABLE_SUFFIXES = (".md", ".csv", ".layout.md", ".tex")
 FIGURE_SUFFIXES = (".png", ".pdf")
 
 # (the files' names, their suffixes, the builder): a table builder returns tables, a figure builder writes files.
@@ -88,6 +89,7 @@ def generate(
                 built = builder(context)
                 for table in built:
                     summary.written.extend(write_table(table, out))
+                    summary.written.extend(write_layout(table, out))
                 tables.extend(built)
             else:
                 summary.written.extend(builder(context, out))

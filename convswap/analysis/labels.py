@@ -55,6 +55,17 @@ EXPERIMENT_WORDS = {
     "new_conventions": ("grid reference", "percent", "new convention"),
 }
 
+# Experiments as a table row names them.
+EXPERIMENT_LABELS = {
+    "color_ladder": "color",
+    "color_readership": "color",
+    "synthetic_spatial": "synthetic grid",
+    "coco_locate_identify": "COCO",
+    "coco_4x4": "COCO 4x4",
+    "cross_model": "COCO, models",
+    "new_conventions": "COCO, new",
+}
+
 # The experiment each spec table reports, for tables without an experiment column.
 TABLE_EXPERIMENTS = {
     "table1_color_ladder": "color_ladder",

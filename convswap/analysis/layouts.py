@@ -1,0 +1,227 @@
+"""The spec's tables as the spec lays them out: its columns, its row order and its row labels.
+
+The wide tables (`tables`) keep every column for the CSV; a layout picks the spec's
+columns from one, labels its rows as the spec does ("hue angle with the word attached",
+not `hue_glossed`) and is written twice: `<name>.layout.md`, whose p-values read
+`1.2 × 10^-21` and whose lines fit a 120-column terminal, and `<name>.tex`, a booktabs
+tabular a paper can `\\input`, whose p-values read `$1.2 \\times 10^{-21}$`.  The cells
+are the wide table's own, so a layout shows no number the CSV does not.
+"""
+
+from __future__ import annotations
+
+import re
+import textwrap
+from collections.abc import Callable, Sequence
+from pathlib import Path
+
+from convswap.analysis.context import ordered
+from convswap.analysis.labels import EXPERIMENT_LABELS, convention_label
+from convswap.analysis.report import MISSING, Table
+from convswap.analysis.tables import COLOR_RUNGS, SPATIAL_CONVENTIONS
+from convswap.fileio import atomic_write_text
+
+TERMINAL_COLUMNS = 120
+SCIENTIFIC = re.compile(r"^(?P<mantissa>[-+]?\d+(?:\.\d+)?)e(?P<exponent>[-+]\d+)(?P<marks>\**)$")
+MARKED = re.compile(r"^(?P<number>[-+]?\d+(?:\.\d+)?)(?P<marks>\*+|x)$")
+LATEX_SPECIALS = {"&": r"\&", "%": r"\%", "_": r"\_", "#": r"\#", "$": r"\$", "Δ": r"$\Delta$"}
+
+
+def _pick(table: Table, row: tuple[str, ...], column: str) -> str:
+    return row[table.columns.index(column)]
+
+
+def _by_model(table: Table, label_column: str, order: Sequence[str]) -> list[tuple[str, ...]]:
+    """The wide rows in the spec's order of `label_column`, model by model."""
+    models = ordered({_pick(table, row, "model") for row in table.rows}, ())
+    rows = []
+    for model in models:
+        mine = [row for row in table.rows if _pick(table, row, "model") == model]
+        for label in ordered({_pick(table, row, label_column) for row in mine}, order):
+            rows.extend(row for row in mine if _pick(table, row, label_column) == label)
+    return rows
+
+
+def _with_model(table: Table, columns: tuple[str, ...], rows: list[tuple[str, ...]]) -> tuple:
+    """A model column first only where the table holds more than one model."""
+    if len({_pick(table, row, "model") for row in table.rows}) > 1:
+        return ("model", *columns), [(_pick(table, row, "model"), *cells) for row, cells in rows]
+    return columns, [cells for _, cells in rows]
+
+
+def table1_layout(table: Table) -> Table:
+    """Spec Table 1: options described as | visible | cached | interaction | % of word (one condition's)."""
+    rows = _by_model(table, "rung", COLOR_RUNGS)
+    has_visible = any(_pick(table, row, "interaction visible") != MISSING for row in rows)
+    condition = "visible" if has_visible else "cached"
+    cells = [
+        (
+            row,
+            (
+                convention_label(_pick(table, row, "rung")),
+                _pick(table, row, "visible acc"),
+                _pick(table, row, "cached acc"),
+                _pick(table, row, f"interaction {condition}"),
+                _pick(table, row, f"% of word ({condition})"),
+            ),
+        )
+        for row in rows
+    ]
+    columns, body = _with_model(table, ("options described as", "visible", "cached", "interaction", "% of word"), cells)
+    return Table(
+        table.name,
+        "Table 1: color ladder -- accuracy by description, cue-crossover interaction, % of word",
+        columns,
+        tuple(body),
+        (f"Accuracy (%) on the report trials; interaction and % of word from the {condition} crossover pairs.",),
+        labels=len(columns) - 4,
+    )
+
+
+def _convention_layout(table: Table, split: Sequence[str], title: str) -> Table:
+    rows = _by_model(table, "convention", SPATIAL_CONVENTIONS)
+    cells = []
+    for row in rows:
+        values = [convention_label(_pick(table, row, "convention"))]
+        for value in split:
+            values += [_pick(table, row, f"{value} acc"), _pick(table, row, f"{value} Δ")]
+        cells.append((row, tuple(values)))
+    headers = ["options described as"]
+    for value in split:
+        headers += [f"{value} acc.", f"{value} Δ"]
+    columns, body = _with_model(table, tuple(headers), cells)
+    return Table(
+        table.name,
+        title,
+        columns,
+        tuple(body),
+        ("Δ is against English cell names on trials scored under both, exact McNemar; *** p < 10^-3.",),
+        labels=len(columns) - 2 * len(split),
+    )
+
+
+def table2_layout(table: Table) -> Table:
+    return _convention_layout(table, ("locate", "identify"), "Table 2: COCO -- locate and identify per description")
+
+
+def table8_layout(table: Table) -> Table:
+    return _convention_layout(
+        table, ("visible", "cached"), "Table 8: synthetic arrays -- locate per description, visible and cached"
+    )
+
+
+def table3_layout(table: Table) -> Table:
+    """Spec Table 3, one row per experiment and convention; model and condition shown only where they vary."""
+    varying = [name for name in ("model", "condition") if len({_pick(table, row, name) for row in table.rows}) > 1]
+    quantities = ("follows coord", "follows name", "neither", "readership", "n")
+    body = [
+        (
+            EXPERIMENT_LABELS.get(_pick(table, row, "experiment"), _pick(table, row, "experiment")),
+            *(_pick(table, row, name) for name in varying),
+            convention_label(_pick(table, row, "convention")),
+            *(_pick(table, row, name) for name in quantities),
+        )
+        for row in table.rows
+    ]
+    return Table(
+        table.name,
+        "Table 3: readership -- which key the model follows when coordinate and name disagree",
+        ("experiment", *varying, "convention", "follows coord.", "follows name", "neither", "readership", "n"),
+        tuple(body),
+        ("Readership: the share following the coordinate relative to chance; n: scored cells.",),
+        labels=2 + len(varying),
+    )
+
+
+def table4_layout(table: Table) -> Table:
+    body, previous = [], None
+    for row in table.rows:
+        pair = _pick(table, row, "pair")
+        body.append(
+            (
+                pair if pair != previous else "",
+                convention_label(_pick(table, row, "convention")),
+                _pick(table, row, "difference"),
+                _pick(table, row, "p"),
+            )
+        )
+        previous = pair
+    return Table(
+        table.name,
+        "Table 4: paired differences between models on the same photographs, exact McNemar",
+        ("pair", "convention", "difference", "p"),
+        tuple(body),
+        ("A sign change across rows within a pair is a rank inversion.",),
+        labels=2,
+    )
+
+
+LAYOUTS: dict[str, Callable[[Table], Table]] = {
+    "table1_color_ladder": table1_layout,
+    "table2_coco": table2_layout,
+    "table3_readership": table3_layout,
+    "table4_model_pairs": table4_layout,
+    "table8_synthetic_spatial": table8_layout,
+}
+
+
+def markdown_cell(text: str) -> str:
+    match = SCIENTIFIC.match(text)
+    if match:
+        return f"{match['mantissa']} × 10^{int(match['exponent'])}{match['marks']}"
+    return text
+
+
+def latex_cell(text: str) -> str:
+    match = SCIENTIFIC.match(text)
+    if match:
+        marks = f"^{{{match['marks']}}}" if match["marks"] else ""
+        return f"${match['mantissa']} \\times 10^{{{int(match['exponent'])}}}{marks}$"
+    match = MARKED.match(text)
+    if match:
+        marks = match["marks"]
+        return f"${match['number']}\\times$" if marks == "x" else f"${match['number']}^{{{marks}}}$"
+    if text == MISSING:
+        return "---"
+    return "".join(LATEX_SPECIALS.get(character, character) for character in text)
+
+
+def layout_markdown(table: Table) -> str:
+    lines = [f"# {table.title}", ""]
+    rows = [table.columns, *(tuple(markdown_cell(cell) for cell in row) for row in table.rows)]
+    widths = [max(len(row[index]) for row in rows) for index in range(len(table.columns))]
+    for number, row in enumerate(rows):
+        lines.append("| " + " | ".join(cell.ljust(width) for cell, width in zip(row, widths, strict=True)) + " |")
+        if number == 0:
+            lines.append("|" + "|".join("-" * (width + 2) for width in widths) + "|")
+    if table.notes:
+        lines.append("")
+    for note in table.notes:
+        lines += textwrap.wrap(note, TERMINAL_COLUMNS, initial_indent="- ", subsequent_indent="  ")
+    return "\n".join(lines) + "\n"
+
+
+def layout_latex(table: Table) -> str:
+    align = "l" * table.labels + "r" * (len(table.columns) - table.labels)
+    lines = [
+        f"% {table.title}",
+        f"\\begin{{tabular}}{{{align}}}",
+        "\\toprule",
+        " & ".join(latex_cell(column) for column in table.columns) + " \\\\",
+        "\\midrule",
+        *(" & ".join(latex_cell(cell) for cell in row) + " \\\\" for row in table.rows),
+        "\\bottomrule",
+        "\\end{tabular}",
+    ]
+    return "\n".join(lines) + "\n"
+
+
+def write_layout(table: Table, out_dir: Path) -> list[Path]:
+    """The spec layout of a wide table, as Markdown and LaTeX; nothing for a table the spec does not lay out."""
+    if table.name not in LAYOUTS:
+        return []
+    layout = LAYOUTS[table.name](table)
+    paths = [out_dir / f"{table.name}.layout.md", out_dir / f"{table.name}.tex"]
+    atomic_write_text(paths[0], layout_markdown(layout))
+    atomic_write_text(paths[1], layout_latex(layout))
+    return paths
