@@ -399,6 +399,7 @@ def test_spec_layouts_have_the_spec_columns_row_order_and_labels(generated):
     tex = (out / "table2_coco.tex").read_text()
     assert "\\toprule" in tex and "\\midrule" in tex and "\\bottomrule" in tex
     assert "absolute pixels & 25.0 & $-50.0^{***}$ & 90.0 & -5.0 \\\\" in tex
+    assert "yellow 40$^\\circ$, green 80$^\\circ$" in (out / "table5_vocabularies.tex").read_text()
     pairs = (out / "table4_model_pairs.tex").read_text()
     assert "\\begin{tabular}{llrr}" in pairs
     for name in ("table1_color_ladder", "table2_coco", "table3_readership", "table4_model_pairs"):

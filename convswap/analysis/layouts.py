@@ -24,7 +24,7 @@ from convswap.fileio import atomic_write_text
 TERMINAL_COLUMNS = 120
 SCIENTIFIC = re.compile(r"^(?P<mantissa>[-+]?\d+(?:\.\d+)?)e(?P<exponent>[-+]\d+)(?P<marks>\**)$")
 MARKED = re.compile(r"^(?P<number>[-+]?\d+(?:\.\d+)?)(?P<marks>\*+|x)$")
-LATEX_SPECIALS = {"&": r"\&", "%": r"\%", "_": r"\_", "#": r"\#", "$": r"\$", "Δ": r"$\Delta$"}
+LATEX_SPECIALS = {"&": r"\&", "%": r"\%", "_": r"\_", "#": r"\#", "$": r"\$", "Δ": r"$\Delta$", "°": r"$^\circ$"}
 
 
 def _pick(table: Table, row: tuple[str, ...], column: str) -> str:
@@ -156,7 +156,29 @@ def table4_layout(table: Table) -> Table:
     )
 
 
+def table5_layout(table: Table) -> Table:
+    """Table 5 (Appendix C): each model's anchors, word and degrees, and how many angles it named unanimously."""
+    body = [
+        (
+            _pick(table, row, "model"),
+            _pick(table, row, "anchors"),
+            _pick(table, row, "anchor angles").replace(", ", "°, ") + "°",
+            _pick(table, row, "angles retained"),
+        )
+        for row in table.rows
+    ]
+    return Table(
+        table.name,
+        "Table 5: calibrated color vocabularies -- anchors per model",
+        ("model", "anchors", "anchor (word, angle)", "angles retained"),
+        tuple(body),
+        ("Anchors: centers of the runs of angles every render named alike; see the CSV for runs and discards.",),
+        labels=1,
+    )
+
+
 LAYOUTS: dict[str, Callable[[Table], Table]] = {
+    "table5_vocabularies": table5_layout,
     "table1_color_ladder": table1_layout,
     "table2_coco": table2_layout,
     "table3_readership": table3_layout,

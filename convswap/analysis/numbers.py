@@ -12,8 +12,8 @@ column's header, after the prefix `cs`:
 (8.7e-33 as 8.7 \\times 10^{-33}; 0.30x as 0.30\\times; stars as a superscript);
 `numbers.json` holds, per name, the table, the row labels, the column, the text, the
 LaTeX and the value at full precision.  Two cells that would share a name (labels that
-differ only in punctuation) are both left out and listed in `numbers.json` under
-`ambiguous`, since a paper could not tell them apart.
+differ only in punctuation, or rows a table repeats) get no macro, since a paper could
+not tell them apart; `numbers.json` keeps them, every one, under `ambiguous`.
 """
 
 from __future__ import annotations
@@ -91,16 +91,14 @@ def table_numbers(table: Table) -> list[Number]:
     return numbers
 
 
-def named_numbers(tables: Sequence[Table]) -> tuple[dict[str, Number], list[str]]:
-    """Every number of the tables by its macro name, and the names two cells would share (left out)."""
-    named: dict[str, Number] = {}
-    ambiguous: set[str] = set()
+def named_numbers(tables: Sequence[Table]) -> tuple[dict[str, Number], dict[str, list[Number]]]:
+    """Every number of the tables by its macro name, and the cells that would share a name (no macro)."""
+    by_name: dict[str, list[Number]] = {}
     for table in tables:
         for number in table_numbers(table):
-            if number.name in named:
-                ambiguous.add(number.name)
-            named[number.name] = number
-    return {name: number for name, number in named.items() if name not in ambiguous}, sorted(ambiguous)
+            by_name.setdefault(number.name, []).append(number)
+    named = {name: numbers[0] for name, numbers in by_name.items() if len(numbers) == 1}
+    return named, {name: numbers for name, numbers in by_name.items() if len(numbers) > 1}
 
 
 def write_numbers(tables: Sequence[Table], out_dir: Path) -> list[Path]:
@@ -109,7 +107,10 @@ def write_numbers(tables: Sequence[Table], out_dir: Path) -> list[Path]:
         "% Every number of the generated tables as a macro; see convswap.analysis.numbers for the names.",
         *(f"\\newcommand{{\\{name}}}{{{number.latex}}}" for name, number in sorted(named.items())),
     ]
-    document = {"numbers": {name: number.to_json() for name, number in sorted(named.items())}, "ambiguous": ambiguous}
+    document = {
+        "numbers": {name: number.to_json() for name, number in sorted(named.items())},
+        "ambiguous": {name: [number.to_json() for number in numbers] for name, numbers in sorted(ambiguous.items())},
+    }
     paths = [out_dir / "numbers.tex", out_dir / "numbers.json"]
     atomic_write_text(paths[0], "\n".join(tex) + "\n")
     atomic_write_text(paths[1], json.dumps(document, indent=1, ensure_ascii=False) + "\n")
