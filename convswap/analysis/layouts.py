@@ -10,20 +10,18 @@ are the wide table's own, so a layout shows no number the CSV does not.
 
 from __future__ import annotations
 
-import re
 import textwrap
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
 from convswap.analysis.context import ordered
 from convswap.analysis.labels import EXPERIMENT_LABELS, convention_label
+from convswap.analysis.numbers import SCIENTIFIC_TEXT, latex_math
 from convswap.analysis.report import MISSING, Table
 from convswap.analysis.tables import COLOR_RUNGS, SPATIAL_CONVENTIONS
 from convswap.fileio import atomic_write_text
 
 TERMINAL_COLUMNS = 120
-SCIENTIFIC = re.compile(r"^(?P<mantissa>[-+]?\d+(?:\.\d+)?)e(?P<exponent>[-+]\d+)(?P<marks>\**)$")
-MARKED = re.compile(r"^(?P<number>[-+]?\d+(?:\.\d+)?)(?P<marks>\*+|x)$")
 LATEX_SPECIALS = {"&": r"\&", "%": r"\%", "_": r"\_", "#": r"\#", "$": r"\$", "Δ": r"$\Delta$", "°": r"$^\circ$"}
 
 
@@ -188,21 +186,16 @@ LAYOUTS: dict[str, Callable[[Table], Table]] = {
 
 
 def markdown_cell(text: str) -> str:
-    match = SCIENTIFIC.match(text)
+    match = SCIENTIFIC_TEXT.match(text)
     if match:
         return f"{match['mantissa']} × 10^{int(match['exponent'])}{match['marks']}"
     return text
 
 
 def latex_cell(text: str) -> str:
-    match = SCIENTIFIC.match(text)
-    if match:
-        marks = f"^{{{match['marks']}}}" if match["marks"] else ""
-        return f"${match['mantissa']} \\times 10^{{{int(match['exponent'])}}}{marks}$"
-    match = MARKED.match(text)
-    if match:
-        marks = match["marks"]
-        return f"${match['number']}\\times$" if marks == "x" else f"${match['number']}^{{{marks}}}$"
+    math = latex_math(text)
+    if math is not None:
+        return f"${math}$"
     if text == MISSING:
         return "---"
     return "".join(LATEX_SPECIALS.get(character, character) for character in text)

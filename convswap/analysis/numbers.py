@@ -29,6 +29,7 @@ from convswap.fileio import atomic_write_text
 
 DIGIT_WORDS = ("Zero", "One", "Two", "Three", "Four", "Five", "Six", "Seven", "Eight", "Nine")
 SCIENTIFIC_TEXT = re.compile(r"^(?P<mantissa>[-+]?\d+(?:\.\d+)?)e(?P<exponent>[-+]\d+)(?P<marks>\**)$")
+MARKED_TEXT = re.compile(r"^(?P<number>[-+]?\d+(?:\.\d+)?)(?P<marks>\*+|x)$")
 
 
 @dataclass(frozen=True)
@@ -64,19 +65,23 @@ def macro_name(*parts: str) -> str:
     return "cs" + "".join(words)
 
 
-def latex_number(text: str) -> str:
-    """A cell's text as LaTeX for running text: scientific notation with \\times 10^{..}, marks as superscripts."""
+def latex_math(text: str) -> str | None:
+    """A number cell's text as LaTeX math (8.7e-33 as 8.7 \\times 10^{-33}, -48.5*** as -48.5^{***}, 0.30x as
+    0.30\\times), or None for a plain number that needs no math."""
     match = SCIENTIFIC_TEXT.match(text)
     if match:
-        marks = match["marks"]
-        body = f"{match['mantissa']} \\times 10^{{{int(match['exponent'])}}}"
-        return f"\\ensuremath{{{body}{f'^{{{marks}}}' if marks else ''}}}"
-    number = text.rstrip("*x")
-    marks = text[len(number) :]
-    if not marks:
-        return text
-    suffix = "\\times" if marks == "x" else f"^{{{marks}}}"
-    return f"\\ensuremath{{{number}{suffix}}}"
+        marks = f"^{{{match['marks']}}}" if match["marks"] else ""
+        return f"{match['mantissa']} \\times 10^{{{int(match['exponent'])}}}{marks}"
+    match = MARKED_TEXT.match(text)
+    if match:
+        return f"{match['number']}\\times" if match["marks"] == "x" else f"{match['number']}^{{{match['marks']}}}"
+    return None
+
+
+def latex_number(text: str) -> str:
+    """A cell's text as a macro body, for running text or math alike."""
+    math = latex_math(text)
+    return text if math is None else f"\\ensuremath{{{math}}}"
 
 
 def table_numbers(table: Table) -> list[Number]:

@@ -77,7 +77,9 @@ class Finding:
 
 
 @dataclass(frozen=True)
-class Cell:
+class Reported:
+    """A number cell as numbers.json reports it."""
+
     name: str
     table: str
     row: dict[str, str]
@@ -103,7 +105,7 @@ def check_manuscript(manuscript: Path, out_dir: Path) -> list[Finding]:
         raise ConvswapError(f"{out_dir} holds no numbers.json; run `convswap tables` into it first")
     numbers = read_numbers(out_dir)
     cells = [
-        Cell(name, str(n["table"]), dict(n["row"]), str(n["column"]), str(n["text"])) for name, n in numbers.items()
+        Reported(name, str(n["table"]), dict(n["row"]), str(n["column"]), str(n["text"])) for name, n in numbers.items()
     ]
     body = body_lines(manuscript)
     findings = _macro_findings(manuscript, body, {name: str(n["latex"]) for name, n in numbers.items()})
@@ -181,7 +183,7 @@ def _named(names: tuple[str, ...], text: str) -> bool:
     return any(name.lower() in lowered for name in names)
 
 
-def _distinguishing_labels(cells: list[Cell]) -> dict[str, set[str]]:
+def _distinguishing_labels(cells: list[Reported]) -> dict[str, set[str]]:
     """Per table, the label columns whose value differs between its rows (a single model need not be named)."""
     values: dict[str, dict[str, set[str]]] = {}
     for cell in cells:
@@ -199,11 +201,11 @@ def _column_conventions(column: str) -> list[str]:
     return [convention for convention in CONVENTION_LABELS if f" {convention.replace('_', ' ')} " in words]
 
 
-def _experiment(cell: Cell) -> str | None:
+def _experiment(cell: Reported) -> str | None:
     return cell.row.get("experiment") or TABLE_EXPERIMENTS.get(cell.table)
 
 
-def _equal(quoted: Quoted, cell: Cell) -> bool:
+def _equal(quoted: Quoted, cell: Reported) -> bool:
     if quoted.exponent is None:
         return quoted.digits == cell.magnitude
     try:
@@ -215,7 +217,7 @@ def _equal(quoted: Quoted, cell: Cell) -> bool:
     return value != 0 and abs(value.scaleb(-quoted.exponent) - written) <= half_quantum
 
 
-def _pin(quoted: Quoted, cells: list[Cell], distinguishing: dict[str, set[str]]) -> Finding:
+def _pin(quoted: Quoted, cells: list[Reported], distinguishing: dict[str, set[str]]) -> Finding:
     equal = [cell for cell in cells if _equal(quoted, cell)]
     if not equal:
         kind = "integer" if quoted.exponent is None and "." not in quoted.digits else "number"
@@ -247,14 +249,14 @@ def _pin(quoted: Quoted, cells: list[Cell], distinguishing: dict[str, set[str]])
     return Finding(quoted.line, quoted.text, described, f"sign dropped: the cell shows {chosen[0].text}")
 
 
-def _preference(cell: Cell, quoted: Quoted) -> tuple[bool, bool]:
+def _preference(cell: Reported, quoted: Quoted) -> tuple[bool, bool]:
     """Among cells a number may quote: one whose column group (locate, identify, visible, cached) is named
     beside it, then one of the spec's numbered tables over an appendix table."""
     grouped = any(group in cell.column and group in quoted.context.lower() for group in COLUMN_GROUPS)
     return grouped, cell.table.startswith("table")
 
 
-def _sign_agrees(quoted: Quoted, cell: Cell) -> bool:
+def _sign_agrees(quoted: Quoted, cell: Reported) -> bool:
     if quoted.sign:
         return quoted.sign == (cell.sign or "+")
     return cell.sign != "-" or DIRECTION_WORDS.search(quoted.context) is not None
