@@ -387,14 +387,21 @@ def test_spec_layouts_have_the_spec_columns_row_order_and_labels(generated):
         "cached",
         "interaction",
         "% of word",
+        "n visible",
+        "n cached",
+        "pairs",
     ]
     labels = [line.split("|")[1].strip() for line in ladder if line.startswith("| ") and line != header]
     assert labels == ["color word", "integer label, word listed", "hue angle, legend stated once", "hue angle alone"]
     label_row = next(line for line in ladder if line.startswith("| integer label"))
-    assert [cell.strip() for cell in label_row.strip("|").split("|")][1:4] == [
+    assert [cell.strip() for cell in label_row.strip("|").split("|")][1:] == [
         "83.3",
         "83.3",
         f"{LABEL_INTERACTION:.2f}",
+        "—",  # no word-rung interaction planted
+        "12",
+        "12",
+        "3",
     ]
     tex = (out / "table2_coco.tex").read_text()
     assert "\\toprule" in tex and "\\midrule" in tex and "\\bottomrule" in tex

@@ -61,18 +61,34 @@ def table1_layout(table: Table) -> Table:
                 _pick(table, row, "cached acc"),
                 _pick(table, row, f"interaction {condition}"),
                 _pick(table, row, f"% of word ({condition})"),
+                _pick(table, row, "visible n"),
+                _pick(table, row, "cached n"),
+                _pick(table, row, f"crossover pairs {condition}"),
             ),
         )
         for row in rows
     ]
-    columns, body = _with_model(table, ("options described as", "visible", "cached", "interaction", "% of word"), cells)
+    headers = (
+        "options described as",
+        "visible",
+        "cached",
+        "interaction",
+        "% of word",
+        "n visible",
+        "n cached",
+        "pairs",
+    )
+    columns, body = _with_model(table, headers, cells)
     return Table(
         table.name,
         "Table 1: color ladder -- accuracy by description, cue-crossover interaction, % of word",
         columns,
         tuple(body),
-        (f"Accuracy (%) on the report trials; interaction and % of word from the {condition} crossover pairs.",),
-        labels=len(columns) - 4,
+        (
+            f"Accuracy (%) on the report trials (n: one cued location each); interaction and % of word from the "
+            f"{condition} crossover pairs (pairs: their number).",
+        ),
+        labels=len(columns) - 7,
     )
 
 
