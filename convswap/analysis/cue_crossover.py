@@ -46,9 +46,11 @@ class Crossover:
         return self.first > 0 > self.second
 
 
+CROSSOVER_META = frozenset({"pair", "array", "role"})
+
+
 def is_crossover(record: Record) -> bool:
-    meta = record.trial.get("meta", {})
-    return all(name in meta for name in ("pair", "array", "role"))
+    return CROSSOVER_META <= record.trial.get("meta", {}).keys()
 
 
 def report_records(records: Sequence[Record]) -> list[Record]:
