@@ -257,13 +257,18 @@ def findings_of(tmp_path: Path, out: Path, prose: str) -> list:
     return check_manuscript(paper, out)
 
 
+def cells_of(findings: list, text: str) -> tuple[str, ...]:
+    return next(f.cells for f in findings if f.text == text)
+
+
 def test_numbers_are_pinned_to_the_cells_their_sentence_names(tmp_path, tables):
     prose = (
         "On COCO photographs, absolute pixels score 25.0% against 75.0% for English cell names in locate, a drop of "
-        "50.0 points ($p = 4.9 \\times 1 0^{- 4}$, $n = 24$). Normalized coordinates differ by $-12.5$ points."
+        "50 points ($p = 4.9 \\times 1 0^{- 4}$, $n = 24$). Normalized coordinates differ by $-12.5$ points."
     )
     findings = findings_of(tmp_path, tables, prose)
     assert [f.problem for f in findings] == [None] * 9  # six in the prose, three in the table rows
+    assert any("locate Δ" in cell for cell in cells_of(findings, "50"))  # an integer for -50.0***
     cells = {f.text: f.cells for f in findings}
     assert cells["25.0"] == ("table2_coco [model sim:a, condition visible, convention pixels] locate acc",)
     assert cells["-12.5"] == ("table2_coco [model sim:a, condition visible, convention normalized] locate Δ",)
@@ -286,7 +291,8 @@ def test_numbers_are_pinned_to_the_cells_their_sentence_names(tmp_path, tables):
         # a wrong sign and a dropped one
         ("On COCO photographs absolute pixels differ by $+50.0$ points.", "+50.0", "wrong sign"),
         ("On COCO photographs normalized coordinates differ by 12.5 points.", "12.5", "sign dropped"),
-        # a wrong integer: n
+        # wrong integers: points and n
+        ("On COCO photographs absolute pixels lose 51 points.", "51", "no table cell shows this integer"),
         (
             "On COCO photographs absolute pixels were scored on $n = 23$ trials.",
             "23",

@@ -9,7 +9,8 @@ Literal numbers.  Decimals and scientific notation as `check_numbers` reads them
 the integers a paper reports as results: after `n =`, or before `%`, `points` or
 `percent`.  A number quotes a cell when
 - the cell shows the same digits (a scientific number: the same exponent and a
-  mantissa the cell's value rounds to), sign and significance marks aside;
+  mantissa the cell's value rounds to; an integer: the same value, 39 for +39.0),
+  sign and significance marks aside;
 - every row label that tells the cell's row apart from the others of its table
   (convention, model, condition, ...), and a convention its column header names (pixels
   acc), is named in the number's context: its sentence,
@@ -206,8 +207,13 @@ def _experiment(cell: Reported) -> str | None:
 
 
 def _equal(quoted: Quoted, cell: Reported) -> bool:
-    if quoted.exponent is None:
+    if quoted.exponent is None and "." in quoted.digits:
         return quoted.digits == cell.magnitude
+    if quoted.exponent is None:  # an integer quotes a count, or a cell whose decimals are zeros (39 for +39.0)
+        try:
+            return "e" not in cell.magnitude and Decimal(cell.magnitude) == Decimal(quoted.digits)
+        except InvalidOperation:
+            return False
     try:
         value = Decimal(cell.magnitude)
     except InvalidOperation:
