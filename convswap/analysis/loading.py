@@ -15,7 +15,6 @@ import json
 import sys
 from collections import Counter
 from collections.abc import Iterable, Iterator
-from dataclasses import replace
 from itertools import product
 from operator import attrgetter
 from pathlib import Path
@@ -70,7 +69,7 @@ def _read_records(root: Path) -> list[Record]:
     # disable=None: a bar on a terminal only, so piped reports stay clean.
     for path in tqdm(sorted(root.rglob("*.jsonl")), desc="reading logs", unit="file", leave=False, disable=None):
         lines = complete_lines(path)
-        for line_number, (line, record) in enumerate(zip(lines, _decode(path, lines), strict=True), start=1):
+        for line_number, (line, record) in enumerate(zip(lines, _decode(path, lines, shared), strict=True), start=1):
             identity = record_identity(record)
             # Records are written as canonical JSON, so two copies of one record are the same bytes: a digest
             # of the raw line tells them apart without serialising the record again.
@@ -84,11 +83,11 @@ def _read_records(root: Path) -> list[Record]:
                     )
                 continue
             seen[identity] = (path, line_number, digest)
-            records.append(shared.parts_of(record))
+            records.append(record)
     return records
 
 
-def _decode(path: Path, lines: list[bytes]) -> Iterator[Record]:
+def _decode(path: Path, lines: list[bytes], shared: SharedParts) -> Iterator[Record]:
     """Every line of a log as a record.  Lines are decoded DECODE_LINES at a time as one JSON array, so that the
     decoder keeps one copy of each key per batch rather than one per record, while only one batch of records
     is held before `SharedParts` folds their common parts; a line that is not a record is found and named by
@@ -96,7 +95,8 @@ def _decode(path: Path, lines: list[bytes]) -> Iterator[Record]:
     for start in range(0, len(lines), DECODE_LINES):
         batch = lines[start : start + DECODE_LINES]
         try:
-            yield from [Record.from_dict(data) for data in json.loads(b"[" + b",".join(batch) + b"]")]
+            decoded = json.loads(b"[" + b",".join(batch) + b"]")
+            yield from [Record.from_dict(shared.parts_of(data)) for data in decoded]
         except (UnicodeDecodeError, json.JSONDecodeError, TypeError, KeyError):
             yield from (parse_line(path, start + offset, line) for offset, line in enumerate(batch, start=1))
 
@@ -118,12 +118,16 @@ class SharedParts:
     def __init__(self) -> None:
         self._parts: dict[object, Any] = {}
 
-    def parts_of(self, record: Record) -> Record:
-        changes: dict[str, Any] = {name: sys.intern(getattr(record, name)) for name in self.TEXT_FIELDS}
-        changes.update((name, self._one(getattr(record, name))) for name in self.TUPLE_FIELDS)
-        changes["trial"] = self._equal(("trial", record.model, record.experiment, record.trial_id), record.trial)
-        changes["extra"] = self._equal(("extra", record.model, record.alphabet), record.extra)
-        return replace(record, **changes)
+    def parts_of(self, data: dict[str, Any]) -> dict[str, Any]:
+        """A decoded record object with its common parts replaced by their first copies (changed in place)."""
+        for name in self.TEXT_FIELDS:
+            data[name] = sys.intern(data[name])
+        for name in self.TUPLE_FIELDS:
+            data[name] = self._one(tuple(data[name]))
+        model = (data["model"], data["quant"])
+        data["trial"] = self._equal(("trial", *model, data["experiment"], data["trial_id"]), data["trial"])
+        data["extra"] = self._equal(("extra", *model, data["alphabet"]), data["extra"])
+        return data
 
     def _one(self, value: tuple) -> tuple:
         return self._parts.setdefault(value, value)
