@@ -26,7 +26,7 @@ from convswap.analysis.loading import load_records
 from convswap.analysis.registration import POST_HOC, REGISTERED, Registry
 from convswap.analysis.tables import share_of_word
 from convswap.cli import main
-from convswap.core import ConvswapError
+from convswap.core import ConvswapError, Record
 
 REPO = Path(__file__).resolve().parents[1]
 PLAN_DIR = REPO / "analysis_plan"
@@ -411,3 +411,16 @@ def test_spec_layouts_have_the_spec_columns_row_order_and_labels(generated):
     assert "\\begin{tabular}{llrr}" in pairs
     for name in ("table1_color_ladder", "table2_coco", "table3_readership", "table4_model_pairs"):
         assert max(len(line) for line in (out / f"{name}.layout.md").read_text().splitlines()) <= 120
+
+
+def test_loading_folds_shared_parts_without_changing_a_record(tmp_path):
+    logdir = write_logs(tmp_path / "logs")
+    expected = [
+        Record.from_json(line)
+        for path in sorted(logdir.rglob("*.jsonl"))
+        for line in path.read_text(encoding="utf-8").splitlines()
+    ]
+    loaded = load_records(logdir)
+    assert loaded == expected  # every field of every record, in file order
+    ladder = [r for r in loaded if r.experiment == "color_ladder" and r.trial_id == "color-0"]
+    assert len(ladder) == 6 and all(r.trial is ladder[0].trial for r in ladder)  # one trial object for all six

@@ -1,4 +1,6 @@
-"""`check-numbers`: every decimal number in a manuscript must appear in the generated outputs.
+"""Reading a manuscript's numbers, and `check-numbers` on an output folder without `numbers.json`: every
+decimal number in the manuscript must appear in the generated outputs.  With `numbers.json`, each number is
+pinned to its cell instead (`pinning`), from the same reading.
 
 What counts as a decimal number in the manuscript (text, Markdown or LaTeX):
 - a number with a decimal point and a digit after it: 68.5, 0.30, 1.0 (in $68.5%$,
