@@ -5,6 +5,7 @@ from __future__ import annotations
 import csv
 import io
 import math
+import re
 from pathlib import Path
 
 import pytest
@@ -409,7 +410,9 @@ def test_spec_layouts_have_the_spec_columns_row_order_and_labels(generated):
     assert "yellow 40$^\\circ$, green 80$^\\circ$" in (out / "table5_vocabularies.tex").read_text()
     pairs = (out / "table4_model_pairs.tex").read_text()
     assert "\\begin{tabular}{llrr}" in pairs
-    for name in ("table1_color_ladder", "table2_coco", "table3_readership", "table4_model_pairs"):
+    gate = (out / "gate_sensitivity.layout.md").read_text()
+    assert re.search(r"\| COCO, models +\| sim:c +\| -1\.1 +\| no +\| cell_name vs pixels", gate)
+    for name in ("table1_color_ladder", "table2_coco", "table3_readership", "table4_model_pairs", "gate_sensitivity"):
         assert max(len(line) for line in (out / f"{name}.layout.md").read_text().splitlines()) <= 120
 
 

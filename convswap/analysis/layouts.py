@@ -191,7 +191,55 @@ def table5_layout(table: Table) -> Table:
     )
 
 
+def _picked(table: Table, title: str, picks: Sequence[tuple[str, str]], labels: int, note: str) -> Table:
+    """A layout that keeps some of a wide table's columns, renamed (header, wide column); conventions and
+    experiments by their names."""
+    named = {"convention": convention_label, "experiment": lambda value: EXPERIMENT_LABELS.get(value, value)}
+    body = [
+        tuple(named.get(source, str)(_pick(table, row, source)) if source in named else _pick(table, row, source)
+              for _, source in picks)
+        for row in table.rows
+    ]  # fmt: skip
+    return Table(table.name, title, tuple(header for header, _ in picks), tuple(body), (note,), labels=labels)
+
+
+def gate_layout(table: Table) -> Table:
+    return _picked(
+        table,
+        "Gate sensitivity (Appendix) -- margin over chance and penalty per model",
+        (("experiment", "experiment"), ("model", "model"), ("margin", "margin"), ("passes", "passes"),
+         ("contrast", "contrast"), ("difference", "difference"), ("p", "p"), ("penalty", "penalty")),
+        labels=2,
+        note="Margin: gate control accuracy minus chance, in points; difference: treatment minus control.",
+    )  # fmt: skip
+
+
+def agreement_layout(table: Table) -> Table:
+    return _picked(
+        table,
+        "Instrument agreement (Appendix) -- first-token argmax against the parsed generation",
+        (("experiment", "experiment"), ("model", "model"), ("condition", "condition"),
+         ("convention", "convention"), ("n", "n"), ("% agree", "% agree")),
+        labels=4,
+        note="n: records holding both readouts.",
+    )  # fmt: skip
+
+
+def readership_models_layout(table: Table) -> Table:
+    return _picked(
+        table,
+        "Readership across models on COCO pixels (Appendix, post hoc)",
+        (("experiment", "experiment"), ("model", "model"), ("readership", "readership"), ("cell name", "cell name acc"),
+         ("pixels", "pixels acc"), ("headroom", "headroom"), ("% of headroom lost", "% of headroom lost")),
+        labels=2,
+        note="Headroom: cell-name accuracy minus chance; the share lost is the cell-name minus pixel gap over it.",
+    )  # fmt: skip
+
+
 LAYOUTS: dict[str, Callable[[Table], Table]] = {
+    "gate_sensitivity": gate_layout,
+    "instrument_agreement": agreement_layout,
+    "readership_across_models": readership_models_layout,
     "table5_vocabularies": table5_layout,
     "table1_color_ladder": table1_layout,
     "table2_coco": table2_layout,
