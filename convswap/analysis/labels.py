@@ -90,5 +90,5 @@ def names_of(value: str) -> tuple[str, ...]:
     names = {value, value.replace("_", " "), convention_label(value), *CONVENTION_WORDS.get(value, ())}
     if ":" in value:
         model = value.split(":", 1)[1].split("/")[-1].split(" (")[0]
-        names.update({model, model.removesuffix("-Instruct").removesuffix("-like")})
+        names.update({model, model.removesuffix("-Instruct")})
     return tuple(sorted(names))

@@ -23,6 +23,7 @@ import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from convswap.analysis.report import Cell, Table, label_columns
 from convswap.fileio import atomic_write_text
@@ -122,6 +123,9 @@ def write_numbers(tables: Sequence[Table], out_dir: Path) -> list[Path]:
     return paths
 
 
-def read_numbers(out_dir: Path) -> dict[str, dict[str, object]]:
-    """The numbers a `convswap tables` run wrote, by macro name."""
-    return json.loads((out_dir / "numbers.json").read_text(encoding="utf-8"))["numbers"]
+def read_numbers(out_dir: Path) -> tuple[dict[str, dict[str, Any]], list[tuple[str, dict[str, Any]]]]:
+    """The numbers a `convswap tables` run wrote: those with a macro, by name, and every number as (name, entry),
+    the cells that share a name included."""
+    document = json.loads((out_dir / "numbers.json").read_text(encoding="utf-8"))
+    shared = [(name, entry) for name, entries in document["ambiguous"].items() for entry in entries]
+    return document["numbers"], [*document["numbers"].items(), *shared]

@@ -104,12 +104,12 @@ def check_manuscript(manuscript: Path, out_dir: Path) -> list[Finding]:
     """A finding for every macro problem and every literal number of the manuscript, in line order."""
     if not (out_dir / "numbers.json").is_file():
         raise ConvswapError(f"{out_dir} holds no numbers.json; run `convswap tables` into it first")
-    numbers = read_numbers(out_dir)
+    macros, every_number = read_numbers(out_dir)
     cells = [
-        Reported(name, str(n["table"]), dict(n["row"]), str(n["column"]), str(n["text"])) for name, n in numbers.items()
+        Reported(name, str(n["table"]), dict(n["row"]), str(n["column"]), str(n["text"])) for name, n in every_number
     ]
     body = body_lines(manuscript)
-    findings = _macro_findings(manuscript, body, {name: str(n["latex"]) for name, n in numbers.items()})
+    findings = _macro_findings(manuscript, body, {name: str(n["latex"]) for name, n in macros.items()})
     distinguishing = _distinguishing_labels(cells)
     for quoted in quoted_numbers(manuscript, body):
         findings.append(_pin(quoted, cells, distinguishing))
