@@ -314,7 +314,11 @@ class Record:
 
     @classmethod
     def from_json(cls, line: str) -> Record:
-        data = json.loads(line)
+        return cls.from_dict(json.loads(line))
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> Record:
+        """A record from its decoded JSON object (which is changed in place)."""
         for name in ("referents", "slots", "glosses", "alphabet", "shard"):
             data[name] = tuple(data[name])
         return cls(**data)

@@ -3,16 +3,22 @@
 from __future__ import annotations
 
 import dataclasses
+import io
+import json
 import os
+import shutil
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
 from analysis_factory import locate_trial, planted, write_jsonl
+from analysis_logs import write_logs
 from plan_support import as_registered
 
 from convswap.analysis.check_numbers import manuscript_numbers, missing_numbers
+from convswap.analysis.generate import generate
+from convswap.analysis.pinning import check_manuscript
 from convswap.cli import main
 from convswap.core import ConvswapError
 
@@ -165,16 +171,18 @@ def test_reproduce_regenerates_the_tables_and_checks_the_manuscript(tmp_path):
     write_jsonl(logdir / "coco.jsonl", as_registered(records, REPO / "analysis_plan"))
     out = tmp_path / "out"
     paper = tmp_path / "paper.md"
-    paper.write_text(f"Cell names score {100 * 7 / 8:.1f}% against chance {100 / 9:.1f}%.\n")
+    # The tables now write numbers.json, so each number must also be pinned to its cell: the paragraph names the
+    # experiment (COCO) and the sentence the row (cell names).
+    paper.write_text(f"On COCO photographs cell names score {100 * 7 / 8:.1f}% against chance {100 / 9:.1f}%.\n")
     done = run_reproduce(str(logdir), str(paper), str(out))
     assert done.returncode == 0, done.stderr
     assert (out / "table2_coco.csv").is_file()
     assert "every check passed" in done.stdout
-    assert "all 2 decimal numbers" in done.stdout
-    paper.write_text("Cell names score 68.5%.\n")
+    assert "all 2 numbers and macros" in done.stdout
+    paper.write_text("On COCO photographs cell names score 68.5%.\n")
     failed = run_reproduce(str(logdir), str(paper), str(out))
     assert failed.returncode == 1
-    assert f"{paper}:1: 68.5 does not appear" in failed.stdout
+    assert f"{paper}:1: 68.5: ERROR no table cell shows this number" in failed.stdout
 
 
 @pytest.mark.slow
@@ -198,3 +206,158 @@ def test_reproduce_refuses_wrong_usage_and_a_missing_log_folder(tmp_path):
     missing = run_reproduce(str(tmp_path / "none"), "", str(tmp_path / "out"))
     assert missing.returncode == 2
     assert "log folder" in missing.stderr
+
+
+def run_script(script: Path, environment: dict[str, str], *args: str) -> subprocess.CompletedProcess:
+    return subprocess.run(
+        ["bash", str(script), *args], capture_output=True, text=True, env=environment, cwd=REPO, timeout=300
+    )
+
+
+def test_reproduce_finds_convswap_beside_the_python_without_the_venv_on_path(tmp_path):
+    # PATH without the virtual environment: convswap is found beside $PYTHON and runs (it names the missing folder).
+    environment = dict(os.environ, PATH="/usr/bin:/bin", PYTHON=sys.executable)
+    found = run_script(REPO / "scripts" / "reproduce.sh", environment, str(tmp_path / "none"))
+    assert found.returncode == 2
+    assert f"log folder {tmp_path / 'none'} does not exist" in found.stderr
+
+
+def test_reproduce_says_how_to_activate_when_convswap_is_nowhere(tmp_path):
+    # A checkout without .venv, no $PYTHON and no convswap on PATH or beside python3.
+    script = tmp_path / "checkout" / "scripts" / "reproduce.sh"
+    script.parent.mkdir(parents=True)
+    shutil.copy(REPO / "scripts" / "reproduce.sh", script)
+    environment = {key: value for key, value in os.environ.items() if key != "PYTHON"}
+    environment["PATH"] = "/usr/bin:/bin"
+    missing = run_script(script, environment, str(tmp_path / "logs"))
+    assert missing.returncode == 2
+    assert "the convswap command was not found" in missing.stderr
+    assert f"activate the virtual environment first (. {tmp_path / 'checkout'}/.venv/bin/activate)" in missing.stderr
+    assert not (tmp_path / "out").exists()
+
+
+@pytest.fixture(scope="module")
+def tables(tmp_path_factory):
+    """The tables of the planted logs (tests/analysis_logs.py): Table 2 has pixels at 25.0 against cell names at
+    75.0 (Δ -50.0***, p 4.9e-04, n 24) and normalized at 62.5 (Δ -12.5); Table 8 has synthetic pixels at 41.7."""
+    root = tmp_path_factory.mktemp("pinned")
+    out = root / "out"
+    generate(write_logs(root / "logs"), out, plan_dir=REPO / "analysis_plan", messages=io.StringIO())
+    return out
+
+
+PAPER = r"""\documentclass{article}
+\begin{document}
+%s
+
+\begin{table}
+\caption{COCO photographs, locate.}
+English cell name & 75.0 & --- \\
+absolute pixels & 25.0 & $- 50. 0^{***}$ \\
+\end{table}
+\end{document}
+"""
+
+
+def findings_of(tmp_path: Path, out: Path, prose: str) -> list:
+    paper = tmp_path / "paper.tex"
+    paper.write_text(PAPER % prose, encoding="utf-8")
+    return check_manuscript(paper, out)
+
+
+def cells_of(findings: list, text: str) -> tuple[str, ...]:
+    return next(f.cells for f in findings if f.text == text)
+
+
+def test_numbers_are_pinned_to_the_cells_their_sentence_names(tmp_path, tables):
+    prose = (
+        "On COCO photographs, absolute pixels score 25.0% against 75.0% for English cell names in locate, a drop of "
+        "50 points ($p = 4.9 \\times 1 0^{- 4}$, $n = 24$). Normalized coordinates differ by $-12.5$ points."
+    )
+    findings = findings_of(tmp_path, tables, prose)
+    assert [f.problem for f in findings] == [None] * 9  # six in the prose, three in the table rows
+    assert any("locate Δ" in cell for cell in cells_of(findings, "50"))  # an integer for -50.0***
+    cells = {f.text: f.cells for f in findings}
+    assert cells["25.0"] == ("table2_coco [model sim:a, condition visible, convention pixels] locate acc",)
+    assert cells["-12.5"] == ("table2_coco [model sim:a, condition visible, convention normalized] locate Δ",)
+    # read from PDF-spaced text; the pixel difference of the model pair in Table 4 has the same labels and value
+    assert "table2_coco [model sim:a, condition visible, convention pixels] locate Δ" in cells["-50.0"]
+    assert cells["4.9 \\times 1 0^{-4}"] == (
+        "table2_coco [model sim:a, condition visible, convention pixels] locate p",
+    )
+
+
+@pytest.mark.parametrize(
+    ("sentence", "number", "problem"),
+    [
+        # a value no cell shows
+        ("On COCO photographs normalized coordinates score 61.5%.", "61.5", "no table cell shows this number"),
+        # changed to a value that is a cell of another table (synthetic pixels), whose row label is named here
+        ("On COCO photographs absolute pixels score 41.7%.", "41.7", "equals only cells whose row or experiment"),
+        # changed to the value of another row of the same table (pixels' 25.0, quoted for cell names)
+        ("On COCO photographs English cell names score 25.0%.", "25.0", "equals only cells whose row or experiment"),
+        # a wrong sign and a dropped one
+        ("On COCO photographs absolute pixels differ by $+50.0$ points.", "+50.0", "wrong sign"),
+        ("On COCO photographs normalized coordinates differ by 12.5 points.", "12.5", "sign dropped"),
+        # wrong integers: points and n
+        ("On COCO photographs absolute pixels lose 51 points.", "51", "no table cell shows this integer"),
+        (
+            "On COCO photographs absolute pixels were scored on $n = 23$ trials.",
+            "23",
+            "no table cell shows this integer",
+        ),
+    ],
+)
+def test_each_kind_of_planted_error_is_reported(tmp_path, tables, sentence, number, problem):
+    findings = findings_of(tmp_path, tables, sentence)
+    wrong = [f for f in findings if f.problem]
+    assert [f.text for f in wrong] == [number]
+    assert wrong[0].problem.startswith(problem)
+    assert wrong[0].line == 3
+
+
+def test_a_changed_value_equal_to_another_tables_cell_is_caught_when_that_tables_labels_match_too(tmp_path, tables):
+    # 41.7 is synthetic pixels' accuracy: same convention, same column, only the experiment differs.
+    wrong = [f for f in findings_of(tmp_path, tables, "On COCO photographs, pixels reach 41.7%.") if f.problem]
+    assert "table8_synthetic_spatial" in wrong[0].problem
+    right = findings_of(tmp_path, tables, "On the synthetic arrays, pixels reach 41.7% visible.")
+    assert [f.problem for f in right if f.text == "41.7"] == [None]
+
+
+def test_macros_that_vanished_or_changed_are_errors(tmp_path, tables):
+    defined = "\\newcommand{\\csTableTwoCocoSimAVisiblePixelsLocateAcc}{24.0}"
+    prose = (
+        f"{defined}\nOn COCO photographs pixels score \\csTableTwoCocoSimAVisiblePixelsLocateAcc, "
+        "and \\csTableTwoCocoSimAVisibleBogusLocateAcc."
+    )
+    problems = {f.text: f.problem for f in findings_of(tmp_path, tables, prose) if f.problem}
+    assert problems == {
+        "\\csTableTwoCocoSimAVisiblePixelsLocateAcc": "value changed: paper.tex has 24.0, tables 25.0",
+        "\\csTableTwoCocoSimAVisibleBogusLocateAcc": "macro no longer exists in the tables",
+    }
+    (tmp_path / "numbers.tex").write_text((tables / "numbers.tex").read_text())
+    fresh = "\\input{numbers}\nOn COCO photographs pixels score \\csTableTwoCocoSimAVisiblePixelsLocateAcc."
+    assert [f.problem for f in findings_of(tmp_path, tables, fresh) if f.problem] == []
+
+
+def test_numbers_tex_defines_each_cell_as_latex(tables):
+    tex = (tables / "numbers.tex").read_text()
+    assert "\\newcommand{\\csTableTwoCocoSimAVisiblePixelsLocateAcc}{25.0}" in tex
+    assert "\\newcommand{\\csTableTwoCocoSimAVisiblePixelsLocateDelta}{\\ensuremath{-50.0^{***}}}" in tex
+    assert "\\newcommand{\\csTableTwoCocoSimAVisiblePixelsLocateP}{\\ensuremath{4.9 \\times 10^{-4}}}" in tex
+    numbers = json.loads((tables / "numbers.json").read_text())["numbers"]
+    entry = numbers["csTableTwoCocoSimAVisiblePixelsLocateDelta"]
+    assert entry["value"] == pytest.approx(-50.0, abs=1e-12) and entry["column"] == "locate Δ"
+    assert numbers["csTableTwoCocoSimAVisibleNormalizedLocateAcc"]["value"] == 100 * 15 / 24  # full precision
+
+
+def test_check_numbers_command_lists_each_number_with_its_cell(tmp_path, tables, capsys):
+    paper = tmp_path / "paper.tex"
+    paper.write_text(PAPER % "On COCO photographs absolute pixels score 25.0% and cell names 24.5%.")
+    assert main(["check-numbers", str(paper), str(tables)]) == 1
+    captured = capsys.readouterr()
+    assert f"{paper}:3: 25.0: ok -> table2_coco [model sim:a, condition visible, convention pixels] locate acc" in (
+        captured.out
+    )
+    assert f"{paper}:3: 24.5: ERROR no table cell shows this number" in captured.out
+    assert "1 of 5 numbers and macros" in captured.err  # two in the prose, three in the table rows

@@ -4,19 +4,31 @@ from __future__ import annotations
 
 import csv
 import io
+import math
+import re
 from pathlib import Path
 
 import pytest
-from analysis_factory import color_trial, locate_trial, make_record, planted, write_jsonl
+from analysis_factory import (
+    COLOR_WORDS,
+    color_trial,
+    crossover_records,
+    locate_trial,
+    make_record,
+    planted,
+    write_jsonl,
+)
 from analysis_logs import LABEL_INTERACTION, write_logs
 from plan_support import as_registered
 from scipy import stats as scipy_stats
 
 from convswap.analysis.generate import generate
+from convswap.analysis.layouts import latex_cell, markdown_cell
 from convswap.analysis.loading import load_records
 from convswap.analysis.registration import POST_HOC, REGISTERED, Registry
+from convswap.analysis.tables import share_of_word
 from convswap.cli import main
-from convswap.core import ConvswapError
+from convswap.core import ConvswapError, Record
 
 REPO = Path(__file__).resolve().parents[1]
 PLAN_DIR = REPO / "analysis_plan"
@@ -70,17 +82,58 @@ def test_table2_carries_the_planted_accuracies_and_differences(generated):
 def test_table1_carries_accuracies_interaction_and_share_of_word(generated):
     out = generated[0]
     label = row(out, "table1_color_ladder", rung="label")
-    assert (label["visible acc"], label["cached acc"], label["cached n"]) == ("83.3", "93.3", "30")
+    # Accuracy stands on the 12 report trials alone; the 18 cached crossover records count in the interaction only.
+    assert (label["visible acc"], label["cached acc"], label["cached n"]) == ("83.3", "83.3", "12")
     assert label["interaction cached"] == f"{LABEL_INTERACTION:.2f}"
     assert label["untouched cached"] == "0.00"
     assert label["crossover pairs cached"] == "3"
     assert label["interaction visible"] == "—"
-    assert label["% of word (visible)"] == str(round(100 * (10 / 12) / (11 / 12)))
+    assert (label["% of word (visible)"], label["% of word (cached)"]) == ("—", "—")  # the word rung has no crossover
     assert row(out, "table1_color_ladder", rung="hue_bare")["visible acc"] == "16.7"
     gap = row(out, "table1_contrasts", condition="visible", control="label", treatment="hue_legend")
     assert (gap["difference"], gap["b"], gap["c"], gap["n pairs"]) == ("-58.3", "7", "0", "12")
     assert (gap["hypothesis"], gap["status"]) == ("word_to_numeric", REGISTERED)
     assert gap["p"] == f"{sign_test(7, 0):.2g}"
+
+
+@pytest.mark.parametrize(
+    ("interaction", "percent"), [(9.27, "100"), (8.99, "97"), (8.22, "89"), (6.34, "68"), (1.08, "12")]
+)
+def test_share_of_word_is_the_interaction_over_the_word_rungs_as_in_the_spec(interaction, percent):
+    # The spec's Table 1: interactions 9.27, 8.99, 8.22, 6.34, 1.08 and "% of word" 100, 97, 89, 68, 12.
+    assert f"{share_of_word(interaction, 9.27):.0f}" == percent
+
+
+def test_share_of_word_is_missing_without_a_word_interaction():
+    assert share_of_word(8.99, None) is None and share_of_word(None, 9.27) is None and share_of_word(1.0, 0.0) is None
+
+
+def test_table1_puts_each_rung_interaction_over_the_word_rungs_and_keeps_crossovers_out_of_accuracy(tmp_path):
+    # Word: the cued color 3 logits above the rest, interaction 4 / (sqrt(5) / 6) (see analysis_logs).
+    # Label: the swapped color X also 3 above the rest everywhere, so the first location shifts by +3, the second
+    # by -3 (raw 6 = 2 * 3), and records whose cue is not X hold two raised logits (spread 3 * sqrt(8) / 6):
+    # per pair two records with one raised logit and four with two, a mean spread of 3 * (2 sqrt5 + 4 sqrt8) / 36.
+    word_interaction = 4 / (math.sqrt(5) / 6)
+    label_interaction = 2 / ((2 * math.sqrt(5) + 4 * math.sqrt(8)) / 36)
+    records = crossover_records(lambda array, role, word, target, swapped: 3.0 if word == target else 0.0, "word")
+    records += crossover_records(
+        lambda array, role, word, target, swapped: 3.0 if word in (target, swapped[0]) else 0.0, "label"
+    )
+    trials = [color_trial(f"color-{i}", COLOR_WORDS[i % 6]) for i in range(6)]
+    for convention, right in (("word", 5), ("label", 2)):
+        records += planted(
+            trials, convention, lambda i, right=right: i < right, experiment="color_ladder", condition="cached"
+        )
+    write_jsonl(tmp_path / "logs" / "a.jsonl", records)
+    out = tmp_path / "out"
+    generate(tmp_path / "logs", out, plan_dir=PLAN_DIR, messages=io.StringIO())
+    label = row(out, "table1_color_ladder", rung="label")
+    assert label["interaction cached"] == f"{label_interaction:.2f}"
+    assert label["% of word (cached)"] == f"{100 * label_interaction / word_interaction:.0f}"
+    assert row(out, "table1_color_ladder", rung="word")["% of word (cached)"] == "100"
+    assert (label["cached acc"], label["cached n"]) == (f"{100 * 2 / 6:.1f}", "6")
+    gap = row(out, "table1_contrasts", condition="cached", control="word", treatment="label")
+    assert (gap["b"], gap["c"], gap["n pairs"]) == ("3", "0", "6")
 
 
 def test_table3_reports_readership_per_mispaired_convention(generated):
@@ -316,3 +369,63 @@ def test_a_group_with_no_scored_answer_is_named_under_the_appendix_tables(tmp_pa
             "- No scored record, so no row: cross_model sim:b visible normalized\n" in (out / f"{name}.md").read_text()
         )
     assert row(out, "grid_transforms", hypothesis="identity")["hits"] == "3"
+
+
+def test_p_values_read_as_the_spec_writes_them_in_markdown_and_latex():
+    assert markdown_cell("1.2e-21") == "1.2 × 10^-21"
+    assert latex_cell("1.2e-21") == "$1.2 \\times 10^{-21}$"
+    assert latex_cell("-48.5***") == "$-48.5^{***}$"
+    assert latex_cell("0.30x") == "$0.30\\times$"
+    assert latex_cell("—") == "---" and latex_cell("pixels_glossed") == "pixels\\_glossed"
+    assert markdown_cell("0.065") == "0.065"
+
+
+def test_spec_layouts_have_the_spec_columns_row_order_and_labels(generated):
+    out = generated[0]
+    ladder = (out / "table1_color_ladder.layout.md").read_text().splitlines()
+    header = next(line for line in ladder if line.startswith("| options"))
+    assert [cell.strip() for cell in header.strip("|").split("|")] == [
+        "options described as",
+        "visible",
+        "cached",
+        "interaction",
+        "% of word",
+        "n visible",
+        "n cached",
+        "pairs",
+    ]
+    labels = [line.split("|")[1].strip() for line in ladder if line.startswith("| ") and line != header]
+    assert labels == ["color word", "integer label, word listed", "hue angle, legend stated once", "hue angle alone"]
+    label_row = next(line for line in ladder if line.startswith("| integer label"))
+    assert [cell.strip() for cell in label_row.strip("|").split("|")][1:] == [
+        "83.3",
+        "83.3",
+        f"{LABEL_INTERACTION:.2f}",
+        "—",  # no word-rung interaction planted
+        "12",
+        "12",
+        "3",
+    ]
+    tex = (out / "table2_coco.tex").read_text()
+    assert "\\toprule" in tex and "\\midrule" in tex and "\\bottomrule" in tex
+    assert "absolute pixels & 25.0 & $-50.0^{***}$ & 90.0 & -5.0 \\\\" in tex
+    assert "yellow 40$^\\circ$, green 80$^\\circ$" in (out / "table5_vocabularies.tex").read_text()
+    pairs = (out / "table4_model_pairs.tex").read_text()
+    assert "\\begin{tabular}{llrr}" in pairs
+    gate = (out / "gate_sensitivity.layout.md").read_text()
+    assert re.search(r"\| COCO, models +\| sim:c +\| -1\.1 +\| no +\| cell_name vs pixels", gate)
+    for name in ("table1_color_ladder", "table2_coco", "table3_readership", "table4_model_pairs", "gate_sensitivity"):
+        assert max(len(line) for line in (out / f"{name}.layout.md").read_text().splitlines()) <= 120
+
+
+def test_loading_folds_shared_parts_without_changing_a_record(tmp_path):
+    logdir = write_logs(tmp_path / "logs")
+    expected = [
+        Record.from_json(line)
+        for path in sorted(logdir.rglob("*.jsonl"))
+        for line in path.read_text(encoding="utf-8").splitlines()
+    ]
+    loaded = load_records(logdir)
+    assert loaded == expected  # every field of every record, in file order
+    ladder = [r for r in loaded if r.experiment == "color_ladder" and r.trial_id == "color-0"]
+    assert len(ladder) == 6 and all(r.trial is ladder[0].trial for r in ladder)  # one trial object for all six

@@ -23,10 +23,11 @@ from convswap.analysis.contrasts import (
     paired_contrast,
     shows_penalty,
 )
+from convswap.analysis.cue_crossover import report_records
 from convswap.analysis.loading import NothingScored, chance, group_by, select
 from convswap.analysis.mispaired import readership_of
 from convswap.analysis.misread import misread_units
-from convswap.analysis.report import MISSING, Table, decimal, points, pvalue, ratio, signed
+from convswap.analysis.report import MISSING, Table, count, decimal, points, pvalue, ratio, signed
 from convswap.analysis.subgroups import breakdowns
 from convswap.analysis.transforms import grid_transforms
 from convswap.core import ConvswapError, Record
@@ -73,7 +74,8 @@ def gate_rows(context: Context, experiment: str, records: Sequence[Record]) -> l
     task, default_control, control_name, treatment_name = GATED_CONTRASTS[experiment]
     gate_control, threshold = context.registry.gate(experiment, default_control, GATE_POINTS)
     rows = []
-    for (model,), model_records in group_by(select(records, task=task, condition="visible"), "model").items():
+    report = report_records(select(records, task=task, condition="visible"))
+    for (model,), model_records in group_by(report, "model").items():
         by_convention = group_by(model_records, "convention")
         control = by_convention.get((control_name,), [])
         treatment = by_convention.get((treatment_name,), [])
@@ -111,7 +113,7 @@ def gate_sensitivity_tables(context: Context) -> list[Table]:
     band_rows: list[tuple[str, ...]] = []
     refused: list[str] = []
     for experiment in GATED_CONTRASTS:
-        records = select(context.records, experiment=experiment)
+        records = context.of_experiment(experiment)
         rows = gate_rows(context, experiment, records) if records else []
         status = context.registry.status(experiment, "gate_sensitivity")
         refused.extend(f"{experiment} {row.model}: {row.refused}" for row in rows if row.refused)
@@ -148,7 +150,7 @@ def gate_sensitivity_tables(context: Context) -> list[Table]:
                     experiment,
                     decimal(band.low, 1),
                     decimal(band.high, 1) if band.high is not None else "and above",
-                    str(len(band.admitted)),
+                    count(len(band.admitted)),
                     ", ".join(band.admitted) or MISSING,
                     ", ".join(band.penalty) or MISSING,
                     status,
@@ -190,6 +192,7 @@ def gate_sensitivity_tables(context: Context) -> list[Table]:
             ("experiment", "threshold above", "threshold up to", "admitted", "models", "penalty models", "status"),
             tuple(band_rows),
             ("A threshold t admits the models whose margin is at least t; the first band starts at 0 inclusive.",),
+            labels=2,  # a band is named by its experiment and lower threshold
         ),
     ]
 
@@ -210,9 +213,9 @@ def instrument_agreement(context: Context) -> list[Table]:
                 condition,
                 task,
                 convention,
-                str(result.n),
-                str(result.agree),
-                str(result.n - result.agree),
+                count(result.n),
+                count(result.agree),
+                count(result.n - result.agree),
                 points(result.rate),
                 context.registry.status(experiment, "instrument_agreement"),
             )
@@ -237,7 +240,7 @@ def readership_across_models(context: Context) -> list[Table]:
     )
     rows = []
     for (experiment, model), result in analysed:
-        model_records = select(context.records, experiment=experiment, model=model, task="locate", condition="visible")
+        model_records = select(context.of_experiment(experiment), model=model, task="locate", condition="visible")
         names = accuracy(select(model_records, convention="cell_name")).rate
         pixels = accuracy(select(model_records, convention="pixels")).rate
         headroom = names - result.chance if names is not None else None
@@ -249,7 +252,7 @@ def readership_across_models(context: Context) -> list[Table]:
                 model,
                 ratio(result.rho),
                 points(result.coord_share),
-                str(result.n),
+                count(result.n),
                 points(names),
                 points(pixels),
                 points(headroom),
@@ -297,7 +300,7 @@ def misread_units_table(context: Context) -> list[Table]:
         (
             *group,
             result.reading,
-            str(result.n),
+            count(result.n),
             points(result.rate),
             points(result.null_rate),
             pvalue(result.test.pvalue),
@@ -350,8 +353,8 @@ def grid_transforms_table(context: Context) -> list[Table]:
         (
             *group,
             fit.hypothesis,
-            str(fit.test.n),
-            str(fit.test.k),
+            count(fit.test.n),
+            count(fit.test.k),
             points(fit.test.rate),
             pvalue(fit.test.pvalue),
             context.registry.status(group[0], "grid_transforms"),
@@ -390,7 +393,7 @@ def breakdowns_table(context: Context) -> list[Table]:
             contrast = result.contrast
             cells = (
                 (
-                    str(contrast.pairs),
+                    count(contrast.pairs),
                     points(contrast.second.rate),
                     points(contrast.first.rate),
                     signed(100 * contrast.difference),
@@ -430,6 +433,7 @@ def breakdowns_table(context: Context) -> list[Table]:
             ("model", "factor", "bin", "range", "n pairs", "cell name acc", "pixels acc", "difference", "p", "status"),
             tuple(rows),
             tuple(notes),
+            labels=3,  # model, factor and bin; the bin's range is a description
         )
     ]
 

@@ -1,4 +1,6 @@
-"""`check-numbers`: every decimal number in a manuscript must appear in the generated outputs.
+"""Reading a manuscript's numbers, and `check-numbers` on an output folder without `numbers.json`: every
+decimal number in the manuscript must appear in the generated outputs.  With `numbers.json`, each number is
+pinned to its cell instead (`pinning`), from the same reading.
 
 What counts as a decimal number in the manuscript (text, Markdown or LaTeX):
 - a number with a decimal point and a digit after it: 68.5, 0.30, 1.0 (in $68.5%$,
@@ -49,6 +51,9 @@ HEADING_NUMBER = re.compile(r"^\s*#*\s*$")
 LATEX_OPTION = re.compile(r"\\[A-Za-z]+\*?\s*\[[^\]]*\]")
 # A % after a digit is read as a percent sign, as text converted from a PDF writes it ($68.5%$), not as a comment.
 LATEX_COMMENT = re.compile(r"(?<![\\\d])%.*$")
+# PDF-extracted text breaks numbers apart: "48. 5", "- 48. 5^{***}".
+PDF_DECIMAL_GAP = re.compile(r"(?<![\d.])(\d+)\.[ \t]+(?=\d)")
+PDF_SIGN_GAP = re.compile(r"(?<![\d\w])([-−+])[ \t]+(?=\d)")
 
 
 @dataclass(frozen=True)
@@ -60,9 +65,16 @@ class Number:
     exponent: int | None
     path: str
     line: int
+    start: int = 0  # where in the line it begins
 
 
 def manuscript_numbers(path: Path) -> list[Number]:
+    return [number for index, line in body_lines(path) for number in numbers_in_line(line, str(path), index)]
+
+
+def body_lines(path: Path) -> list[tuple[int, str]]:
+    """(line number, text) of the manuscript's body: in LaTeX without the preamble, comments and optional
+    arguments, and with the spacing of text extracted from a PDF closed up (48. 5 as 48.5, - 48.5 as -48.5)."""
     try:
         text = path.read_text(encoding="utf-8")
     except (OSError, UnicodeDecodeError) as error:
@@ -70,12 +82,12 @@ def manuscript_numbers(path: Path) -> list[Number]:
     latex = path.suffix == ".tex"
     lines = text.splitlines()
     start = _document_start(lines) if latex else 0
-    numbers = []
+    body = []
     for index, line in enumerate(lines[start:], start=start + 1):
         if latex:
             line = LATEX_OPTION.sub(lambda m: " " * len(m.group()), LATEX_COMMENT.sub("", line))
-        numbers.extend(_numbers_in_line(line, str(path), index))
-    return numbers
+        body.append((index, PDF_SIGN_GAP.sub(r"\1", PDF_DECIMAL_GAP.sub(r"\1.", line))))
+    return body
 
 
 def _document_start(lines: list[str]) -> int:
@@ -85,7 +97,7 @@ def _document_start(lines: list[str]) -> int:
     return 0
 
 
-def _numbers_in_line(line: str, path: str, line_number: int) -> list[Number]:
+def numbers_in_line(line: str, path: str, line_number: int) -> list[Number]:
     found, taken = [], []
     for match in SCIENTIFIC.finditer(line):
         taken.append(match.span())
@@ -98,14 +110,14 @@ def _numbers_in_line(line: str, path: str, line_number: int) -> list[Number]:
         else:
             exponent = int(match.group("eexponent").replace("−", "-"))
             digits = match.group("emantissa")
-        found.append(Number(match.group(), digits, exponent, path, line_number))
+        found.append(Number(match.group(), digits, exponent, path, line_number, match.start()))
     for match in DECIMAL.finditer(line):
         if any(start <= match.start() < end for start, end in taken):
             continue
         if match.group().count(".") > 1 or _excluded(line, match.start(), match.end()):
             continue
-        found.append(Number(match.group(), match.group(), None, path, line_number))
-    return sorted(found, key=lambda number: line.find(number.text))
+        found.append(Number(match.group(), match.group(), None, path, line_number, match.start()))
+    return sorted(found, key=lambda number: number.start)
 
 
 def _excluded(line: str, start: int, end: int) -> bool:

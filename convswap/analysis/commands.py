@@ -43,9 +43,12 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
     check = subparsers.add_parser(
         "check-numbers",
-        help="list every decimal number in a manuscript that no generated output shows",
-        description="Every decimal number (and every number in scientific notation) in a text, Markdown or LaTeX "
-        "manuscript must appear in the Markdown/CSV outputs under OUTDIR; exits 1 if any does not.",
+        help="pin every number and \\cs macro of a manuscript to the table cell it quotes",
+        description="Every \\cs macro of a text, Markdown or LaTeX manuscript must exist in OUTDIR/numbers.tex with "
+        "the same value, and every decimal, scientific and reported integer (n =, %, points) must equal a cell whose "
+        "row labels are named in its sentence or table row and whose experiment its paragraph names, with the "
+        "cell's sign; each number is listed with the cell it was matched to, and the command exits 1 on any "
+        "mismatch. Without numbers.json (outputs of an older run) every decimal must merely appear in the outputs.",
     )
     check.add_argument("manuscript", type=Path, metavar="MANUSCRIPT", help="the manuscript (.txt, .md or .tex)")
     check.add_argument("outdir", type=Path, metavar="OUTDIR", help="the folder `convswap tables` wrote")
@@ -114,6 +117,8 @@ def checked_provenance(logdir: Path, plan_dir: Path | None, allow_unregistered: 
 def run_check_numbers(args: argparse.Namespace) -> int:
     from convswap.analysis.check_numbers import missing_numbers
 
+    if (args.outdir / "numbers.json").is_file():
+        return _pinned_check(args.manuscript, args.outdir)
     missing, checked = missing_numbers(args.manuscript, args.outdir)
     for number in missing:
         print(f"{number.path}:{number.line}: {number.text} does not appear in {args.outdir}")
@@ -121,4 +126,22 @@ def run_check_numbers(args: argparse.Namespace) -> int:
         print(f"{len(missing)} of {checked} decimal numbers are missing from the outputs", file=sys.stderr)
         return 1
     print(f"all {checked} decimal numbers in {args.manuscript} appear in {args.outdir}")
+    return 0
+
+
+def _pinned_check(manuscript: Path, outdir: Path) -> int:
+    from convswap.analysis.pinning import check_manuscript
+
+    findings = check_manuscript(manuscript, outdir)
+    for finding in findings:
+        verdict = f"ERROR {finding.problem}" if finding.problem else "ok"
+        cells = f" -> {'; '.join(finding.cells)}" if finding.cells else ""
+        print(f"{manuscript}:{finding.line}: {finding.text}: {verdict}{cells}")
+    problems = sum(finding.problem is not None for finding in findings)
+    if problems:
+        print(
+            f"{problems} of {len(findings)} numbers and macros in {manuscript} do not match {outdir}", file=sys.stderr
+        )
+        return 1
+    print(f"all {len(findings)} numbers and macros in {manuscript} are pinned to cells of {outdir}")
     return 0

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from functools import cached_property
 
 from convswap.analysis.loading import readouts, select
 from convswap.analysis.registration import Registry
@@ -25,9 +26,20 @@ class Context:
     seed: int = 0
     resamples: int = MIN_RESAMPLES
 
+    @cached_property
+    def _by_experiment(self) -> dict[str, list[Record]]:
+        # Every builder starts from one experiment's records: indexed once, not scanned per builder.
+        groups: dict[str, list[Record]] = {}
+        for record in self.records:
+            groups.setdefault(record.experiment, []).append(record)
+        return groups
+
+    def of_experiment(self, experiment: str) -> list[Record]:
+        return self._by_experiment.get(experiment, [])
+
 
 def experiment_records(context: Context, experiment: str, **criteria: object) -> list[Record]:
-    records = select(context.records, experiment=experiment, **criteria)
+    records = select(context.of_experiment(experiment), **criteria)
     if not records:
         wanted = ", ".join(f"{name}={value}" for name, value in criteria.items())
         raise MissingInput(f"no {experiment} records" + (f" with {wanted}" if wanted else ""))

@@ -46,9 +46,17 @@ class Crossover:
         return self.first > 0 > self.second
 
 
+CROSSOVER_META = frozenset({"pair", "array", "role"})
+
+
 def is_crossover(record: Record) -> bool:
-    meta = record.trial.get("meta", {})
-    return all(name in meta for name in ("pair", "array", "role"))
+    return CROSSOVER_META <= record.trial.get("meta", {}).keys()
+
+
+def report_records(records: Sequence[Record]) -> list[Record]:
+    """The report trials among `records`: every accuracy and contrast stands on these alone, since the six
+    records of a crossover pair question two arrays together and are not independent trials."""
+    return [record for record in records if not is_crossover(record)]
 
 
 def has_scores(record: Record) -> bool:

@@ -7,11 +7,18 @@ date, so the same records give the same PDF.
 from __future__ import annotations
 
 import io
+import itertools
+import math
+from collections.abc import Sequence
 from pathlib import Path
 
 import numpy as np
+from matplotlib import rcParams
 from matplotlib.figure import Figure
+from matplotlib.patches import Patch
+from statsmodels.stats.proportion import proportion_confint
 
+from convswap.analysis.appendix import gated_models
 from convswap.analysis.context import Context, MissingInput, experiment_records, ordered
 from convswap.analysis.loading import chance, group_by, vocabulary_label
 from convswap.analysis.registration import POST_HOC
@@ -20,6 +27,8 @@ from convswap.experiments.scoring import accuracy
 from convswap.fileio import atomic_write_bytes
 
 FIGURE1_CONVENTIONS = ("cell_name", "normalized", "pixels")
+WHEELS_PER_ROW = 4
+UNGATED_GREY = (0.7, 0.7, 0.7)
 
 
 def save(figure: Figure, out_dir: Path, name: str) -> list[Path]:
@@ -34,45 +43,82 @@ def save(figure: Figure, out_dir: Path, name: str) -> list[Path]:
 
 
 def figure1_locate(context: Context, out_dir: Path) -> list[Path]:
-    """Grouped bars: one group per model, one bar per convention, chance as a dashed line."""
+    return save(figure1(context), out_dir, "figure1_locate")
+
+
+def figure1(context: Context) -> Figure:
+    """Grouped bars: one group per model, one bar per convention, each with its 95% Wilson interval and n
+    (scored trials) above it, chance as a dashed line.  A model that fails the capability gate is drawn grey
+    and its label says so: its bars are shown, but they are no evidence about the convention."""
     records = experiment_records(context, "cross_model", task="locate", condition="visible")
+    _, failing = gated_models(context, "cross_model", records)
+    ungated = dict(failing)
     by_cell = group_by(records, "model", "convention")
     models = sorted({model for model, _ in by_cell})
     conventions = ordered({convention for _, convention in by_cell}, FIGURE1_CONVENTIONS)
     width = 0.8 / len(conventions)
-    figure = Figure(figsize=(max(6.0, 1.4 * len(models) + 2), 4.0))
+    figure = Figure(figsize=(max(6.0, 1.6 * len(models) + 2), 4.4), layout="constrained")
     axes = figure.subplots()
+    colors = dict(zip(conventions, itertools.cycle(rcParams["axes.prop_cycle"].by_key()["color"]), strict=False))
     for index, convention in enumerate(conventions):
-        rates = [accuracy(by_cell.get((model, convention), [])).rate for model in models]
-        heights = [100 * rate if rate is not None else np.nan for rate in rates]
-        axes.bar(
-            np.arange(len(models)) + (index - (len(conventions) - 1) / 2) * width, heights, width, label=convention
-        )
-    axes.axhline(100 * chance(records), color="black", linestyle="--", linewidth=1, label="chance")
-    axes.set_xticks(np.arange(len(models)), models, rotation=20, ha="right")
+        offsets = np.arange(len(models)) + (index - (len(conventions) - 1) / 2) * width
+        for offset, model in zip(offsets, models, strict=True):
+            result = accuracy(by_cell.get((model, convention), []))
+            if result.rate is None:
+                continue
+            low, high = proportion_confint(result.correct, result.scored, alpha=0.05, method="wilson")
+            rate = 100 * result.rate
+            axes.bar(
+                offset,
+                rate,
+                width,
+                color=UNGATED_GREY if model in ungated else colors[convention],
+                yerr=[[rate - 100 * low], [100 * high - rate]],
+                capsize=2,
+                error_kw={"linewidth": 0.8},
+            )
+            axes.text(offset, 100 * high + 1.5, f"n={result.scored}", ha="center", va="bottom", fontsize=6)
+    chance_line = axes.axhline(100 * chance(records), color="black", linestyle="--", linewidth=1, label="chance")
+    handles = [Patch(color=colors[convention], label=convention) for convention in conventions]
+    if ungated:
+        handles.append(Patch(color=UNGATED_GREY, label="fails the gate"))
+    labels = [f"{model}\nfails the gate ({ungated[model]})" if model in ungated else model for model in models]
+    axes.set_xticks(np.arange(len(models)), labels, rotation=20, ha="right", fontsize=8)
     axes.set_ylabel("locate accuracy on scored trials (%)")
-    axes.set_ylim(0, 100)
+    axes.set_ylim(0, 105)
     status = context.registry.status("cross_model", "accuracy_figure")
     axes.set_title(
-        "Figure 1: COCO locate accuracy per model and convention" + (f" ({status})" if status == POST_HOC else "")
+        "Figure 1: COCO locate accuracy per model and convention, 95% intervals"
+        + (f" ({status})" if status == POST_HOC else "")
     )
-    axes.legend(frameon=False, fontsize="small")
-    return save(figure, out_dir, "figure1_locate")
+    axes.legend(handles=[*handles, chance_line], frameon=False, fontsize="small", loc="upper left",
+                bbox_to_anchor=(1.0, 1.0))  # fmt: skip
+    return figure
 
 
 def color_wheels(context: Context, out_dir: Path) -> list[Path]:
-    """One wheel per model: retained angles in the color the wheel draws, kept runs labelled at their anchors."""
     if not context.vocabularies:
         raise MissingInput("no vocabulary files (vocabulary*.json or *.vocab.json)")
-    count = len(context.vocabularies)
-    figure = Figure(figsize=(3.6 * count, 4.0))
-    for index, vocabulary in enumerate(context.vocabularies, start=1):
-        axes = figure.add_subplot(1, count, index, projection="polar")
+    return save(wheel_figure(context.vocabularies), out_dir, "figure_color_wheels")
+
+
+def wheel_figure(vocabularies: Sequence[Vocabulary]) -> Figure:
+    """One wheel per model, at most WHEELS_PER_ROW to a row: retained angles in the color the wheel draws, kept
+    runs labelled at their anchors.  The constrained layout spaces the panels by their tick labels' extents, so
+    one wheel's 0° never runs into its neighbour's 180°."""
+    count = len(vocabularies)
+    columns = min(count, WHEELS_PER_ROW)
+    rows = math.ceil(count / columns)
+    figure = Figure(figsize=(3.6 * columns, 3.8 * rows + 0.4), layout="constrained")
+    for index, vocabulary in enumerate(vocabularies, start=1):
+        axes = figure.add_subplot(rows, columns, index, projection="polar")
         step = np.radians(_grid_step(vocabulary))
-        for naming in vocabulary.namings:
-            retained = naming.name is not None
-            color = np.asarray(vocabulary.wheel.rgb(naming.angle)) / 255 if retained else (0.85, 0.85, 0.85)
-            axes.bar(np.radians(naming.angle), 1.0, width=step, bottom=1.0, color=color, edgecolor="none")
+        colors = [
+            np.asarray(vocabulary.wheel.rgb(naming.angle)) / 255 if naming.name is not None else (0.85, 0.85, 0.85)
+            for naming in vocabulary.namings
+        ]
+        angles = np.radians([naming.angle for naming in vocabulary.namings])
+        axes.bar(angles, 1.0, width=step, bottom=1.0, color=colors, edgecolor="none")
         half_step = step / 2
         for run in vocabulary.runs:
             if run.kept:  # the run's edges, so neighbouring runs of similar color stay apart
@@ -86,14 +132,13 @@ def color_wheels(context: Context, out_dir: Path) -> list[Path]:
         axes.set_yticks([])
         axes.set_xticks(np.radians(np.arange(0, 360, 45)))
         axes.tick_params(labelsize=6)
-        axes.set_title(vocabulary_label(vocabulary), fontsize=8, pad=22)
+        axes.set_title(vocabulary_label(vocabulary), fontsize=8, pad=14)
     figure.suptitle(
         "Calibrated vocabularies: unanimously named angles in their wheel color (gray: not retained), "
         "kept runs and anchors",
         fontsize=9,
-        y=1.06,
     )
-    return save(figure, out_dir, "figure_color_wheels")
+    return figure
 
 
 def _grid_step(vocabulary: Vocabulary) -> float:

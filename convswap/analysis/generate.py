@@ -15,16 +15,18 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TextIO
 
-from convswap.analysis import appendix, figures, hypotheses, tables
+from convswap.analysis import appendix, figures, hypotheses, instrument, tables
 from convswap.analysis.context import Context, MissingInput
+from convswap.analysis.layouts import write_layout
 from convswap.analysis.loading import load_records, load_vocabularies
+from convswap.analysis.numbers import write_numbers
 from convswap.analysis.registration import Registry
-from convswap.analysis.report import write_table
+from convswap.analysis.report import Table, write_table
 from convswap.analysis.stats import MIN_RESAMPLES
 from convswap.core import ConvswapError
 from convswap.fileio import atomic_write_text
 
-TABLE_SUFFIXES = (".md", ".csv")
+TABLE_SUFFIXES = (".md", ".csv", ".layout.md", ".tex")
 FIGURE_SUFFIXES = (".png", ".pdf")
 
 # (the files' names, their suffixes, the builder): a table builder returns tables, a figure builder writes files.
@@ -44,6 +46,9 @@ BUILDERS: tuple[tuple[tuple[str, ...], tuple[str, ...], Callable], ...] = (
     (("misread_units",), TABLE_SUFFIXES, appendix.misread_units_table),
     (("grid_transforms",), TABLE_SUFFIXES, appendix.grid_transforms_table),
     (("breakdowns",), TABLE_SUFFIXES, appendix.breakdowns_table),
+    (("prompt_length",), TABLE_SUFFIXES, instrument.prompt_length_table),
+    (("calibration_angle_accuracy",), TABLE_SUFFIXES, instrument.calibration_angle_accuracy_table),
+    (("surface_resolution",), TABLE_SUFFIXES, instrument.surface_resolution_table),
     (("figure1_locate",), FIGURE_SUFFIXES, figures.figure1_locate),
     (("figure_color_wheels",), FIGURE_SUFFIXES, figures.color_wheels),
 )
@@ -80,11 +85,15 @@ def generate(
         raise ConvswapError(f"cannot create output folder {out}: {error.strerror}") from error
     context = Context(records, Registry(plan_dir, unregistered), vocabularies, seed, resamples)
     summary = Summary()
+    tables: list[Table] = []
     for names, suffixes, builder in BUILDERS:
         try:
             if suffixes == TABLE_SUFFIXES:
-                for table in builder(context):
+                built = builder(context)
+                for table in built:
                     summary.written.extend(write_table(table, out))
+                    summary.written.extend(write_layout(table, out))
+                tables.extend(built)
             else:
                 summary.written.extend(builder(context, out))
         except MissingInput as missing:
@@ -95,6 +104,7 @@ def generate(
             summary.failed.append((", ".join(names), str(problem)))
             print(f"failed {', '.join(names)}: {problem}", file=messages)
             _remove(out, names, suffixes)
+    summary.written.extend(write_numbers(tables, out))
     atomic_write_text(out / "index.md", _index(summary, logdir, plan_dir, seed, resamples))
     return summary
 

@@ -16,11 +16,11 @@ from dataclasses import dataclass, replace
 from convswap.analysis.appendix import gated_models
 from convswap.analysis.context import Context, MissingInput
 from convswap.analysis.contrasts import capability_gate, paired_contrast
-from convswap.analysis.cue_crossover import crossover_if_scored
+from convswap.analysis.cue_crossover import crossover_if_scored, report_records
 from convswap.analysis.inversions import by_model_and_convention, model_pairs
 from convswap.analysis.loading import NothingScored, chance, group_by, select
 from convswap.analysis.mispaired import readership_of
-from convswap.analysis.report import MISSING, Table, decimal, points, pvalue, ratio, signed
+from convswap.analysis.report import MISSING, Table, count, decimal, points, pvalue, ratio, signed
 from convswap.analysis.stats import Alternative, binomial_test
 from convswap.core import ConvswapError, Record
 from convswap.experiments.plan import Direction, Hypothesis, Plan
@@ -212,11 +212,13 @@ def _results(
         raise ConvswapError(f"hypothesis {hypothesis.id} of {plan.id} uses a test this analysis lacks")
     results: list[tuple[str, str, Result]] = []
     for (model, condition), group in group_by(records, "model", "condition").items():
+        report = report_records(group)
+        tested = group if hypothesis.test == "crossover_sign_reversal" else report
         try:
-            found = PER_MODEL_TESTS[hypothesis.test](context, hypothesis, group)
+            found = PER_MODEL_TESTS[hypothesis.test](context, hypothesis, tested)
         except NothingScored as why:
             found = [Result(f"no scored record ({why})", 0, None, MISSING)]
-        gate = _gate_failure(plan, hypothesis, group) if found else None
+        gate = _gate_failure(plan, hypothesis, report) if found else None
         if gate is not None:
             found = [replace(result, outcome=gate) for result in found]
         results.extend((model, condition, result) for result in found)
@@ -245,7 +247,7 @@ def hypotheses_table(context: Context) -> list[Table]:
         raise MissingInput("no analysis plan, so no registered hypotheses")
     rows = []
     for plan in context.registry.plans:
-        records = select(context.records, experiment=plan.id)
+        records = context.of_experiment(plan.id)
         for hypothesis in plan.hypotheses:
             scoped = select(records, task=hypothesis.task)
             if hypothesis.condition is not None:
@@ -261,7 +263,7 @@ def hypotheses_table(context: Context) -> list[Table]:
                         hypothesis.task,
                         " vs ".join(hypothesis.contrast),
                         result.estimate,
-                        str(result.n) if result.n is not None else MISSING,
+                        count(result.n) if result.n is not None else MISSING,
                         pvalue(result.p),
                         f"{hypothesis.alpha:g}",
                         hypothesis.direction,
@@ -297,5 +299,6 @@ def hypotheses_table(context: Context) -> list[Table]:
                 "under both (b: first-only right, c: second-only right); p two-sided exact. Binomial and "
                 "readership: exact binomial against the null in the registered direction.",
             ),
+            labels=7,  # the estimate is a sentence, not a label
         )
     ]

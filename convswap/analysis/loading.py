@@ -6,7 +6,14 @@ denominator rule, which the runner's own summary uses too.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+import gc
+import hashlib
+import json
+import sys
+from collections.abc import Callable, Iterable, Iterator
+from functools import partial
+from itertools import product
+from operator import attrgetter
 from pathlib import Path
 from typing import Any
 
@@ -14,10 +21,11 @@ from tqdm import tqdm
 
 from convswap.calibration.vocabulary import Vocabulary, load_vocabulary, model_owner
 from convswap.core import ConvswapError, Record
-from convswap.experiments.logs import read_records
+from convswap.experiments.logs import complete_lines, parse_line
 from convswap.experiments.scoring import is_scored, score_key
 
 VOCABULARY_PATTERNS = ("vocabulary*.json", "*.vocab.json")
+DECODE_LINES = 256
 
 
 class NothingScored(ConvswapError):
@@ -33,33 +41,98 @@ def load_records(logdir: str | Path) -> list[Record]:
     """Every record under `logdir` (all `*.jsonl`, recursively: shards and merged files alike).
 
     Each file is read as the runner reads it (a partial last line, what a killed
-    writer leaves, is not a record).  A unit seen twice with identical content (a
-    shard beside the file it was merged into) is kept once; a unit seen twice
-    with different content is an error naming both places, since no analysis
-    could know which one to trust.
+    writer leaves, is not a record).  A unit seen twice as the same line (a
+    shard beside the file it was merged into: records are written as canonical
+    JSON) is kept once; a unit seen twice with different content is an error
+    naming both places, since no analysis could know which one to trust.
     """
     root = Path(logdir)
     if not root.is_dir():
         raise ConvswapError(f"log folder {root} does not exist")
-    seen: dict[tuple, tuple[Path, int, Record]] = {}
+    # The cyclic collector would walk every record built so far, again and again, while records (which hold no
+    # cycles) are only being added: paused while reading, it takes a third off the time.
+    collecting = gc.isenabled()
+    gc.disable()
+    try:
+        return _read_records(root)
+    finally:
+        if collecting:
+            gc.enable()
+
+
+def _read_records(root: Path) -> list[Record]:
+    seen: dict[tuple, tuple[Path, int, bytes]] = {}
+    shared = SharedParts()
     records: list[Record] = []
     # disable=None: a bar on a terminal only, so piped reports stay clean.
     for path in tqdm(sorted(root.rglob("*.jsonl")), desc="reading logs", unit="file", leave=False, disable=None):
-        for line_number, record in enumerate(read_records(path), start=1):
+        lines = complete_lines(path)
+        for line_number, (line, record) in enumerate(zip(lines, _decode(path, lines, shared), strict=True), start=1):
             identity = record_identity(record)
+            # Records are written as canonical JSON, so two copies of one record are the same bytes: a digest
+            # of the raw line tells them apart without serialising the record again.
+            digest = hashlib.blake2b(line, digest_size=16).digest()
             if identity in seen:
-                # Field equality decides the common case without serializing every record of a large log; the
-                # JSON decides the rest (a NaN logit is unequal to itself, yet the same number in both copies).
-                first_path, first_line, first = seen[identity]
-                if first != record and first.to_json() != record.to_json():
+                first_path, first_line, first_digest = seen[identity]
+                if first_digest != digest:
                     raise ConvswapError(
                         f"{path}:{line_number}: record for {identity} differs from the one at "
                         f"{first_path}:{first_line}; remove one copy before analysing"
                     )
                 continue
-            seen[identity] = (path, line_number, record)
+            seen[identity] = (path, line_number, digest)
             records.append(record)
     return records
+
+
+def _decode(path: Path, lines: list[bytes], shared: SharedParts) -> Iterator[Record]:
+    """Every line of a log as a record.  Lines are decoded DECODE_LINES at a time as one JSON array, so that the
+    decoder keeps one copy of each key per batch rather than one per record, while only one batch of records
+    is held before `SharedParts` folds their common parts; a line that is not a record is found and named by
+    decoding its batch line by line."""
+    for start in range(0, len(lines), DECODE_LINES):
+        batch = lines[start : start + DECODE_LINES]
+        try:
+            decoded = json.loads(b"[" + b",".join(batch) + b"]")
+            yield from [Record.from_dict(shared.parts_of(data)) for data in decoded]
+        except (UnicodeDecodeError, json.JSONDecodeError, TypeError, KeyError):
+            yield from (parse_line(path, start + offset, line) for offset, line in enumerate(batch, start=1))
+
+
+class SharedParts:
+    """One copy of what many records hold alike, so that 30,000 records fit in memory.
+
+    Every convention's and condition's record of a trial carries the same trial
+    description, every record of an alphabet the same resolved surface, and many
+    records the same option tuples and the same short strings.  An equal part
+    seen before is replaced by the earlier object (equality, not identity of
+    origin, decides), so nothing is lost and nothing is recomputed.
+    """
+
+    TEXT_FIELDS = ("experiment", "model", "backend", "condition", "convention", "task", "readout", "parse_status",
+                   "plan_hash", "model_revision", "package_version", "image_sha256")  # fmt: skip
+    TUPLE_FIELDS = ("referents", "slots", "glosses", "alphabet")
+
+    def __init__(self) -> None:
+        self._parts: dict[object, Any] = {}
+
+    def parts_of(self, data: dict[str, Any]) -> dict[str, Any]:
+        """A decoded record object with its common parts replaced by their first copies (changed in place)."""
+        for name in self.TEXT_FIELDS:
+            data[name] = sys.intern(data[name])
+        for name in self.TUPLE_FIELDS:
+            data[name] = self._one(tuple(data[name]))
+        model = (data["model"], data["quant"])
+        data["trial"] = self._equal(("trial", *model, data["experiment"], data["trial_id"]), data["trial"])
+        data["extra"] = self._equal(("extra", *model, data["alphabet"]), data["extra"])
+        return data
+
+    def _one(self, value: tuple) -> tuple:
+        return self._parts.setdefault(value, value)
+
+    def _equal(self, key: tuple, value: Any) -> Any:
+        earlier = self._parts.setdefault(key, value)
+        return earlier if earlier == value else value
 
 
 def load_vocabularies(logdir: str | Path) -> list[Vocabulary]:
@@ -132,14 +205,25 @@ def field_value(record: Record, name: str) -> Any:
 def select(records: Iterable[Record], **criteria: Any) -> list[Record]:
     """Records whose fields (as `field_value` reads them) equal every criterion; a tuple criterion means 'any of
     these'."""
-    chosen = []
-    for record in records:
-        if all(
-            (field_value(record, name) in wanted) if isinstance(wanted, tuple) else field_value(record, name) == wanted
-            for name, wanted in criteria.items()
-        ):
-            chosen.append(record)
-    return chosen
+    # The named fields of a record as one tuple, tested against every accepted combination of values: one
+    # attribute fetch and one set lookup per record, since tables select over every record many times.
+    names = tuple(criteria)
+    if not names:
+        return list(records)
+    accepted = set(product(*(wanted if isinstance(wanted, tuple) else (wanted,) for wanted in criteria.values())))
+    fields: Callable[[Record], Any]
+    if "model" in names:
+        fields = partial(field_values, names=names)
+    elif len(names) > 1:
+        fields = attrgetter(*names)
+    else:
+        fields = attrgetter(names[0])
+        accepted = {values[0] for values in accepted}
+    return [record for record in records if fields(record) in accepted]
+
+
+def field_values(record: Record, names: tuple[str, ...]) -> tuple:
+    return tuple(field_value(record, name) for name in names)
 
 
 def group_by(records: Iterable[Record], *fields: str) -> dict[tuple, list[Record]]:

@@ -15,7 +15,7 @@ from collections.abc import Sequence
 from convswap.analysis.appendix import gated_models
 from convswap.analysis.context import Context, MissingInput, experiment_records, ordered, readout_names
 from convswap.analysis.contrasts import PENALTY_ALPHA, paired_contrast
-from convswap.analysis.cue_crossover import Crossover, crossover_if_scored
+from convswap.analysis.cue_crossover import Crossover, crossover_if_scored, is_crossover, report_records
 from convswap.analysis.inversions import by_model_and_convention, model_pairs
 from convswap.analysis.loading import NothingScored, chance, group_by, vocabulary_label
 from convswap.analysis.mispaired import readership_of, two_key_records
@@ -25,6 +25,7 @@ from convswap.analysis.report import (
     accuracy_cells,
     accuracy_headers,
     chance_points,
+    count,
     decimal,
     points,
     pvalue,
@@ -33,7 +34,7 @@ from convswap.analysis.report import (
     stars,
     unscored_text,
 )
-from convswap.core import Record
+from convswap.core import CONDITIONS, Record
 from convswap.experiments.scoring import accuracy, unscored_counts
 
 COLOR_RUNGS = ("word", "label", "hue_glossed", "hue_legend", "hue_bare")
@@ -60,32 +61,47 @@ PAIR_CONVENTIONS = ("cell_name", "pixels", "normalized")
 
 
 def table1_color_ladder(context: Context) -> list[Table]:
+    """Accuracy and its contrasts on the report trials; the interaction on the crossover pairs apart.
+
+    A report trial is one array with one cued location, asked once: its n is the plan's n. The crossover
+    pairs ask six linked questions of two arrays, so they are not independent of one another and never
+    enter an accuracy; their count is the interaction's own n.
+    """
     records = experiment_records(context, "color_ladder")
     rows, contrast_rows = [], []
     for (model,), model_records in group_by(records, "model").items():
-        by_rung = group_by(model_records, "convention", "condition")
-        rungs = ordered({rung for rung, _ in by_rung}, COLOR_RUNGS)
-        word_visible = accuracy(by_rung.get(("word", "visible"), [])).rate
+        report = group_by(report_records(model_records), "convention", "condition")
+        crossing = group_by([record for record in model_records if is_crossover(record)], "convention", "condition")
+        by_rung = group_by(model_records, "convention")
+        rungs = ordered({rung for (rung,) in by_rung}, COLOR_RUNGS)
+        interactions = {
+            (rung, condition): crossover_if_scored(crossing.get((rung, condition), []))
+            for rung in rungs
+            for condition in CONDITIONS
+        }
         for rung in rungs:
-            visible, cached = by_rung.get((rung, "visible"), []), by_rung.get((rung, "cached"), [])
-            crossings = [crossover_if_scored(group) for group in (visible, cached)]
-            visible_rate = accuracy(visible).rate if visible else None
-            share = visible_rate / word_visible if visible_rate is not None and word_visible else None
+            visible, cached = report.get((rung, "visible"), []), report.get((rung, "cached"), [])
+            shares = [
+                share_of_word(
+                    _interaction(interactions[(rung, condition)]), _interaction(interactions.get(("word", condition)))
+                )
+                for condition in CONDITIONS
+            ]
             rows.append(
                 (
                     model,
                     rung,
-                    chance_points(chance(visible or cached)),
+                    chance_points(chance(by_rung[(rung,)])),
                     *accuracy_cells(accuracy(visible) if visible else None),
                     *accuracy_cells(accuracy(cached) if cached else None),
-                    *_crossover_cells(crossings[0]),
-                    *_crossover_cells(crossings[1]),
-                    points(share, 0),
+                    *_crossover_cells(interactions[(rung, "visible")]),
+                    *_crossover_cells(interactions[(rung, "cached")]),
+                    *(MISSING if share is None else f"{share:.0f}" for share in shares),
                     readout_names(visible + cached),
                     context.registry.status("color_ladder", "accuracy_table"),
                 )
             )
-        contrast_rows.extend(_color_contrasts(context, model, by_rung))
+        contrast_rows.extend(_color_contrasts(context, model, report))
     ladder = Table(
         "table1_color_ladder",
         "Table 1: color ladder -- accuracy by rung (visible, cached), cue-crossover interaction, % of word",
@@ -102,14 +118,19 @@ def table1_color_ladder(context: Context) -> list[Table]:
             "untouched cached",
             "crossover pairs cached",
             "% of word (visible)",
+            "% of word (cached)",
             "readout",
             "status",
         ),
         tuple(rows),
         (
+            "Accuracy and n: the report trials, one array and one cued location each, asked once (n is the plan's "
+            "n); the crossover trials are left out of every accuracy.",
             "Interaction: mean over crossover pairs of (shift at the first swapped location - shift at the second), "
             "divided by the mean within-record spread of candidate logits; untouched: the mean shift at the "
-            "third location on the same scale. Needs first-token candidate scores; a dash where there are none.",
+            "third location on the same scale; its n is the crossover pairs. Needs first-token candidate scores; "
+            "a dash where there are none.",
+            "% of word: the rung's interaction as a percentage of the word rung's, in the same condition.",
         ),
     )
     contrasts = Table(
@@ -131,17 +152,28 @@ def table1_color_ladder(context: Context) -> list[Table]:
         ),
         tuple(contrast_rows),
         (
-            "difference = treatment - control on trials scored under both, in points; b: control-only correct; "
-            "c: treatment-only correct.",
+            "difference = treatment - control on report trials scored under both, in points; b: control-only "
+            "correct; c: treatment-only correct.",
         ),
     )
     return [ladder, contrasts]
 
 
+def share_of_word(rung_interaction: float | None, word_interaction: float | None) -> float | None:
+    """A rung's cue-crossover interaction as a percentage of the word rung's (Table 1's last column)."""
+    if rung_interaction is None or not word_interaction:
+        return None
+    return 100 * rung_interaction / word_interaction
+
+
+def _interaction(result: Crossover | None) -> float | None:
+    return None if result is None else result.interaction
+
+
 def _crossover_cells(result: Crossover | None) -> tuple[str, str, str]:
     if result is None:
         return (MISSING, MISSING, MISSING)
-    return (decimal(result.interaction), decimal(result.untouched), str(result.pairs))
+    return (decimal(result.interaction), decimal(result.untouched), count(result.pairs))
 
 
 def _color_contrasts(context: Context, model: str, by_rung: dict[tuple, list[Record]]) -> list[tuple[str, ...]]:
@@ -152,17 +184,18 @@ def _color_contrasts(context: Context, model: str, by_rung: dict[tuple, list[Rec
             treatment_records = by_rung.get((treatment, condition))
             if not control_records or not treatment_records:
                 continue
+            cells: tuple[str, ...]
             try:
                 result = paired_contrast(control_records, treatment_records)
                 cells = (
                     signed(-100 * result.difference),
-                    str(result.test.b),
-                    str(result.test.c),
-                    str(result.pairs),
+                    count(result.test.b),
+                    count(result.test.c),
+                    count(result.pairs),
                     pvalue(result.test.pvalue),
                 )
             except NothingScored:
-                cells = (MISSING, MISSING, MISSING, "0", MISSING)
+                cells = (MISSING, MISSING, MISSING, count(0), MISSING)
             rows.append(
                 (
                     model,
@@ -243,7 +276,7 @@ def _convention_cells(
         signed(100 * result.difference) + stars(result.test.pvalue),
         pvalue(result.test.pvalue),
         f"[{signed(100 * interval.low)}, {signed(100 * interval.high)}]" if interval else MISSING,
-        str(result.pairs),
+        count(result.pairs),
         readout_names(subject),
     ]
 
@@ -318,13 +351,13 @@ def table3_readership(context: Context) -> list[Table]:
         else:
             share = result.readership
             cells = (
-                str(share.k),
+                count(share.k),
                 chance_points(share.chance),
                 points(share.coord_share),
                 points(share.name_share),
                 points(share.neither_share),
                 ratio(share.rho),
-                str(share.n),
+                count(share.n),
                 unscored_text(result.unscored),
                 pvalue(result.below_chance.pvalue),
                 pvalue(result.two_sided.pvalue),
@@ -381,9 +414,9 @@ def table4_model_pairs(context: Context) -> list[Table]:
                     f"{pair.first} vs {pair.second}",
                     convention,
                     signed(100 * result.difference),
-                    str(result.test.b),
-                    str(result.test.c),
-                    str(result.pairs),
+                    count(result.test.b),
+                    count(result.test.c),
+                    count(result.pairs),
                     pvalue(result.test.pvalue),
                     "yes" if pair.inverted else "no",
                     context.registry.status("cross_model", "pair_table", "rank_inversions"),
@@ -420,7 +453,7 @@ def table5_vocabularies(context: Context) -> list[Table]:
         rows.append(
             (
                 vocabulary_label(vocabulary),
-                str(len(vocabulary.anchors)),
+                count(len(vocabulary.anchors)),
                 ", ".join(f"{anchor.word} {anchor.angle}" for anchor in vocabulary.anchors),
                 ", ".join(f"{run.word} {run.angles[0]}-{run.angles[-1]}" for run in kept_runs),
                 ", ".join(vocabulary.discarded_names) or MISSING,

@@ -87,13 +87,21 @@ def read_records(path: Path, *, repair: bool = False) -> list[Record]:
             handle.truncate(complete_end)
             handle.flush()
             os.fsync(handle.fileno())
-    records = []
-    for number, line in enumerate(data[:complete_end].splitlines(), start=1):
-        try:
-            records.append(Record.from_json(line.decode("utf-8")))
-        except (UnicodeDecodeError, json.JSONDecodeError, TypeError, KeyError) as error:
-            raise ConvswapError(f"{path}:{number}: not a log record ({error})") from error
-    return records
+    return [parse_line(path, number, line) for number, line in enumerate(data[:complete_end].splitlines(), start=1)]
+
+
+def complete_lines(path: Path) -> list[bytes]:
+    """The whole lines of a log, as bytes, without the partial last line a killed writer leaves."""
+    data = path.read_bytes()
+    return data[: data.rfind(b"\n") + 1].splitlines()
+
+
+def parse_line(path: Path, number: int, line: bytes) -> Record:
+    """One log line as a record, or an error naming the file and line."""
+    try:
+        return Record.from_json(line.decode("utf-8"))
+    except (UnicodeDecodeError, json.JSONDecodeError, TypeError, KeyError) as error:
+        raise ConvswapError(f"{path}:{number}: not a log record ({error})") from error
 
 
 RETRIED_STATUS = "api_error"  # a request that failed for good: what a rerun sends again

@@ -1,0 +1,312 @@
+"""The spec's tables as the spec lays them out: its columns, its row order and its row labels.
+
+The wide tables (`tables`) keep every column for the CSV; a layout picks the spec's
+columns from one, labels its rows as the spec does ("hue angle with the word attached",
+not `hue_glossed`) and is written twice: `<name>.layout.md`, whose p-values read
+`1.2 × 10^-21` and whose lines fit a 120-column terminal, and `<name>.tex`, a booktabs
+tabular a paper can `\\input`, whose p-values read `$1.2 \\times 10^{-21}$`.  The cells
+are the wide table's own, so a layout shows no number the CSV does not.
+"""
+
+from __future__ import annotations
+
+import textwrap
+from collections.abc import Callable, Sequence
+from pathlib import Path
+
+from convswap.analysis.context import ordered
+from convswap.analysis.labels import EXPERIMENT_LABELS, convention_label
+from convswap.analysis.numbers import SCIENTIFIC_TEXT, latex_math
+from convswap.analysis.report import MISSING, Table, label_columns
+from convswap.analysis.tables import COLOR_RUNGS, SPATIAL_CONVENTIONS
+from convswap.fileio import atomic_write_text
+
+TERMINAL_COLUMNS = 120
+LATEX_SPECIALS = {"&": r"\&", "%": r"\%", "_": r"\_", "#": r"\#", "$": r"\$", "Δ": r"$\Delta$", "°": r"$^\circ$"}
+
+
+def _pick(table: Table, row: tuple[str, ...], column: str) -> str:
+    return row[table.columns.index(column)]
+
+
+def _by_model(table: Table, label_column: str, order: Sequence[str]) -> list[tuple[str, ...]]:
+    """The wide rows in the spec's order of `label_column`, model by model."""
+    models = ordered({_pick(table, row, "model") for row in table.rows}, ())
+    rows: list[tuple[str, ...]] = []
+    for model in models:
+        mine = [row for row in table.rows if _pick(table, row, "model") == model]
+        for label in ordered({_pick(table, row, label_column) for row in mine}, order):
+            rows.extend(row for row in mine if _pick(table, row, label_column) == label)
+    return rows
+
+
+def _with_model(
+    table: Table, columns: tuple[str, ...], rows: Sequence[tuple[tuple[str, ...], tuple[str, ...]]]
+) -> tuple:
+    """A model column first only where the table holds more than one model."""
+    if len({_pick(table, row, "model") for row in table.rows}) > 1:
+        return ("model", *columns), [(_pick(table, row, "model"), *cells) for row, cells in rows]
+    return columns, [cells for _, cells in rows]
+
+
+def table1_layout(table: Table) -> Table:
+    """Spec Table 1: options described as | visible | cached | interaction | % of word (one condition's)."""
+    rows = _by_model(table, "rung", COLOR_RUNGS)
+    has_visible = any(_pick(table, row, "interaction visible") != MISSING for row in rows)
+    condition = "visible" if has_visible else "cached"
+    cells = [
+        (
+            row,
+            (
+                convention_label(_pick(table, row, "rung")),
+                _pick(table, row, "visible acc"),
+                _pick(table, row, "cached acc"),
+                _pick(table, row, f"interaction {condition}"),
+                _pick(table, row, f"% of word ({condition})"),
+                _pick(table, row, "visible n"),
+                _pick(table, row, "cached n"),
+                _pick(table, row, f"crossover pairs {condition}"),
+            ),
+        )
+        for row in rows
+    ]
+    headers = (
+        "options described as",
+        "visible",
+        "cached",
+        "interaction",
+        "% of word",
+        "n visible",
+        "n cached",
+        "pairs",
+    )
+    columns, body = _with_model(table, headers, cells)
+    return Table(
+        table.name,
+        "Table 1: color ladder -- accuracy by description, cue-crossover interaction, % of word",
+        columns,
+        tuple(body),
+        (
+            f"Accuracy (%) on the report trials (n: one cued location each); interaction and % of word from the "
+            f"{condition} crossover pairs (pairs: their number).",
+        ),
+        labels=len(columns) - 7,
+    )
+
+
+def _convention_layout(table: Table, split: Sequence[str], title: str) -> Table:
+    rows = _by_model(table, "convention", SPATIAL_CONVENTIONS)
+    cells = []
+    for row in rows:
+        values = [convention_label(_pick(table, row, "convention"))]
+        for value in split:
+            values += [_pick(table, row, f"{value} acc"), _pick(table, row, f"{value} Δ")]
+        cells.append((row, tuple(values)))
+    headers = ["options described as"]
+    for value in split:
+        headers += [f"{value} acc.", f"{value} Δ"]
+    columns, body = _with_model(table, tuple(headers), cells)
+    return Table(
+        table.name,
+        title,
+        columns,
+        tuple(body),
+        ("Δ is against English cell names on trials scored under both, exact McNemar; *** p < 10^-3.",),
+        labels=len(columns) - 2 * len(split),
+    )
+
+
+def table2_layout(table: Table) -> Table:
+    return _convention_layout(table, ("locate", "identify"), "Table 2: COCO -- locate and identify per description")
+
+
+def table8_layout(table: Table) -> Table:
+    return _convention_layout(
+        table, ("visible", "cached"), "Table 8: synthetic arrays -- locate per description, visible and cached"
+    )
+
+
+def table3_layout(table: Table) -> Table:
+    """Spec Table 3, one row per experiment and convention; model and condition shown only where they vary."""
+    varying = [name for name in ("model", "condition") if len({_pick(table, row, name) for row in table.rows}) > 1]
+    quantities = ("follows coord", "follows name", "neither", "readership", "n")
+    body = [
+        (
+            EXPERIMENT_LABELS.get(_pick(table, row, "experiment"), _pick(table, row, "experiment")),
+            *(_pick(table, row, name) for name in varying),
+            convention_label(_pick(table, row, "convention")),
+            *(_pick(table, row, name) for name in quantities),
+        )
+        for row in table.rows
+    ]
+    return Table(
+        table.name,
+        "Table 3: readership -- which key the model follows when coordinate and name disagree",
+        ("experiment", *varying, "convention", "follows coord.", "follows name", "neither", "readership", "n"),
+        tuple(body),
+        ("Readership: the share following the coordinate relative to chance; n: scored cells.",),
+        labels=2 + len(varying),
+    )
+
+
+def table4_layout(table: Table) -> Table:
+    body, previous = [], None
+    for row in table.rows:
+        pair = _pick(table, row, "pair")
+        body.append(
+            (
+                pair if pair != previous else "",
+                convention_label(_pick(table, row, "convention")),
+                _pick(table, row, "difference"),
+                _pick(table, row, "p"),
+            )
+        )
+        previous = pair
+    return Table(
+        table.name,
+        "Table 4: paired differences between models on the same photographs, exact McNemar",
+        ("pair", "convention", "difference", "p"),
+        tuple(body),
+        ("A sign change across rows within a pair is a rank inversion.",),
+        labels=2,
+    )
+
+
+def table5_layout(table: Table) -> Table:
+    """Table 5 (Appendix C): each model's anchors, word and degrees, and how many angles it named unanimously."""
+    body = [
+        (
+            _pick(table, row, "model"),
+            _pick(table, row, "anchors"),
+            _pick(table, row, "anchor angles").replace(", ", "°, ") + "°",
+            _pick(table, row, "angles retained"),
+        )
+        for row in table.rows
+    ]
+    return Table(
+        table.name,
+        "Table 5: calibrated color vocabularies -- anchors per model",
+        ("model", "anchors", "anchor (word, angle)", "angles retained"),
+        tuple(body),
+        ("Anchors: centers of the runs of angles every render named alike; see the CSV for runs and discards.",),
+        labels=1,
+    )
+
+
+def _picked(table: Table, title: str, picks: Sequence[tuple[str, str]], labels: int, note: str) -> Table:
+    """A layout that keeps some of a wide table's columns, renamed (header, wide column); conventions and
+    experiments by their names."""
+    named: dict[str, Callable[[str], str]] = {
+        "convention": convention_label,
+        "experiment": lambda value: EXPERIMENT_LABELS.get(value, value),
+    }
+    body = [
+        tuple(named.get(source, str)(_pick(table, row, source)) if source in named else _pick(table, row, source)
+              for _, source in picks)
+        for row in table.rows
+    ]  # fmt: skip
+    return Table(table.name, title, tuple(header for header, _ in picks), tuple(body), (note,), labels=labels)
+
+
+def gate_layout(table: Table) -> Table:
+    return _picked(
+        table,
+        "Gate sensitivity (Appendix) -- margin over chance and penalty per model",
+        (("experiment", "experiment"), ("model", "model"), ("margin", "margin"), ("passes", "passes"),
+         ("contrast", "contrast"), ("difference", "difference"), ("p", "p"), ("penalty", "penalty")),
+        labels=2,
+        note="Margin: gate control accuracy minus chance, in points; difference: treatment minus control.",
+    )  # fmt: skip
+
+
+def agreement_layout(table: Table) -> Table:
+    return _picked(
+        table,
+        "Instrument agreement (Appendix) -- first-token argmax against the parsed generation",
+        (("experiment", "experiment"), ("model", "model"), ("condition", "condition"),
+         ("convention", "convention"), ("n", "n"), ("% agree", "% agree")),
+        labels=4,
+        note="n: records holding both readouts.",
+    )  # fmt: skip
+
+
+def readership_models_layout(table: Table) -> Table:
+    return _picked(
+        table,
+        "Readership across models on COCO pixels (Appendix, post hoc)",
+        (("experiment", "experiment"), ("model", "model"), ("readership", "readership"), ("cell name", "cell name acc"),
+         ("pixels", "pixels acc"), ("headroom", "headroom"), ("% of headroom lost", "% of headroom lost")),
+        labels=2,
+        note="Headroom: cell-name accuracy minus chance; the share lost is the cell-name minus pixel gap over it.",
+    )  # fmt: skip
+
+
+LAYOUTS: dict[str, Callable[[Table], Table]] = {
+    "gate_sensitivity": gate_layout,
+    "instrument_agreement": agreement_layout,
+    "readership_across_models": readership_models_layout,
+    "table5_vocabularies": table5_layout,
+    "table1_color_ladder": table1_layout,
+    "table2_coco": table2_layout,
+    "table3_readership": table3_layout,
+    "table4_model_pairs": table4_layout,
+    "table8_synthetic_spatial": table8_layout,
+}
+
+
+def markdown_cell(text: str) -> str:
+    match = SCIENTIFIC_TEXT.match(text)
+    if match:
+        return f"{match['mantissa']} × 10^{int(match['exponent'])}{match['marks']}"
+    return text
+
+
+def latex_cell(text: str) -> str:
+    math = latex_math(text)
+    if math is not None:
+        return f"${math}$"
+    if text == MISSING:
+        return "---"
+    return "".join(LATEX_SPECIALS.get(character, character) for character in text)
+
+
+def layout_markdown(table: Table) -> str:
+    lines = [f"# {table.title}", ""]
+    rows = [table.columns, *(tuple(markdown_cell(cell) for cell in row) for row in table.rows)]
+    widths = [max(len(row[index]) for row in rows) for index in range(len(table.columns))]
+    for number, row in enumerate(rows):
+        lines.append("| " + " | ".join(cell.ljust(width) for cell, width in zip(row, widths, strict=True)) + " |")
+        if number == 0:
+            lines.append("|" + "|".join("-" * (width + 2) for width in widths) + "|")
+    if table.notes:
+        lines.append("")
+    for note in table.notes:
+        lines += textwrap.wrap(note, TERMINAL_COLUMNS, initial_indent="- ", subsequent_indent="  ")
+    return "\n".join(lines) + "\n"
+
+
+def layout_latex(table: Table) -> str:
+    labels = label_columns(table)
+    align = "l" * labels + "r" * (len(table.columns) - labels)
+    lines = [
+        f"% {table.title}",
+        f"\\begin{{tabular}}{{{align}}}",
+        "\\toprule",
+        " & ".join(latex_cell(column) for column in table.columns) + " \\\\",
+        "\\midrule",
+        *(" & ".join(latex_cell(cell) for cell in row) + " \\\\" for row in table.rows),
+        "\\bottomrule",
+        "\\end{tabular}",
+    ]
+    return "\n".join(lines) + "\n"
+
+
+def write_layout(table: Table, out_dir: Path) -> list[Path]:
+    """The spec layout of a wide table, as Markdown and LaTeX; nothing for a table the spec does not lay out."""
+    if table.name not in LAYOUTS:
+        return []
+    layout = LAYOUTS[table.name](table)
+    paths = [out_dir / f"{table.name}.layout.md", out_dir / f"{table.name}.tex"]
+    atomic_write_text(paths[0], layout_markdown(layout))
+    atomic_write_text(paths[1], layout_latex(layout))
+    return paths

@@ -1,0 +1,131 @@
+"""`numbers.tex` and `numbers.json`: every reported number of every table, named, so a paper can cite it.
+
+A number is a `Cell` of a table.  Its name joins, in CamelCase with digits spelled
+out (LaTeX control words hold letters only), the table's name, the row's label cells
+(experiment, model, condition, task, convention, ... as the table has them) and the
+column's header, after the prefix `cs`:
+
+    table2_coco, sim:qwen3vl-like, visible, pixels, "locate acc"
+    -> \\csTableTwoCocoSimQwenThreeVlLikeVisiblePixelsLocateAcc
+
+`numbers.tex` defines one macro per number, whose body is the cell's text as LaTeX
+(8.7e-33 as 8.7 \\times 10^{-33}; 0.30x as 0.30\\times; stars as a superscript);
+`numbers.json` holds, per name, the table, the row labels, the column, the text, the
+LaTeX and the value at full precision.  Two cells that would share a name (labels that
+differ only in punctuation, or rows a table repeats) get no macro, since a paper could
+not tell them apart; `numbers.json` keeps them, every one, under `ambiguous`.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from convswap.analysis.report import Cell, Table, label_columns
+from convswap.fileio import atomic_write_text
+
+DIGIT_WORDS = ("Zero", "One", "Two", "Three", "Four", "Five", "Six", "Seven", "Eight", "Nine")
+SCIENTIFIC_TEXT = re.compile(r"^(?P<mantissa>[-+]?\d+(?:\.\d+)?)e(?P<exponent>[-+]\d+)(?P<marks>\**)$")
+MARKED_TEXT = re.compile(r"^(?P<number>[-+]?\d+(?:\.\d+)?)(?P<marks>\*+|x)$")
+
+
+@dataclass(frozen=True)
+class Number:
+    """One reported number: where it sits and what it says."""
+
+    name: str
+    table: str
+    row: tuple[tuple[str, str], ...]  # (column, label) of the row's label cells
+    column: str
+    cell: Cell
+
+    @property
+    def latex(self) -> str:
+        return latex_number(self.cell)
+
+    def to_json(self) -> dict[str, object]:
+        return {
+            "table": self.table,
+            "row": dict(self.row),
+            "column": self.column,
+            "text": str(self.cell),
+            "latex": self.latex,
+            "value": self.cell.value,
+        }
+
+
+def macro_name(*parts: str) -> str:
+    words = []
+    for part in parts:
+        for word in re.findall(r"[A-Za-z]+|\d", part.replace("Δ", " Delta ").replace("%", " Percent ")):
+            words.append(DIGIT_WORDS[int(word)] if word.isdigit() else word[0].upper() + word[1:])
+    return "cs" + "".join(words)
+
+
+def latex_math(text: str) -> str | None:
+    """A number cell's text as LaTeX math (8.7e-33 as 8.7 \\times 10^{-33}, -48.5*** as -48.5^{***}, 0.30x as
+    0.30\\times), or None for a plain number that needs no math."""
+    match = SCIENTIFIC_TEXT.match(text)
+    if match:
+        marks = f"^{{{match['marks']}}}" if match["marks"] else ""
+        return f"{match['mantissa']} \\times 10^{{{int(match['exponent'])}}}{marks}"
+    match = MARKED_TEXT.match(text)
+    if match:
+        return f"{match['number']}\\times" if match["marks"] == "x" else f"{match['number']}^{{{match['marks']}}}"
+    return None
+
+
+def latex_number(text: str) -> str:
+    """A cell's text as a macro body, for running text or math alike."""
+    math = latex_math(text)
+    return text if math is None else f"\\ensuremath{{{math}}}"
+
+
+def table_numbers(table: Table) -> list[Number]:
+    labels = label_columns(table)
+    numbers = []
+    for row in table.rows:
+        row_labels = tuple(zip(table.columns[:labels], row[:labels], strict=True))
+        for column, cell in zip(table.columns[labels:], row[labels:], strict=True):
+            if isinstance(cell, Cell):
+                name = macro_name(table.name, *(label for _, label in row_labels), column)
+                numbers.append(Number(name, table.name, row_labels, column, cell))
+    return numbers
+
+
+def named_numbers(tables: Sequence[Table]) -> tuple[dict[str, Number], dict[str, list[Number]]]:
+    """Every number of the tables by its macro name, and the cells that would share a name (no macro)."""
+    by_name: dict[str, list[Number]] = {}
+    for table in tables:
+        for number in table_numbers(table):
+            by_name.setdefault(number.name, []).append(number)
+    named = {name: numbers[0] for name, numbers in by_name.items() if len(numbers) == 1}
+    return named, {name: numbers for name, numbers in by_name.items() if len(numbers) > 1}
+
+
+def write_numbers(tables: Sequence[Table], out_dir: Path) -> list[Path]:
+    named, ambiguous = named_numbers(tables)
+    tex = [
+        "% Every number of the generated tables as a macro; see convswap.analysis.numbers for the names.",
+        *(f"\\newcommand{{\\{name}}}{{{number.latex}}}" for name, number in sorted(named.items())),
+    ]
+    document = {
+        "numbers": {name: number.to_json() for name, number in sorted(named.items())},
+        "ambiguous": {name: [number.to_json() for number in numbers] for name, numbers in sorted(ambiguous.items())},
+    }
+    paths = [out_dir / "numbers.tex", out_dir / "numbers.json"]
+    atomic_write_text(paths[0], "\n".join(tex) + "\n")
+    atomic_write_text(paths[1], json.dumps(document, indent=1, ensure_ascii=False) + "\n")
+    return paths
+
+
+def read_numbers(out_dir: Path) -> tuple[dict[str, dict[str, Any]], list[tuple[str, dict[str, Any]]]]:
+    """The numbers a `convswap tables` run wrote: those with a macro, by name, and every number as (name, entry),
+    the cells that share a name included."""
+    document = json.loads((out_dir / "numbers.json").read_text(encoding="utf-8"))
+    shared = [(name, entry) for name, entries in document["ambiguous"].items() for entry in entries]
+    return document["numbers"], [*document["numbers"].items(), *shared]
