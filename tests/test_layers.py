@@ -13,7 +13,18 @@ from pathlib import Path
 import pytest
 
 PACKAGE = Path(__file__).resolve().parent.parent / "convswap"
-LAYERS = ("core", "conventions", "stimuli", "readout", "calibration", "experiments", "analysis", "audits", "view", "cli")
+LAYERS = (
+    "core",
+    "conventions",
+    "stimuli",
+    "readout",
+    "calibration",
+    "experiments",
+    "analysis",
+    "audits",
+    "view",
+    "cli",
+)
 # Top-level modules other than these (core.py, fileio.py, the package itself) belong to the core layer.
 TOP_LEVEL_CLI = ("cli", "__main__")
 

@@ -22,7 +22,11 @@ def run_against(server: LoopbackServer, out, vocabulary, monkeypatch):
         MODEL, base_url=f"{server.url}/v1", cache_path=out / "api.sqlite", retry=RetryPolicy(max_attempts=1)
     )
     try:
-        return run_experiment(spatial_request(out, vocabulary, model=MODEL, limit=2, vocabulary_from_other_model=True), backend=backend, progress=False)
+        return run_experiment(
+            spatial_request(out, vocabulary, model=MODEL, limit=2, vocabulary_from_other_model=True),
+            backend=backend,
+            progress=False,
+        )
     finally:
         backend.close()
 

@@ -65,7 +65,6 @@ def model_owner(model: Mapping[str, Any]) -> str:
     return f"{model.get('spec')} at revision {model.get('revision')}"
 
 
-
 @dataclass(frozen=True)
 class Render:
     """One render's answer: the raw text as generated, why generation stopped, and its name."""

@@ -489,9 +489,7 @@ def _calibrated(
         )
     plan, _ = registered_plan(request.plan_dir, CALIBRATION_EXPERIMENT)
     check_calibration_design(plan)
-    vocabulary = calibrate(
-        backend, max_new_tokens=request.max_new_tokens, progress=None if progress else _no_bar
-    )
+    vocabulary = calibrate(backend, max_new_tokens=request.max_new_tokens, progress=None if progress else _no_bar)
     if len(vocabulary.words) < minimum_words:
         check_vocabulary_size(vocabulary, experiment, f"calibrating {request.model} (not kept)")
     _mkdir(path.parent)
