@@ -8,106 +8,30 @@ Same contract as `tables`: builders take the `Context`, return tables or raise
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, replace
 from typing import TypeVar
 
 from convswap.analysis.agreement import has_both_readouts, readout_agreement
+from convswap.analysis.builders import TableSpec, table, tables
 from convswap.analysis.context import Context, MissingInput, experiment_records
-from convswap.analysis.contrasts import (
-    GATE_POINTS,
-    PENALTY_ALPHA,
-    Contrast,
-    Gate,
-    capability_gate,
-    gate_sensitivity,
-    paired_contrast,
-    shows_penalty,
-)
-from convswap.analysis.cue_crossover import report_records
-from convswap.analysis.loading import NothingScored, chance, group_by, select
+from convswap.analysis.contrasts import PENALTY_ALPHA, gate_sensitivity
+from convswap.analysis.gating import GATED_CONTRASTS, gate_rows
+from convswap.analysis.layouts import agreement_layout, gate_layout, readership_models_layout
+from convswap.analysis.loading import NothingScored, group_by, select
 from convswap.analysis.mispaired import readership_of
 from convswap.analysis.misread import misread_units
 from convswap.analysis.report import MISSING, Table, count, decimal, points, pvalue, ratio, signed
 from convswap.analysis.subgroups import breakdowns
 from convswap.analysis.transforms import grid_transforms
-from convswap.core import ConvswapError, Record
+from convswap.core import Record
 from convswap.experiments.scoring import accuracy
 
-# experiment -> (task, the spec's gate control, contrast control, contrast treatment); the plan's gate overrides
-# the gate control and threshold.
-GATED_CONTRASTS = {
-    "color_ladder": ("color", "word", "label", "hue_legend"),
-    "coco_locate_identify": ("locate", "cell_name", "cell_name", "pixels"),
-    "cross_model": ("locate", "cell_name", "cell_name", "pixels"),
-    "synthetic_spatial": ("locate", "cell_name", "cell_name", "pixels"),
-    "coco_4x4": ("locate", "cell_name", "cell_name", "pixels"),
-}
 MISREAD_CONVENTIONS = ("normalized", "pixels")
 # One row group per model, condition and convention of an experiment.
 GROUP_FIELDS = ("experiment", "model", "condition", "convention")
 T = TypeVar("T")
 
 
-@dataclass(frozen=True)
-class GateRow:
-    """One model's gate and contrast in one experiment; `refused` says why neither could be measured."""
-
-    model: str
-    task: str
-    gate_control: str
-    contrast_name: str
-    gate: Gate | None = None
-    contrast: Contrast | None = None
-    refused: str | None = None
-
-    @property
-    def passed(self) -> bool:
-        return self.gate is not None and self.gate.passed
-
-    @property
-    def penalty(self) -> bool:
-        return self.contrast is not None and shows_penalty(self.contrast)
-
-
-def gate_rows(context: Context, experiment: str, records: Sequence[Record]) -> list[GateRow]:
-    """Per model: the gate margin on the contrast's readout and whether the contrast shows a penalty."""
-    task, default_control, control_name, treatment_name = GATED_CONTRASTS[experiment]
-    gate_control, threshold = context.registry.gate(experiment, default_control, GATE_POINTS)
-    rows = []
-    report = report_records(select(records, task=task, condition="visible"))
-    for (model,), model_records in group_by(report, "model").items():
-        by_convention = group_by(model_records, "convention")
-        control = by_convention.get((control_name,), [])
-        treatment = by_convention.get((treatment_name,), [])
-        gate_records = by_convention.get((gate_control,), [])
-        if not control or not treatment or not gate_records:
-            continue
-        row = GateRow(model, task, gate_control, f"{control_name} vs {treatment_name}")
-        try:
-            contrast = paired_contrast(control, treatment)
-            gate = capability_gate(gate_records, control + treatment, chance(gate_records), threshold)
-        except ConvswapError as error:  # reported beside the table, and the model is not gated
-            rows.append(replace(row, refused=str(error)))
-            continue
-        rows.append(replace(row, gate=gate, contrast=contrast))
-    return rows
-
-
-def gated_models(
-    context: Context, experiment: str, records: Sequence[Record]
-) -> tuple[set[str], list[tuple[str, str]]]:
-    """Models whose gate control clears the threshold, and (model, why not) for the others."""
-    rows = gate_rows(context, experiment, records)
-    passing = {row.model for row in rows if row.passed}
-    failing = [(row.model, row.refused or _margin(row)) for row in rows if not row.passed]
-    return passing, failing
-
-
-def _margin(row: GateRow) -> str:
-    assert row.gate is not None  # a row not refused was measured
-    return f"margin {decimal(row.gate.margin, 1)}"
-
-
+@tables(TableSpec("gate_sensitivity", layout=gate_layout), TableSpec("gate_sensitivity_bands"))
 def gate_sensitivity_tables(context: Context) -> list[Table]:
     model_rows: list[tuple[str, ...]] = []
     band_rows: list[tuple[str, ...]] = []
@@ -166,7 +90,6 @@ def gate_sensitivity_tables(context: Context) -> list[Table]:
     )
     return [
         Table(
-            "gate_sensitivity",
             "Gate sensitivity -- each model's margin over chance and whether its contrast shows a penalty",
             (
                 "experiment",
@@ -187,7 +110,6 @@ def gate_sensitivity_tables(context: Context) -> list[Table]:
             notes,
         ),
         Table(
-            "gate_sensitivity_bands",
             "Gate sensitivity -- the models admitted, and the penalty models among them, for every threshold",
             ("experiment", "threshold above", "threshold up to", "admitted", "models", "penalty models", "status"),
             tuple(band_rows),
@@ -197,6 +119,7 @@ def gate_sensitivity_tables(context: Context) -> list[Table]:
     ]
 
 
+@table("instrument_agreement", layout=agreement_layout)
 def instrument_agreement(context: Context) -> list[Table]:
     both = [record for record in context.records if has_both_readouts(record)]
     if not both:
@@ -222,7 +145,6 @@ def instrument_agreement(context: Context) -> list[Table]:
         )
     return [
         Table(
-            "instrument_agreement",
             "Instrument agreement -- first-token argmax against the parsed generation",
             ("experiment", "model", "condition", "task", "convention", "n", "agree", "disagree", "% agree", "status"),
             tuple(rows),
@@ -231,6 +153,7 @@ def instrument_agreement(context: Context) -> list[Table]:
     ]
 
 
+@table("readership_across_models", layout=readership_models_layout)
 def readership_across_models(context: Context) -> list[Table]:
     mispaired = select(context.records, convention="pixels_mispaired", task="locate", condition="visible")
     if not mispaired:
@@ -263,7 +186,6 @@ def readership_across_models(context: Context) -> list[Table]:
         )
     return [
         Table(
-            "readership_across_models",
             "Readership across models on COCO pixels (post hoc), with the gap as a share of headroom",
             (
                 "experiment",
@@ -287,6 +209,7 @@ def readership_across_models(context: Context) -> list[Table]:
     ]
 
 
+@table("misread_units")
 def misread_units_table(context: Context) -> list[Table]:
     candidates = [
         record
@@ -314,7 +237,6 @@ def misread_units_table(context: Context) -> list[Table]:
     ]
     return [
         Table(
-            "misread_units",
             "Misread-units test (post hoc) -- does the model pick the option whose numbers, read in the other unit, "
             "lie nearest the object?",
             (
@@ -344,6 +266,7 @@ def misread_units_table(context: Context) -> list[Table]:
     ]
 
 
+@table("grid_transforms")
 def grid_transforms_table(context: Context) -> list[Table]:
     locate = [record for record in select(context.records, task="locate") if record.trial.get("grid")]
     if not locate:
@@ -364,7 +287,6 @@ def grid_transforms_table(context: Context) -> list[Table]:
     ]
     return [
         Table(
-            "grid_transforms",
             "Grid-transform hypotheses (post hoc) -- share of answers on the cell a grid transform sends the target to",
             ("experiment", "model", "condition", "convention", "hypothesis", "n", "hits", "rate", "p", "status"),
             tuple(rows),
@@ -376,6 +298,7 @@ def grid_transforms_table(context: Context) -> list[Table]:
     ]
 
 
+@table("breakdowns")
 def breakdowns_table(context: Context) -> list[Table]:
     records = experiment_records(context, "coco_locate_identify", task="locate", condition="visible")
     registered = {
@@ -428,7 +351,6 @@ def breakdowns_table(context: Context) -> list[Table]:
     ]
     return [
         Table(
-            "breakdowns",
             "COCO locate gap by object size, distance to the cell border and category (categories with 5+ images)",
             ("model", "factor", "bin", "range", "n pairs", "cell name acc", "pixels acc", "difference", "p", "status"),
             tuple(rows),

@@ -13,10 +13,11 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 
-from convswap.analysis.appendix import gated_models
+from convswap.analysis.builders import table
 from convswap.analysis.context import Context, MissingInput
 from convswap.analysis.contrasts import capability_gate, paired_contrast
 from convswap.analysis.cue_crossover import crossover_if_scored, report_records
+from convswap.analysis.gating import gated_models
 from convswap.analysis.inversions import by_model_and_convention, model_pairs
 from convswap.analysis.loading import NothingScored, chance, group_by, select
 from convswap.analysis.mispaired import readership_of
@@ -242,6 +243,7 @@ def _gate_failure(plan: Plan, hypothesis: Hypothesis, group: Sequence[Record]) -
     return f"uninformative: gate margin {decimal(gate.margin, 1)} under {decimal(gate.threshold, 1)}"
 
 
+@table("hypotheses")
 def hypotheses_table(context: Context) -> list[Table]:
     if not context.registry.plans:
         raise MissingInput("no analysis plan, so no registered hypotheses")
@@ -275,7 +277,6 @@ def hypotheses_table(context: Context) -> list[Table]:
         raise MissingInput("no records for any registered hypothesis")
     return [
         Table(
-            "hypotheses",
             "Registered hypotheses -- each tested as the analysis plan states it",
             (
                 "experiment",

@@ -11,11 +11,12 @@ from collections.abc import Sequence
 
 import numpy as np
 
+from convswap.analysis.builders import table
 from convswap.analysis.context import Context, MissingInput, ordered
 from convswap.analysis.cue_crossover import report_records
+from convswap.analysis.labels import COLOR_RUNGS, SPATIAL_CONVENTIONS
 from convswap.analysis.loading import group_by, model_label
 from convswap.analysis.report import MISSING, Table, accuracy_cells, accuracy_headers, count, decimal, points, signed
-from convswap.analysis.tables import COLOR_RUNGS, SPATIAL_CONVENTIONS
 from convswap.core import Record
 from convswap.experiments.scoring import accuracy
 
@@ -30,6 +31,7 @@ def prompt_tokens(record: Record) -> int | None:
     return generation.get("prompt_tokens")
 
 
+@table("prompt_length")
 def prompt_length_table(context: Context) -> list[Table]:
     counted = [record for record in context.records if prompt_tokens(record) is not None]
     if not counted:
@@ -68,7 +70,6 @@ def prompt_length_table(context: Context) -> list[Table]:
             )
     return [
         Table(
-            "prompt_length",
             "Prompt length -- tokens per convention on each model's own tokenizer, beside accuracy",
             (
                 "experiment",
@@ -96,6 +97,7 @@ def prompt_length_table(context: Context) -> list[Table]:
     ]
 
 
+@table("calibration_angle_accuracy")
 def calibration_angle_accuracy_table(context: Context) -> list[Table]:
     color = report_records([record for record in context.records if record.task == "color"])
     words = [record for record in color if record.convention in WORD_CONDITIONS]
@@ -131,7 +133,6 @@ def calibration_angle_accuracy_table(context: Context) -> list[Table]:
         )
     return [
         Table(
-            "calibration_angle_accuracy",
             "The word conditions on the calibration angles themselves, beside the held-out angles",
             (
                 "experiment",
@@ -153,6 +154,7 @@ def calibration_angle_accuracy_table(context: Context) -> list[Table]:
     ]
 
 
+@table("surface_resolution")
 def surface_resolution_table(context: Context) -> list[Table]:
     scored_by_first_token = [
         record for record in context.records if record.readout == "first_token" or record.first_token_refused
@@ -186,7 +188,6 @@ def surface_resolution_table(context: Context) -> list[Table]:
         )
     return [
         Table(
-            "surface_resolution",
             "Token surfaces -- the surface resolved for each model and answer alphabet, and its candidate mass",
             (
                 "model",

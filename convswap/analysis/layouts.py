@@ -15,10 +15,9 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 
 from convswap.analysis.context import ordered
-from convswap.analysis.labels import EXPERIMENT_LABELS, convention_label
+from convswap.analysis.labels import COLOR_RUNGS, EXPERIMENT_LABELS, SPATIAL_CONVENTIONS, convention_label
 from convswap.analysis.numbers import SCIENTIFIC_TEXT, latex_math
 from convswap.analysis.report import MISSING, Table, label_columns
-from convswap.analysis.tables import COLOR_RUNGS, SPATIAL_CONVENTIONS
 from convswap.fileio import atomic_write_text
 
 TERMINAL_COLUMNS = 120
@@ -82,7 +81,6 @@ def table1_layout(table: Table) -> Table:
     )
     columns, body = _with_model(table, headers, cells)
     return Table(
-        table.name,
         "Table 1: color ladder -- accuracy by description, cue-crossover interaction, % of word",
         columns,
         tuple(body),
@@ -107,7 +105,6 @@ def _convention_layout(table: Table, split: Sequence[str], title: str) -> Table:
         headers += [f"{value} acc.", f"{value} Δ"]
     columns, body = _with_model(table, tuple(headers), cells)
     return Table(
-        table.name,
         title,
         columns,
         tuple(body),
@@ -140,7 +137,6 @@ def table3_layout(table: Table) -> Table:
         for row in table.rows
     ]
     return Table(
-        table.name,
         "Table 3: readership -- which key the model follows when coordinate and name disagree",
         ("experiment", *varying, "convention", "follows coord.", "follows name", "neither", "readership", "n"),
         tuple(body),
@@ -163,7 +159,6 @@ def table4_layout(table: Table) -> Table:
         )
         previous = pair
     return Table(
-        table.name,
         "Table 4: paired differences between models on the same photographs, exact McNemar",
         ("pair", "convention", "difference", "p"),
         tuple(body),
@@ -184,7 +179,6 @@ def table5_layout(table: Table) -> Table:
         for row in table.rows
     ]
     return Table(
-        table.name,
         "Table 5: calibrated color vocabularies -- anchors per model",
         ("model", "anchors", "anchor (word, angle)", "angles retained"),
         tuple(body),
@@ -205,7 +199,7 @@ def _picked(table: Table, title: str, picks: Sequence[tuple[str, str]], labels: 
               for _, source in picks)
         for row in table.rows
     ]  # fmt: skip
-    return Table(table.name, title, tuple(header for header, _ in picks), tuple(body), (note,), labels=labels)
+    return Table(title, tuple(header for header, _ in picks), tuple(body), (note,), labels=labels)
 
 
 def gate_layout(table: Table) -> Table:
@@ -239,19 +233,6 @@ def readership_models_layout(table: Table) -> Table:
         labels=2,
         note="Headroom: cell-name accuracy minus chance; the share lost is the cell-name minus pixel gap over it.",
     )  # fmt: skip
-
-
-LAYOUTS: dict[str, Callable[[Table], Table]] = {
-    "gate_sensitivity": gate_layout,
-    "instrument_agreement": agreement_layout,
-    "readership_across_models": readership_models_layout,
-    "table5_vocabularies": table5_layout,
-    "table1_color_ladder": table1_layout,
-    "table2_coco": table2_layout,
-    "table3_readership": table3_layout,
-    "table4_model_pairs": table4_layout,
-    "table8_synthetic_spatial": table8_layout,
-}
 
 
 def markdown_cell(text: str) -> str:
@@ -301,11 +282,9 @@ def layout_latex(table: Table) -> str:
     return "\n".join(lines) + "\n"
 
 
-def write_layout(table: Table, out_dir: Path) -> list[Path]:
-    """The spec layout of a wide table, as Markdown and LaTeX; nothing for a table the spec does not lay out."""
-    if table.name not in LAYOUTS:
-        return []
-    layout = LAYOUTS[table.name](table)
+def write_layout(table: Table, lay_out: Callable[[Table], Table], out_dir: Path) -> list[Path]:
+    """The spec layout of a wide table, as Markdown and LaTeX."""
+    layout = lay_out(table)
     paths = [out_dir / f"{table.name}.layout.md", out_dir / f"{table.name}.tex"]
     atomic_write_text(paths[0], layout_markdown(layout))
     atomic_write_text(paths[1], layout_latex(layout))

@@ -41,7 +41,6 @@ class Cell(str):
 
 @dataclass(frozen=True)
 class Table:
-    name: str
     title: str
     columns: tuple[str, ...]
     rows: tuple[tuple[str, ...], ...]
@@ -49,6 +48,8 @@ class Table:
     # How many leading columns label a row (experiment, model, convention, ...); None: every column before the
     # first that holds a number.
     labels: int | None = None
+    # Its file name, given by the registration of its builder (convswap.analysis.builders).
+    name: str = ""
 
     def __post_init__(self) -> None:
         for row in self.rows:

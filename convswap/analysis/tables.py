@@ -12,11 +12,21 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from convswap.analysis.appendix import gated_models
+from convswap.analysis.builders import TableSpec, table, tables
 from convswap.analysis.context import Context, MissingInput, experiment_records, ordered, readout_names
 from convswap.analysis.contrasts import PENALTY_ALPHA, paired_contrast
 from convswap.analysis.cue_crossover import Crossover, crossover_if_scored, is_crossover, report_records
+from convswap.analysis.gating import gated_models
 from convswap.analysis.inversions import by_model_and_convention, model_pairs
+from convswap.analysis.labels import COLOR_RUNGS, SPATIAL_CONVENTIONS
+from convswap.analysis.layouts import (
+    table1_layout,
+    table2_layout,
+    table3_layout,
+    table4_layout,
+    table5_layout,
+    table8_layout,
+)
 from convswap.analysis.loading import NothingScored, chance, group_by, vocabulary_label
 from convswap.analysis.mispaired import readership_of, two_key_records
 from convswap.analysis.report import (
@@ -37,22 +47,11 @@ from convswap.analysis.report import (
 from convswap.core import CONDITIONS, Record
 from convswap.experiments.scoring import accuracy, unscored_counts
 
-COLOR_RUNGS = ("word", "label", "hue_glossed", "hue_legend", "hue_bare")
 # (control, treatment, the hypothesis that registers the contrast)
 COLOR_CONTRASTS = (
     ("label", "hue_legend", "word_to_numeric"),
     ("word", "hue_bare", "word_to_bare_hue"),
     ("word", "label", "output_format_cost"),
-)
-SPATIAL_CONVENTIONS = (
-    "cell_name",
-    "normalized",
-    "pixels",
-    "pixels_glossed",
-    "pixels_mispaired",
-    "normalized_mispaired",
-    "grid_ref",
-    "percent",
 )
 PAIR_CONVENTIONS = ("cell_name", "pixels", "normalized")
 
@@ -60,6 +59,7 @@ PAIR_CONVENTIONS = ("cell_name", "pixels", "normalized")
 # --- Table 1: the color ladder ---------------------------------------------------------------
 
 
+@tables(TableSpec("table1_color_ladder", demo=True, layout=table1_layout), TableSpec("table1_contrasts"))
 def table1_color_ladder(context: Context) -> list[Table]:
     """Accuracy and its contrasts on the report trials; the interaction on the crossover pairs apart.
 
@@ -103,7 +103,6 @@ def table1_color_ladder(context: Context) -> list[Table]:
             )
         contrast_rows.extend(_color_contrasts(context, model, report))
     ladder = Table(
-        "table1_color_ladder",
         "Table 1: color ladder -- accuracy by rung (visible, cached), cue-crossover interaction, % of word",
         (
             "model",
@@ -134,7 +133,6 @@ def table1_color_ladder(context: Context) -> list[Table]:
         ),
     )
     contrasts = Table(
-        "table1_contrasts",
         "Table 1 contrasts: paired differences between rungs (exact McNemar)",
         (
             "model",
@@ -214,9 +212,7 @@ def _color_contrasts(context: Context, model: str, by_rung: dict[tuple, list[Rec
 # --- Tables 2, 8 and the 4x4 grid: accuracy per convention with the difference from cell names ----
 
 
-def convention_table(
-    context: Context, experiment: str, name: str, title: str, split: str, split_values: Sequence[str]
-) -> Table:
+def convention_table(context: Context, experiment: str, title: str, split: str, split_values: Sequence[str]) -> Table:
     """One row per (model, other factor, convention); one column group per value of `split`.
 
     Table 2 splits by task (locate, identify); Table 8 by condition (visible, cached).
@@ -245,7 +241,6 @@ def convention_table(
             f"{value} readout",
         ]
     return Table(
-        name,
         title,
         (*columns, "status"),
         tuple(rows),
@@ -281,12 +276,12 @@ def _convention_cells(
     ]
 
 
+@table("table2_coco", demo=True, layout=table2_layout)
 def table2_coco(context: Context) -> list[Table]:
     return [
         convention_table(
             context,
             "coco_locate_identify",
-            "table2_coco",
             "Table 2: COCO -- locate and identify accuracy per convention, difference from cell names",
             "task",
             ("locate", "identify"),
@@ -294,12 +289,12 @@ def table2_coco(context: Context) -> list[Table]:
     ]
 
 
+@table("table_coco_4x4")
 def table_coco_4x4(context: Context) -> list[Table]:
     return [
         convention_table(
             context,
             "coco_4x4",
-            "table_coco_4x4",
             "COCO on a 4x4 grid -- locate accuracy per convention, difference from cell names",
             "task",
             ("locate",),
@@ -307,12 +302,12 @@ def table_coco_4x4(context: Context) -> list[Table]:
     ]
 
 
+@table("table_new_conventions")
 def table_new_conventions(context: Context) -> list[Table]:
     return [
         convention_table(
             context,
             "new_conventions",
-            "table_new_conventions",
             "New conventions (grid reference, percent) -- locate accuracy, difference from cell names",
             "task",
             ("locate",),
@@ -320,22 +315,10 @@ def table_new_conventions(context: Context) -> list[Table]:
     ]
 
 
-def table8_synthetic_spatial(context: Context) -> list[Table]:
-    return [
-        convention_table(
-            context,
-            "synthetic_spatial",
-            "table8_synthetic_spatial",
-            "Table 8: synthetic spatial arrays -- locate accuracy per convention, visible and cached",
-            "condition",
-            ("visible", "cached"),
-        )
-    ]
-
-
 # --- Table 3: readership ---------------------------------------------------------------------
 
 
+@table("table3_readership", demo=True, layout=table3_layout)
 def table3_readership(context: Context) -> list[Table]:
     mispaired = two_key_records(context.records)
     if not mispaired:
@@ -367,7 +350,6 @@ def table3_readership(context: Context) -> list[Table]:
         )
     return [
         Table(
-            "table3_readership",
             "Table 3: readership -- which key the model follows when coordinate and name disagree",
             (
                 "experiment",
@@ -399,6 +381,7 @@ def table3_readership(context: Context) -> list[Table]:
 # --- Table 4: paired model differences and rank inversions -----------------------------------
 
 
+@table("table4_model_pairs", demo=True, layout=table4_layout)
 def table4_model_pairs(context: Context) -> list[Table]:
     records = experiment_records(context, "cross_model", task="locate")
     passing, failing = gated_models(context, "cross_model", records)
@@ -431,7 +414,6 @@ def table4_model_pairs(context: Context) -> list[Table]:
         notes.append("Not gated, so in no pair: " + "; ".join(f"{model} ({why})" for model, why in failing))
     return [
         Table(
-            "table4_model_pairs",
             "Table 4: paired differences between models on the same photographs (locate), rank inversions",
             ("pair", "convention", "difference", "b", "c", "n pairs", "p", "pair inverts", "status"),
             tuple(rows),
@@ -443,6 +425,7 @@ def table4_model_pairs(context: Context) -> list[Table]:
 # --- Table 5: vocabularies -------------------------------------------------------------------
 
 
+@table("table5_vocabularies", layout=table5_layout)
 def table5_vocabularies(context: Context) -> list[Table]:
     if not context.vocabularies:
         raise MissingInput("no vocabulary files (vocabulary*.json or *.vocab.json)")
@@ -463,9 +446,24 @@ def table5_vocabularies(context: Context) -> list[Table]:
         )
     return [
         Table(
-            "table5_vocabularies",
             "Table 5: calibrated color vocabularies per model -- anchors (word, degrees) and unanimous runs",
             ("model", "anchors", "anchor angles", "kept runs", "discarded names", "angles retained", "status"),
             tuple(rows),
+        )
+    ]
+
+
+# --- Table 8: synthetic arrays ------------------------------------------------------------------
+
+
+@table("table8_synthetic_spatial", demo=True, layout=table8_layout)
+def table8_synthetic_spatial(context: Context) -> list[Table]:
+    return [
+        convention_table(
+            context,
+            "synthetic_spatial",
+            "Table 8: synthetic spatial arrays -- locate accuracy per convention, visible and cached",
+            "condition",
+            ("visible", "cached"),
         )
     ]
