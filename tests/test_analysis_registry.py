@@ -40,12 +40,15 @@ def logdir(tmp_path):
 
 def records_per_model(context: Context) -> list[Table]:
     models = sorted({record.model for record in context.records})
-    rows = tuple((model, count(sum(record.model == model for record in context.records))) for model in models)
+    rows = tuple(
+        {"model": model, "records": count(sum(record.model == model for record in context.records))} for model in models
+    )
     return [Table("Records per model", ("model", "records"), rows)]
 
 
 def renamed(wide: Table) -> Table:
-    return Table("Records (layout)", ("model", "n"), wide.rows, labels=1)
+    rows = tuple({"model": row["model"], "n": row["records"]} for row in wide.rows)
+    return Table("Records (layout)", ("model", "n"), rows, labels=1)
 
 
 def test_a_table_registered_in_a_test_module_is_written_indexed_and_numbered(registry, logdir, tmp_path):
@@ -70,7 +73,7 @@ def test_a_table_registered_in_a_test_module_is_written_indexed_and_numbered(reg
 
 def test_a_builder_of_two_tables_names_each_from_its_registration(registry, logdir, tmp_path):
     def two(context: Context) -> list[Table]:
-        return [*records_per_model(context), Table("Nothing", ("what",), (("none",),))]
+        return [*records_per_model(context), Table("Nothing", ("what",), ({"what": "none"},))]
 
     tables(TableSpec("test_first"), TableSpec("test_second"))(two)
     out = tmp_path / "out"

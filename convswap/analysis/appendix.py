@@ -19,7 +19,7 @@ from convswap.analysis.layouts import agreement_layout, gate_layout, readership_
 from convswap.analysis.loading import NothingScored, group_by, select
 from convswap.analysis.mispaired import readership_of
 from convswap.analysis.misread import misread_units
-from convswap.analysis.report import MISSING, Table, count, decimal, points, pvalue, ratio, signed
+from convswap.analysis.report import Row, Table, count, decimal, points, pvalue, ratio, signed
 from convswap.analysis.subgroups import breakdowns
 from convswap.analysis.transforms import grid_transforms
 from convswap.core import Record
@@ -33,8 +33,8 @@ T = TypeVar("T")
 
 @tables(TableSpec("gate_sensitivity", layout=gate_layout), TableSpec("gate_sensitivity_bands"))
 def gate_sensitivity_tables(context: Context) -> list[Table]:
-    model_rows: list[tuple[str, ...]] = []
-    band_rows: list[tuple[str, ...]] = []
+    model_rows: list[Row] = []
+    band_rows: list[Row] = []
     refused: list[str] = []
     for experiment in GATED_CONTRASTS:
         records = context.of_experiment(experiment)
@@ -48,21 +48,21 @@ def gate_sensitivity_tables(context: Context) -> list[Table]:
         ]
         for row, gate, contrast in measured:
             model_rows.append(
-                (
-                    experiment,
-                    row.model,
-                    row.task,
-                    row.gate_control,
-                    gate.readout,
-                    decimal(gate.margin, 1),
-                    decimal(gate.threshold, 1),
-                    "yes" if row.passed else "no",
-                    row.contrast_name,
-                    signed(-100 * contrast.difference),
-                    pvalue(contrast.test.pvalue),
-                    "yes" if row.penalty else "no",
-                    status,
-                )
+                {
+                    "experiment": experiment,
+                    "model": row.model,
+                    "task": row.task,
+                    "gate control": row.gate_control,
+                    "readout": gate.readout,
+                    "margin": decimal(gate.margin, 1),
+                    "threshold": decimal(gate.threshold, 1),
+                    "passes": "yes" if row.passed else "no",
+                    "contrast": row.contrast_name,
+                    "difference": signed(-100 * contrast.difference),
+                    "p": pvalue(contrast.test.pvalue),
+                    "penalty": "yes" if row.penalty else "no",
+                    "status": status,
+                }
             )
         if not measured:
             continue
@@ -70,15 +70,15 @@ def gate_sensitivity_tables(context: Context) -> list[Table]:
         penalty = {row.model: row.penalty for row, _, _ in measured}
         for band in gate_sensitivity(margins, penalty):
             band_rows.append(
-                (
-                    experiment,
-                    decimal(band.low, 1),
-                    decimal(band.high, 1) if band.high is not None else "and above",
-                    count(len(band.admitted)),
-                    ", ".join(band.admitted) or MISSING,
-                    ", ".join(band.penalty) or MISSING,
-                    status,
-                )
+                {
+                    "experiment": experiment,
+                    "threshold above": decimal(band.low, 1),
+                    "threshold up to": decimal(band.high, 1) if band.high is not None else "and above",
+                    "admitted": count(len(band.admitted)),
+                    "models": ", ".join(band.admitted) or None,
+                    "penalty models": ", ".join(band.penalty) or None,
+                    "status": status,
+                }
             )
     if not model_rows:
         raise MissingInput("no experiment with a gated contrast has records of both its conventions")
@@ -124,24 +124,24 @@ def instrument_agreement(context: Context) -> list[Table]:
     both = [record for record in context.records if has_both_readouts(record)]
     if not both:
         raise MissingInput("no record holds both a first-token readout and a parsed generation")
-    rows = []
+    rows: list[Row] = []
     for (experiment, model, condition, task, convention), group in group_by(
         both, "experiment", "model", "condition", "task", "convention"
     ).items():
         result = readout_agreement(group)
         rows.append(
-            (
-                experiment,
-                model,
-                condition,
-                task,
-                convention,
-                count(result.n),
-                count(result.agree),
-                count(result.n - result.agree),
-                points(result.rate),
-                context.registry.status(experiment, "instrument_agreement"),
-            )
+            {
+                "experiment": experiment,
+                "model": model,
+                "condition": condition,
+                "task": task,
+                "convention": convention,
+                "n": count(result.n),
+                "agree": count(result.agree),
+                "disagree": count(result.n - result.agree),
+                "% agree": points(result.rate),
+                "status": context.registry.status(experiment, "instrument_agreement"),
+            }
         )
     return [
         Table(
@@ -161,7 +161,7 @@ def readership_across_models(context: Context) -> list[Table]:
     analysed, unscorable = _analysed_groups(
         mispaired, ("experiment", "model"), lambda group: readership_of(group).readership
     )
-    rows = []
+    rows: list[Row] = []
     for (experiment, model), result in analysed:
         model_records = select(context.of_experiment(experiment), model=model, task="locate", condition="visible")
         names = accuracy(select(model_records, convention="cell_name")).rate
@@ -170,19 +170,19 @@ def readership_across_models(context: Context) -> list[Table]:
         gap = names - pixels if names is not None and pixels is not None else None
         share = gap / headroom if gap is not None and headroom else None
         rows.append(
-            (
-                experiment,
-                model,
-                ratio(result.rho),
-                points(result.coord_share),
-                count(result.n),
-                points(names),
-                points(pixels),
-                points(headroom),
-                points(gap),
-                points(share, 0),
-                context.registry.status(experiment, "readership_across_models", "headroom_normalized_gap"),
-            )
+            {
+                "experiment": experiment,
+                "model": model,
+                "readership": ratio(result.rho),
+                "follows coord": points(result.coord_share),
+                "n": count(result.n),
+                "cell name acc": points(names),
+                "pixels acc": points(pixels),
+                "headroom": points(headroom),
+                "gap": points(gap),
+                "% of headroom lost": points(share, 0),
+                "status": context.registry.status(experiment, "readership_across_models", "headroom_normalized_gap"),
+            }
         )
     return [
         Table(
@@ -220,19 +220,19 @@ def misread_units_table(context: Context) -> list[Table]:
         raise MissingInput("no normalized or pixels locate records with an object center (trial meta 'center')")
     analysed, unscorable = _analysed_groups(candidates, GROUP_FIELDS, misread_units)
     rows = [
-        (
-            *group,
-            result.reading,
-            count(result.n),
-            points(result.rate),
-            points(result.null_rate),
-            pvalue(result.test.pvalue),
-            points(result.misread_is_target / result.n),
-            points(result.rate_excluding_target),
-            points(result.accuracy),
-            points(result.bias_null_accuracy),
-            context.registry.status(group[0], "misread_units"),
-        )
+        {
+            **dict(zip(GROUP_FIELDS, group, strict=True)),
+            "read": result.reading,
+            "n": count(result.n),
+            "chose misread option": points(result.rate),
+            "null": points(result.null_rate),
+            "p": pvalue(result.test.pvalue),
+            "misread option is target": points(result.misread_is_target / result.n),
+            "chose misread, target trials removed": points(result.rate_excluding_target),
+            "accuracy": points(result.accuracy),
+            "accuracy from answer bias": points(result.bias_null_accuracy),
+            "status": context.registry.status(group[0], "misread_units"),
+        }
         for group, result in analysed
     ]
     return [
@@ -273,15 +273,15 @@ def grid_transforms_table(context: Context) -> list[Table]:
         raise MissingInput("no locate records on a grid")
     analysed, unscorable = _analysed_groups(locate, GROUP_FIELDS, grid_transforms)
     rows = [
-        (
-            *group,
-            fit.hypothesis,
-            count(fit.test.n),
-            count(fit.test.k),
-            points(fit.test.rate),
-            pvalue(fit.test.pvalue),
-            context.registry.status(group[0], "grid_transforms"),
-        )
+        {
+            **dict(zip(GROUP_FIELDS, group, strict=True)),
+            "hypothesis": fit.hypothesis,
+            "n": count(fit.test.n),
+            "hits": count(fit.test.k),
+            "rate": points(fit.test.rate),
+            "p": pvalue(fit.test.pvalue),
+            "status": context.registry.status(group[0], "grid_transforms"),
+        }
         for group, fits in analysed
         for fit in fits
     ]
@@ -306,7 +306,7 @@ def breakdowns_table(context: Context) -> list[Table]:
         "distance to cell border": "boundary_distance_terciles",
         "category": "per_category",
     }
-    rows: list[tuple[str, ...]] = []
+    rows: list[Row] = []
     held: dict[tuple[str, str], list[int]] = {}
     for (model,), group in group_by(records, "model").items():
         control, treatment = select(group, convention="cell_name"), select(group, convention="pixels")
@@ -314,26 +314,26 @@ def breakdowns_table(context: Context) -> list[Table]:
             continue
         for result in breakdowns(control, treatment):
             contrast = result.contrast
-            cells = (
-                (
-                    count(contrast.pairs),
-                    points(contrast.second.rate),
-                    points(contrast.first.rate),
-                    signed(100 * contrast.difference),
-                    pvalue(contrast.test.pvalue),
-                )
+            cells: Row = (
+                {
+                    "n pairs": count(contrast.pairs),
+                    "cell name acc": points(contrast.second.rate),
+                    "pixels acc": points(contrast.first.rate),
+                    "difference": signed(100 * contrast.difference),
+                    "p": pvalue(contrast.test.pvalue),
+                }
                 if contrast is not None
-                else ("0", MISSING, MISSING, MISSING, MISSING)
+                else {"n pairs": "0"}
             )
             rows.append(
-                (
-                    model,
-                    result.factor,
-                    result.label,
-                    _range(result.low, result.high),
-                    *cells,
-                    context.registry.status("coco_locate_identify", registered[result.factor]),
-                )
+                {
+                    "model": model,
+                    "factor": result.factor,
+                    "bin": result.label,
+                    "range": _range(result.low, result.high),
+                    **cells,
+                    "status": context.registry.status("coco_locate_identify", registered[result.factor]),
+                }
             )
             if contrast is None:
                 continue
@@ -380,5 +380,5 @@ def _unscorable_note(groups: list[str]) -> list[str]:
     return [f"No scored record, so no row: {'; '.join(groups)}"] if groups else []
 
 
-def _range(low: float | None, high: float | None) -> str:
-    return MISSING if low is None or high is None else f"{low:.3g} to {high:.3g}"
+def _range(low: float | None, high: float | None) -> str | None:
+    return None if low is None or high is None else f"{low:.3g} to {high:.3g}"

@@ -30,7 +30,9 @@ from convswap.analysis.layouts import (
 from convswap.analysis.loading import NothingScored, chance, group_by, vocabulary_label
 from convswap.analysis.mispaired import readership_of, two_key_records
 from convswap.analysis.report import (
-    MISSING,
+    CellValue,
+    Interval,
+    Row,
     Table,
     accuracy_cells,
     accuracy_headers,
@@ -68,7 +70,8 @@ def table1_color_ladder(context: Context) -> list[Table]:
     enter an accuracy; their count is the interaction's own n.
     """
     records = experiment_records(context, "color_ladder")
-    rows, contrast_rows = [], []
+    rows: list[Row] = []
+    contrast_rows: list[Row] = []
     for (model,), model_records in group_by(records, "model").items():
         report = group_by(report_records(model_records), "convention", "condition")
         crossing = group_by([record for record in model_records if is_crossover(record)], "convention", "condition")
@@ -88,18 +91,21 @@ def table1_color_ladder(context: Context) -> list[Table]:
                 for condition in CONDITIONS
             ]
             rows.append(
-                (
-                    model,
-                    rung,
-                    chance_points(chance(by_rung[(rung,)])),
-                    *accuracy_cells(accuracy(visible) if visible else None),
-                    *accuracy_cells(accuracy(cached) if cached else None),
-                    *_crossover_cells(interactions[(rung, "visible")]),
-                    *_crossover_cells(interactions[(rung, "cached")]),
-                    *(MISSING if share is None else f"{share:.0f}" for share in shares),
-                    readout_names(visible + cached),
-                    context.registry.status("color_ladder", "accuracy_table"),
-                )
+                {
+                    "model": model,
+                    "rung": rung,
+                    "chance": chance_points(chance(by_rung[(rung,)])),
+                    **accuracy_cells("visible", accuracy(visible) if visible else None),
+                    **accuracy_cells("cached", accuracy(cached) if cached else None),
+                    **_crossover_cells("visible", interactions[(rung, "visible")]),
+                    **_crossover_cells("cached", interactions[(rung, "cached")]),
+                    **{
+                        f"% of word ({condition})": None if share is None else f"{share:.0f}"
+                        for condition, share in zip(CONDITIONS, shares, strict=True)
+                    },
+                    "readout": readout_names(visible + cached),
+                    "status": context.registry.status("color_ladder", "accuracy_table"),
+                }
             )
         contrast_rows.extend(_color_contrasts(context, model, report))
     ladder = Table(
@@ -168,43 +174,47 @@ def _interaction(result: Crossover | None) -> float | None:
     return None if result is None else result.interaction
 
 
-def _crossover_cells(result: Crossover | None) -> tuple[str, str, str]:
+def _crossover_cells(condition: str, result: Crossover | None) -> Row:
     if result is None:
-        return (MISSING, MISSING, MISSING)
-    return (decimal(result.interaction), decimal(result.untouched), count(result.pairs))
+        return {}
+    return {
+        f"interaction {condition}": decimal(result.interaction),
+        f"untouched {condition}": decimal(result.untouched),
+        f"crossover pairs {condition}": count(result.pairs),
+    }
 
 
-def _color_contrasts(context: Context, model: str, by_rung: dict[tuple, list[Record]]) -> list[tuple[str, ...]]:
-    rows: list[tuple[str, ...]] = []
+def _color_contrasts(context: Context, model: str, by_rung: dict[tuple, list[Record]]) -> list[Row]:
+    rows: list[Row] = []
     for condition in ("visible", "cached"):
         for control, treatment, hypothesis in COLOR_CONTRASTS:
             control_records = by_rung.get((control, condition))
             treatment_records = by_rung.get((treatment, condition))
             if not control_records or not treatment_records:
                 continue
-            cells: tuple[str, ...]
+            cells: Row
             try:
                 result = paired_contrast(control_records, treatment_records)
-                cells = (
-                    signed(-100 * result.difference),
-                    count(result.test.b),
-                    count(result.test.c),
-                    count(result.pairs),
-                    pvalue(result.test.pvalue),
-                )
+                cells = {
+                    "difference": signed(-100 * result.difference),
+                    "b": count(result.test.b),
+                    "c": count(result.test.c),
+                    "n pairs": count(result.pairs),
+                    "p": pvalue(result.test.pvalue),
+                }
             except NothingScored:
-                cells = (MISSING, MISSING, MISSING, count(0), MISSING)
+                cells = {"n pairs": count(0)}
             rows.append(
-                (
-                    model,
-                    condition,
-                    control,
-                    treatment,
-                    hypothesis,
-                    *cells,
-                    readout_names(control_records + treatment_records),
-                    context.registry.status("color_ladder", hypothesis),
-                )
+                {
+                    "model": model,
+                    "condition": condition,
+                    "control": control,
+                    "treatment": treatment,
+                    "hypothesis": hypothesis,
+                    **cells,
+                    "readouts": readout_names(control_records + treatment_records),
+                    "status": context.registry.status("color_ladder", hypothesis),
+                }
             )
     return rows
 
@@ -219,16 +229,16 @@ def convention_table(context: Context, experiment: str, title: str, split: str, 
     """
     records = experiment_records(context, experiment)
     other = "condition" if split == "task" else "task"
-    rows = []
+    rows: list[Row] = []
     for (model, other_value), group in group_by(records, "model", other).items():
         by_cell = group_by(group, "convention", split)
         for convention in ordered({convention for convention, _ in by_cell}, SPATIAL_CONVENTIONS):
-            cells: list[str] = []
+            row: dict[str, CellValue] = {"model": model, other: other_value, "convention": convention}
             for value in split_values:
                 subject = by_cell.get((convention, value), [])
                 control = by_cell.get(("cell_name", value), [])
-                cells.extend(_convention_cells(context, subject, control, convention))
-            rows.append((model, other_value, convention, *cells, context.registry.status(experiment, "accuracy_table")))
+                row.update(_convention_cells(context, value, subject, control, convention))
+            rows.append({**row, "status": context.registry.status(experiment, "accuracy_table")})
     columns = ["model", other, "convention"]
     for value in split_values:
         columns += [
@@ -254,26 +264,30 @@ def convention_table(context: Context, experiment: str, title: str, split: str, 
 
 
 def _convention_cells(
-    context: Context, subject: Sequence[Record], control: Sequence[Record], convention: str
-) -> list[str]:
+    context: Context, value: str, subject: Sequence[Record], control: Sequence[Record], convention: str
+) -> Row:
+    """The cells of one column group (`value` of the split): accuracy, and the paired difference from cell names."""
     if not subject:
-        return [MISSING] * 10
-    cells = [chance_points(chance(subject)), *accuracy_cells(accuracy(subject))]
+        return {}
+    cells: dict[str, CellValue] = {
+        f"{value} chance": chance_points(chance(subject)),
+        **accuracy_cells(value, accuracy(subject)),
+        f"{value} readout": readout_names(subject),
+    }
     if convention == "cell_name" or not control:
-        return [*cells, MISSING, MISSING, MISSING, MISSING, readout_names(subject)]
+        return cells
     try:
         result = paired_contrast(subject, control, with_interval=True, seed=context.seed, resamples=context.resamples)
     except NothingScored:
-        return [*cells, MISSING, MISSING, MISSING, "0", readout_names(subject)]
+        return {**cells, f"{value} n pairs": "0"}
     interval = result.interval
-    return [
-        *cells,
-        signed(100 * result.difference) + stars(result.test.pvalue),
-        pvalue(result.test.pvalue),
-        f"[{signed(100 * interval.low)}, {signed(100 * interval.high)}]" if interval else MISSING,
-        count(result.pairs),
-        readout_names(subject),
-    ]
+    return {
+        **cells,
+        f"{value} Δ": signed(100 * result.difference, marks=stars(result.test.pvalue)),
+        f"{value} p": pvalue(result.test.pvalue),
+        f"{value} 95% CI": Interval(100 * interval.low, 100 * interval.high) if interval else None,
+        f"{value} n pairs": count(result.pairs),
+    }
 
 
 @table("table2_coco", demo=True, layout=table2_layout)
@@ -323,30 +337,39 @@ def table3_readership(context: Context) -> list[Table]:
     mispaired = two_key_records(context.records)
     if not mispaired:
         raise MissingInput("no mispaired records (keys coord and name)")
-    rows = []
+    rows: list[Row] = []
     for (experiment, model, condition, task, convention), group in group_by(
         mispaired, "experiment", "model", "condition", "task", "convention"
     ).items():
+        cells: Row
         try:
             result = readership_of(group)
         except NothingScored:  # a row of dashes, so that the unscored count still shows
-            cells = (*[MISSING] * 6, "0", unscored_text(dict(unscored_counts(group))), MISSING, MISSING)
+            cells = {"n": "0", "unscored": unscored_text(dict(unscored_counts(group)))}
         else:
             share = result.readership
-            cells = (
-                count(share.k),
-                chance_points(share.chance),
-                points(share.coord_share),
-                points(share.name_share),
-                points(share.neither_share),
-                ratio(share.rho),
-                count(share.n),
-                unscored_text(result.unscored),
-                pvalue(result.below_chance.pvalue),
-                pvalue(result.two_sided.pvalue),
-            )
+            cells = {
+                "K": count(share.k),
+                "chance": chance_points(share.chance),
+                "follows coord": points(share.coord_share),
+                "follows name": points(share.name_share),
+                "neither": points(share.neither_share),
+                "readership": ratio(share.rho),
+                "n": count(share.n),
+                "unscored": unscored_text(result.unscored),
+                "p below chance": pvalue(result.below_chance.pvalue),
+                "p two-sided": pvalue(result.two_sided.pvalue),
+            }
         rows.append(
-            (experiment, model, condition, task, convention, *cells, context.registry.status(experiment, "key_table"))
+            {
+                "experiment": experiment,
+                "model": model,
+                "condition": condition,
+                "task": task,
+                "convention": convention,
+                **cells,
+                "status": context.registry.status(experiment, "key_table"),
+            }
         )
     return [
         Table(
@@ -389,21 +412,21 @@ def table4_model_pairs(context: Context) -> list[Table]:
     if len(by_model) < 2:
         raise MissingInput(f"fewer than two gated models in cross_model locate records (gated: {sorted(by_model)})")
     alpha = context.registry.alpha("cross_model", "rank_inversions", PENALTY_ALPHA)
-    rows = []
+    rows: list[Row] = []
     for pair in model_pairs(by_model, PAIR_CONVENTIONS, alpha):
         for convention, result in pair.contrasts:
             rows.append(
-                (
-                    f"{pair.first} vs {pair.second}",
-                    convention,
-                    signed(100 * result.difference),
-                    count(result.test.b),
-                    count(result.test.c),
-                    count(result.pairs),
-                    pvalue(result.test.pvalue),
-                    "yes" if pair.inverted else "no",
-                    context.registry.status("cross_model", "pair_table", "rank_inversions"),
-                )
+                {
+                    "pair": f"{pair.first} vs {pair.second}",
+                    "convention": convention,
+                    "difference": signed(100 * result.difference),
+                    "b": count(result.test.b),
+                    "c": count(result.test.c),
+                    "n pairs": count(result.pairs),
+                    "p": pvalue(result.test.pvalue),
+                    "pair inverts": "yes" if pair.inverted else "no",
+                    "status": context.registry.status("cross_model", "pair_table", "rank_inversions"),
+                }
             )
     notes = [
         "difference = first model minus second on the same trials, in points, exact McNemar; b: first-only "
@@ -429,20 +452,20 @@ def table4_model_pairs(context: Context) -> list[Table]:
 def table5_vocabularies(context: Context) -> list[Table]:
     if not context.vocabularies:
         raise MissingInput("no vocabulary files (vocabulary*.json or *.vocab.json)")
-    rows = []
+    rows: list[Row] = []
     for vocabulary in context.vocabularies:
         retained = sum(1 for naming in vocabulary.namings if naming.name is not None)
         kept_runs = [run for run in vocabulary.runs if run.kept]
         rows.append(
-            (
-                vocabulary_label(vocabulary),
-                count(len(vocabulary.anchors)),
-                ", ".join(f"{anchor.word} {anchor.angle}" for anchor in vocabulary.anchors),
-                ", ".join(f"{run.word} {run.angles[0]}-{run.angles[-1]}" for run in kept_runs),
-                ", ".join(vocabulary.discarded_names) or MISSING,
-                f"{retained} of {len(vocabulary.namings)}",
-                context.registry.status("calibration", "vocabulary_table"),
-            )
+            {
+                "model": vocabulary_label(vocabulary),
+                "anchors": count(len(vocabulary.anchors)),
+                "anchor angles": ", ".join(f"{anchor.word} {anchor.angle}" for anchor in vocabulary.anchors),
+                "kept runs": ", ".join(f"{run.word} {run.angles[0]}-{run.angles[-1]}" for run in kept_runs),
+                "discarded names": ", ".join(vocabulary.discarded_names) or None,
+                "angles retained": f"{retained} of {len(vocabulary.namings)}",
+                "status": context.registry.status("calibration", "vocabulary_table"),
+            }
         )
     return [
         Table(
