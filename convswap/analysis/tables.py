@@ -49,12 +49,14 @@ from convswap.analysis.report import (
 from convswap.core import CONDITIONS, Record
 from convswap.experiments.scoring import accuracy, unscored_counts
 
-# (control, treatment, the hypothesis that registers the contrast)
+# The spec's (control, treatment, the hypothesis that registers the contrast); a color_ladder plan's own exact
+# McNemar hypotheses replace them.
 COLOR_CONTRASTS = (
     ("label", "hue_legend", "word_to_numeric"),
     ("word", "hue_bare", "word_to_bare_hue"),
     ("word", "label", "output_format_cost"),
 )
+# The spec's conventions of the rank-inversion search; the cross_model plan's rank_inversions contrast replaces them.
 PAIR_CONVENTIONS = ("cell_name", "pixels", "normalized")
 
 
@@ -187,7 +189,7 @@ def _crossover_cells(condition: str, result: Crossover | None) -> Row:
 def _color_contrasts(context: Context, model: str, by_rung: dict[tuple, list[Record]]) -> list[Row]:
     rows: list[Row] = []
     for condition in ("visible", "cached"):
-        for control, treatment, hypothesis in COLOR_CONTRASTS:
+        for control, treatment, hypothesis in context.registry.paired_contrasts("color_ladder", COLOR_CONTRASTS):
             control_records = by_rung.get((control, condition))
             treatment_records = by_rung.get((treatment, condition))
             if not control_records or not treatment_records:
@@ -413,7 +415,8 @@ def table4_model_pairs(context: Context) -> list[Table]:
         raise MissingInput(f"fewer than two gated models in cross_model locate records (gated: {sorted(by_model)})")
     alpha = context.registry.alpha("cross_model", "rank_inversions", PENALTY_ALPHA)
     rows: list[Row] = []
-    for pair in model_pairs(by_model, PAIR_CONVENTIONS, alpha):
+    conventions = context.registry.contrast("cross_model", "rank_inversions", PAIR_CONVENTIONS)
+    for pair in model_pairs(by_model, conventions, alpha):
         for convention, result in pair.contrasts:
             rows.append(
                 {
