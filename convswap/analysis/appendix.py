@@ -323,7 +323,7 @@ def breakdowns_table(context: Context) -> list[Table]:
                     "p": pvalue(contrast.test.pvalue),
                 }
                 if contrast is not None
-                else {"n pairs": "0"}
+                else {"n pairs": count(0)}
             )
             rows.append(
                 {

@@ -281,7 +281,7 @@ def _convention_cells(
     try:
         result = paired_contrast(subject, control, with_interval=True, seed=context.seed, resamples=context.resamples)
     except NothingScored:
-        return {**cells, f"{value} n pairs": "0"}
+        return {**cells, f"{value} n pairs": count(0)}
     interval = result.interval
     return {
         **cells,
@@ -347,7 +347,7 @@ def table3_readership(context: Context) -> list[Table]:
         try:
             result = readership_of(group)
         except NothingScored:  # a row of dashes, so that the unscored count still shows
-            cells = {"n": "0", "unscored": unscored_text(dict(unscored_counts(group)))}
+            cells = {"n": count(0), "unscored": unscored_text(dict(unscored_counts(group)))}
         else:
             share = result.readership
             cells = {
