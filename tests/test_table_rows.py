@@ -8,7 +8,7 @@ import pytest
 
 from convswap.analysis.layouts import layout_latex, layout_markdown
 from convswap.analysis.numbers import table_numbers
-from convswap.analysis.report import Interval, Table, count, points, pvalue, ratio, signed, to_csv, to_markdown
+from convswap.analysis.report import IntervalCell, Table, count, points, pvalue, ratio, signed, to_csv, to_markdown
 
 
 @pytest.fixture
@@ -19,7 +19,7 @@ def table() -> Table:
             "acc": points(0.6849),
             "Δ": signed(-48.46, marks="***"),
             "p": pvalue(1.234e-21),
-            "95% CI": Interval(-52.04, -44.96),
+            "95% CI": IntervalCell(-52.04, -44.96),
             "readership": ratio(0.3),
             "n": count(200),
         },

@@ -1,6 +1,6 @@
 """A table as the tables command writes it (Markdown and CSV with the same cells), and number formats.
 
-A row maps column names to cells: a label (text), a `Quantity`, an `Interval`, or None where a number cannot
+A row maps column names to cells: a label (text), a `Quantity`, an `IntervalCell`, or None where a number cannot
 be computed (a column a row leaves out is None there too).  Quantities keep their value at full precision and
 how they are written; the text is made when a table is written, per format: here for Markdown and CSV, in
 `layouts` for the spec layouts and LaTeX, in `numbers` for `numbers.tex` and `numbers.json`.
@@ -66,7 +66,7 @@ _TEXT: dict[Style, Callable[[float, int], str]] = {
 
 
 @dataclass(frozen=True)
-class Interval:
+class IntervalCell:
     """A confidence interval of a difference in points, written [low, high] with signs."""
 
     low: float
@@ -76,7 +76,7 @@ class Interval:
         return f"[{Quantity(self.low, 'signed')}, {Quantity(self.high, 'signed')}]"
 
 
-CellValue = str | Quantity | Interval | None
+CellValue = str | Quantity | IntervalCell | None
 Row = Mapping[str, CellValue]
 
 

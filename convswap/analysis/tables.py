@@ -31,7 +31,7 @@ from convswap.analysis.loading import NothingScored, chance, group_by, vocabular
 from convswap.analysis.mispaired import readership_of, two_key_records
 from convswap.analysis.report import (
     CellValue,
-    Interval,
+    IntervalCell,
     Row,
     Table,
     accuracy_cells,
@@ -287,7 +287,7 @@ def _convention_cells(
         **cells,
         f"{value} Δ": signed(100 * result.difference, marks=stars(result.test.pvalue)),
         f"{value} p": pvalue(result.test.pvalue),
-        f"{value} 95% CI": Interval(100 * interval.low, 100 * interval.high) if interval else None,
+        f"{value} 95% CI": IntervalCell(100 * interval.low, 100 * interval.high) if interval else None,
         f"{value} n pairs": count(result.pairs),
     }
 
