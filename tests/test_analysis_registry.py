@@ -137,3 +137,9 @@ def test_a_builder_returning_other_than_its_registered_tables_is_refused(registr
     context = Context([], Registry(None))
     with pytest.raises(ValueError, match="records_per_model returned 1 tables for 2 registered"):
         counted(context)
+
+
+def test_a_demo_table_without_a_layout_is_refused(registry):
+    with pytest.raises(ValueError, match="table test_bare: the demo prints a table in its layout, and it has none"):
+        table("test_bare", demo=True)(records_per_model)
+    assert "test_bare" not in {spec.name for spec in demo_tables()}

@@ -54,6 +54,10 @@ class TableSpec:
     demo: bool = False
     layout: Layout | None = None
 
+    def __post_init__(self) -> None:
+        if self.demo and self.layout is None:  # the demo prints a table's layout, which fits a terminal
+            raise ValueError(f"table {self.name}: the demo prints a table in its layout, and it has none")
+
 
 @dataclass(frozen=True)
 class RegisteredTables:
