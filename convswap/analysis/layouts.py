@@ -84,8 +84,9 @@ def _renamed(row: Row, picks: dict[str, str]) -> Row:
 
 def _convention_layout(table: Table, split: Sequence[str], title: str) -> Table:
     rows = _by_model(table, "convention", SPATIAL_CONVENTIONS)
-    picks = {header: f"{value} {quantity}" for value in split for header, quantity in
-             ((f"{value} acc.", "acc"), (f"{value} Δ", "Δ"))}  # fmt: skip
+    picks: dict[str, str] = {}
+    for value in split:
+        picks |= {f"{value} acc.": f"{value} acc", f"{value} Δ": f"{value} Δ"}
     cells = [
         (row, {"options described as": convention_label(_label(row, "convention")), **_renamed(row, picks)})
         for row in rows
