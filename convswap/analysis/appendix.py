@@ -8,109 +8,33 @@ Same contract as `tables`: builders take the `Context`, return tables or raise
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, replace
 from typing import TypeVar
 
 from convswap.analysis.agreement import has_both_readouts, readout_agreement
+from convswap.analysis.builders import TableSpec, table, tables
 from convswap.analysis.context import Context, MissingInput, experiment_records
-from convswap.analysis.contrasts import (
-    GATE_POINTS,
-    PENALTY_ALPHA,
-    Contrast,
-    Gate,
-    capability_gate,
-    gate_sensitivity,
-    paired_contrast,
-    shows_penalty,
-)
-from convswap.analysis.cue_crossover import report_records
-from convswap.analysis.loading import NothingScored, chance, group_by, select
+from convswap.analysis.contrasts import PENALTY_ALPHA, gate_sensitivity
+from convswap.analysis.gating import GATED_CONTRASTS, gate_rows
+from convswap.analysis.layouts import agreement_layout, gate_layout, readership_models_layout
+from convswap.analysis.loading import NothingScored, group_by, select
 from convswap.analysis.mispaired import readership_of
 from convswap.analysis.misread import misread_units
-from convswap.analysis.report import MISSING, Table, count, decimal, points, pvalue, ratio, signed
+from convswap.analysis.report import Row, Table, count, decimal, points, pvalue, ratio, signed
 from convswap.analysis.subgroups import breakdowns
 from convswap.analysis.transforms import grid_transforms
-from convswap.core import ConvswapError, Record
+from convswap.core import Record
 from convswap.experiments.scoring import accuracy
 
-# experiment -> (task, the spec's gate control, contrast control, contrast treatment); the plan's gate overrides
-# the gate control and threshold.
-GATED_CONTRASTS = {
-    "color_ladder": ("color", "word", "label", "hue_legend"),
-    "coco_locate_identify": ("locate", "cell_name", "cell_name", "pixels"),
-    "cross_model": ("locate", "cell_name", "cell_name", "pixels"),
-    "synthetic_spatial": ("locate", "cell_name", "cell_name", "pixels"),
-    "coco_4x4": ("locate", "cell_name", "cell_name", "pixels"),
-}
 MISREAD_CONVENTIONS = ("normalized", "pixels")
 # One row group per model, condition and convention of an experiment.
 GROUP_FIELDS = ("experiment", "model", "condition", "convention")
 T = TypeVar("T")
 
 
-@dataclass(frozen=True)
-class GateRow:
-    """One model's gate and contrast in one experiment; `refused` says why neither could be measured."""
-
-    model: str
-    task: str
-    gate_control: str
-    contrast_name: str
-    gate: Gate | None = None
-    contrast: Contrast | None = None
-    refused: str | None = None
-
-    @property
-    def passed(self) -> bool:
-        return self.gate is not None and self.gate.passed
-
-    @property
-    def penalty(self) -> bool:
-        return self.contrast is not None and shows_penalty(self.contrast)
-
-
-def gate_rows(context: Context, experiment: str, records: Sequence[Record]) -> list[GateRow]:
-    """Per model: the gate margin on the contrast's readout and whether the contrast shows a penalty."""
-    task, default_control, control_name, treatment_name = GATED_CONTRASTS[experiment]
-    gate_control, threshold = context.registry.gate(experiment, default_control, GATE_POINTS)
-    rows = []
-    report = report_records(select(records, task=task, condition="visible"))
-    for (model,), model_records in group_by(report, "model").items():
-        by_convention = group_by(model_records, "convention")
-        control = by_convention.get((control_name,), [])
-        treatment = by_convention.get((treatment_name,), [])
-        gate_records = by_convention.get((gate_control,), [])
-        if not control or not treatment or not gate_records:
-            continue
-        row = GateRow(model, task, gate_control, f"{control_name} vs {treatment_name}")
-        try:
-            contrast = paired_contrast(control, treatment)
-            gate = capability_gate(gate_records, control + treatment, chance(gate_records), threshold)
-        except ConvswapError as error:  # reported beside the table, and the model is not gated
-            rows.append(replace(row, refused=str(error)))
-            continue
-        rows.append(replace(row, gate=gate, contrast=contrast))
-    return rows
-
-
-def gated_models(
-    context: Context, experiment: str, records: Sequence[Record]
-) -> tuple[set[str], list[tuple[str, str]]]:
-    """Models whose gate control clears the threshold, and (model, why not) for the others."""
-    rows = gate_rows(context, experiment, records)
-    passing = {row.model for row in rows if row.passed}
-    failing = [(row.model, row.refused or _margin(row)) for row in rows if not row.passed]
-    return passing, failing
-
-
-def _margin(row: GateRow) -> str:
-    assert row.gate is not None  # a row not refused was measured
-    return f"margin {decimal(row.gate.margin, 1)}"
-
-
+@tables(TableSpec("gate_sensitivity", layout=gate_layout), TableSpec("gate_sensitivity_bands"))
 def gate_sensitivity_tables(context: Context) -> list[Table]:
-    model_rows: list[tuple[str, ...]] = []
-    band_rows: list[tuple[str, ...]] = []
+    model_rows: list[Row] = []
+    band_rows: list[Row] = []
     refused: list[str] = []
     for experiment in GATED_CONTRASTS:
         records = context.of_experiment(experiment)
@@ -124,21 +48,21 @@ def gate_sensitivity_tables(context: Context) -> list[Table]:
         ]
         for row, gate, contrast in measured:
             model_rows.append(
-                (
-                    experiment,
-                    row.model,
-                    row.task,
-                    row.gate_control,
-                    gate.readout,
-                    decimal(gate.margin, 1),
-                    decimal(gate.threshold, 1),
-                    "yes" if row.passed else "no",
-                    row.contrast_name,
-                    signed(-100 * contrast.difference),
-                    pvalue(contrast.test.pvalue),
-                    "yes" if row.penalty else "no",
-                    status,
-                )
+                {
+                    "experiment": experiment,
+                    "model": row.model,
+                    "task": row.task,
+                    "gate control": row.gate_control,
+                    "readout": gate.readout,
+                    "margin": decimal(gate.margin, 1),
+                    "threshold": decimal(gate.threshold, 1),
+                    "passes": "yes" if row.passed else "no",
+                    "contrast": row.contrast_name,
+                    "difference": signed(-100 * contrast.difference),
+                    "p": pvalue(contrast.test.pvalue),
+                    "penalty": "yes" if row.penalty else "no",
+                    "status": status,
+                }
             )
         if not measured:
             continue
@@ -146,15 +70,15 @@ def gate_sensitivity_tables(context: Context) -> list[Table]:
         penalty = {row.model: row.penalty for row, _, _ in measured}
         for band in gate_sensitivity(margins, penalty):
             band_rows.append(
-                (
-                    experiment,
-                    decimal(band.low, 1),
-                    decimal(band.high, 1) if band.high is not None else "and above",
-                    count(len(band.admitted)),
-                    ", ".join(band.admitted) or MISSING,
-                    ", ".join(band.penalty) or MISSING,
-                    status,
-                )
+                {
+                    "experiment": experiment,
+                    "threshold above": decimal(band.low, 1),
+                    "threshold up to": decimal(band.high, 1) if band.high is not None else "and above",
+                    "admitted": count(len(band.admitted)),
+                    "models": ", ".join(band.admitted) or None,
+                    "penalty models": ", ".join(band.penalty) or None,
+                    "status": status,
+                }
             )
     if not model_rows:
         raise MissingInput("no experiment with a gated contrast has records of both its conventions")
@@ -166,7 +90,6 @@ def gate_sensitivity_tables(context: Context) -> list[Table]:
     )
     return [
         Table(
-            "gate_sensitivity",
             "Gate sensitivity -- each model's margin over chance and whether its contrast shows a penalty",
             (
                 "experiment",
@@ -187,7 +110,6 @@ def gate_sensitivity_tables(context: Context) -> list[Table]:
             notes,
         ),
         Table(
-            "gate_sensitivity_bands",
             "Gate sensitivity -- the models admitted, and the penalty models among them, for every threshold",
             ("experiment", "threshold above", "threshold up to", "admitted", "models", "penalty models", "status"),
             tuple(band_rows),
@@ -197,32 +119,32 @@ def gate_sensitivity_tables(context: Context) -> list[Table]:
     ]
 
 
+@table("instrument_agreement", layout=agreement_layout)
 def instrument_agreement(context: Context) -> list[Table]:
     both = [record for record in context.records if has_both_readouts(record)]
     if not both:
         raise MissingInput("no record holds both a first-token readout and a parsed generation")
-    rows = []
+    rows: list[Row] = []
     for (experiment, model, condition, task, convention), group in group_by(
         both, "experiment", "model", "condition", "task", "convention"
     ).items():
         result = readout_agreement(group)
         rows.append(
-            (
-                experiment,
-                model,
-                condition,
-                task,
-                convention,
-                count(result.n),
-                count(result.agree),
-                count(result.n - result.agree),
-                points(result.rate),
-                context.registry.status(experiment, "instrument_agreement"),
-            )
+            {
+                "experiment": experiment,
+                "model": model,
+                "condition": condition,
+                "task": task,
+                "convention": convention,
+                "n": count(result.n),
+                "agree": count(result.agree),
+                "disagree": count(result.n - result.agree),
+                "% agree": points(result.rate),
+                "status": context.registry.status(experiment, "instrument_agreement"),
+            }
         )
     return [
         Table(
-            "instrument_agreement",
             "Instrument agreement -- first-token argmax against the parsed generation",
             ("experiment", "model", "condition", "task", "convention", "n", "agree", "disagree", "% agree", "status"),
             tuple(rows),
@@ -231,6 +153,7 @@ def instrument_agreement(context: Context) -> list[Table]:
     ]
 
 
+@table("readership_across_models", layout=readership_models_layout)
 def readership_across_models(context: Context) -> list[Table]:
     mispaired = select(context.records, convention="pixels_mispaired", task="locate", condition="visible")
     if not mispaired:
@@ -238,7 +161,7 @@ def readership_across_models(context: Context) -> list[Table]:
     analysed, unscorable = _analysed_groups(
         mispaired, ("experiment", "model"), lambda group: readership_of(group).readership
     )
-    rows = []
+    rows: list[Row] = []
     for (experiment, model), result in analysed:
         model_records = select(context.of_experiment(experiment), model=model, task="locate", condition="visible")
         names = accuracy(select(model_records, convention="cell_name")).rate
@@ -247,23 +170,22 @@ def readership_across_models(context: Context) -> list[Table]:
         gap = names - pixels if names is not None and pixels is not None else None
         share = gap / headroom if gap is not None and headroom else None
         rows.append(
-            (
-                experiment,
-                model,
-                ratio(result.rho),
-                points(result.coord_share),
-                count(result.n),
-                points(names),
-                points(pixels),
-                points(headroom),
-                points(gap),
-                points(share, 0),
-                context.registry.status(experiment, "readership_across_models", "headroom_normalized_gap"),
-            )
+            {
+                "experiment": experiment,
+                "model": model,
+                "readership": ratio(result.rho),
+                "follows coord": points(result.coord_share),
+                "n": count(result.n),
+                "cell name acc": points(names),
+                "pixels acc": points(pixels),
+                "headroom": points(headroom),
+                "gap": points(gap),
+                "% of headroom lost": points(share, 0),
+                "status": context.registry.status(experiment, "readership_across_models", "headroom_normalized_gap"),
+            }
         )
     return [
         Table(
-            "readership_across_models",
             "Readership across models on COCO pixels (post hoc), with the gap as a share of headroom",
             (
                 "experiment",
@@ -287,6 +209,7 @@ def readership_across_models(context: Context) -> list[Table]:
     ]
 
 
+@table("misread_units")
 def misread_units_table(context: Context) -> list[Table]:
     candidates = [
         record
@@ -297,24 +220,23 @@ def misread_units_table(context: Context) -> list[Table]:
         raise MissingInput("no normalized or pixels locate records with an object center (trial meta 'center')")
     analysed, unscorable = _analysed_groups(candidates, GROUP_FIELDS, misread_units)
     rows = [
-        (
-            *group,
-            result.reading,
-            count(result.n),
-            points(result.rate),
-            points(result.null_rate),
-            pvalue(result.test.pvalue),
-            points(result.misread_is_target / result.n),
-            points(result.rate_excluding_target),
-            points(result.accuracy),
-            points(result.bias_null_accuracy),
-            context.registry.status(group[0], "misread_units"),
-        )
+        {
+            **dict(zip(GROUP_FIELDS, group, strict=True)),
+            "read": result.reading,
+            "n": count(result.n),
+            "chose misread option": points(result.rate),
+            "null": points(result.null_rate),
+            "p": pvalue(result.test.pvalue),
+            "misread option is target": points(result.misread_is_target / result.n),
+            "chose misread, target trials removed": points(result.rate_excluding_target),
+            "accuracy": points(result.accuracy),
+            "accuracy from answer bias": points(result.bias_null_accuracy),
+            "status": context.registry.status(group[0], "misread_units"),
+        }
         for group, result in analysed
     ]
     return [
         Table(
-            "misread_units",
             "Misread-units test (post hoc) -- does the model pick the option whose numbers, read in the other unit, "
             "lie nearest the object?",
             (
@@ -344,27 +266,27 @@ def misread_units_table(context: Context) -> list[Table]:
     ]
 
 
+@table("grid_transforms")
 def grid_transforms_table(context: Context) -> list[Table]:
     locate = [record for record in select(context.records, task="locate") if record.trial.get("grid")]
     if not locate:
         raise MissingInput("no locate records on a grid")
     analysed, unscorable = _analysed_groups(locate, GROUP_FIELDS, grid_transforms)
     rows = [
-        (
-            *group,
-            fit.hypothesis,
-            count(fit.test.n),
-            count(fit.test.k),
-            points(fit.test.rate),
-            pvalue(fit.test.pvalue),
-            context.registry.status(group[0], "grid_transforms"),
-        )
+        {
+            **dict(zip(GROUP_FIELDS, group, strict=True)),
+            "hypothesis": fit.hypothesis,
+            "n": count(fit.test.n),
+            "hits": count(fit.test.k),
+            "rate": points(fit.test.rate),
+            "p": pvalue(fit.test.pvalue),
+            "status": context.registry.status(group[0], "grid_transforms"),
+        }
         for group, fits in analysed
         for fit in fits
     ]
     return [
         Table(
-            "grid_transforms",
             "Grid-transform hypotheses (post hoc) -- share of answers on the cell a grid transform sends the target to",
             ("experiment", "model", "condition", "convention", "hypothesis", "n", "hits", "rate", "p", "status"),
             tuple(rows),
@@ -376,6 +298,7 @@ def grid_transforms_table(context: Context) -> list[Table]:
     ]
 
 
+@table("breakdowns")
 def breakdowns_table(context: Context) -> list[Table]:
     records = experiment_records(context, "coco_locate_identify", task="locate", condition="visible")
     registered = {
@@ -383,7 +306,7 @@ def breakdowns_table(context: Context) -> list[Table]:
         "distance to cell border": "boundary_distance_terciles",
         "category": "per_category",
     }
-    rows: list[tuple[str, ...]] = []
+    rows: list[Row] = []
     held: dict[tuple[str, str], list[int]] = {}
     for (model,), group in group_by(records, "model").items():
         control, treatment = select(group, convention="cell_name"), select(group, convention="pixels")
@@ -391,26 +314,26 @@ def breakdowns_table(context: Context) -> list[Table]:
             continue
         for result in breakdowns(control, treatment):
             contrast = result.contrast
-            cells = (
-                (
-                    count(contrast.pairs),
-                    points(contrast.second.rate),
-                    points(contrast.first.rate),
-                    signed(100 * contrast.difference),
-                    pvalue(contrast.test.pvalue),
-                )
+            cells: Row = (
+                {
+                    "n pairs": count(contrast.pairs),
+                    "cell name acc": points(contrast.second.rate),
+                    "pixels acc": points(contrast.first.rate),
+                    "difference": signed(100 * contrast.difference),
+                    "p": pvalue(contrast.test.pvalue),
+                }
                 if contrast is not None
-                else ("0", MISSING, MISSING, MISSING, MISSING)
+                else {"n pairs": count(0)}
             )
             rows.append(
-                (
-                    model,
-                    result.factor,
-                    result.label,
-                    _range(result.low, result.high),
-                    *cells,
-                    context.registry.status("coco_locate_identify", registered[result.factor]),
-                )
+                {
+                    "model": model,
+                    "factor": result.factor,
+                    "bin": result.label,
+                    "range": _range(result.low, result.high),
+                    **cells,
+                    "status": context.registry.status("coco_locate_identify", registered[result.factor]),
+                }
             )
             if contrast is None:
                 continue
@@ -428,7 +351,6 @@ def breakdowns_table(context: Context) -> list[Table]:
     ]
     return [
         Table(
-            "breakdowns",
             "COCO locate gap by object size, distance to the cell border and category (categories with 5+ images)",
             ("model", "factor", "bin", "range", "n pairs", "cell name acc", "pixels acc", "difference", "p", "status"),
             tuple(rows),
@@ -458,5 +380,5 @@ def _unscorable_note(groups: list[str]) -> list[str]:
     return [f"No scored record, so no row: {'; '.join(groups)}"] if groups else []
 
 
-def _range(low: float | None, high: float | None) -> str:
-    return MISSING if low is None or high is None else f"{low:.3g} to {high:.3g}"
+def _range(low: float | None, high: float | None) -> str | None:
+    return None if low is None or high is None else f"{low:.3g} to {high:.3g}"

@@ -8,7 +8,6 @@ from functools import cached_property
 
 from convswap.analysis.loading import readouts, select
 from convswap.analysis.registration import Registry
-from convswap.analysis.report import MISSING
 from convswap.analysis.stats import MIN_RESAMPLES
 from convswap.calibration.vocabulary import Vocabulary
 from convswap.core import Record
@@ -51,6 +50,6 @@ def ordered(present: Sequence[str] | set[str], order: Sequence[str]) -> list[str
     return [name for name in order if name in present] + sorted(set(present) - set(order))
 
 
-def readout_names(records: Sequence[Record]) -> str:
-    """The readouts that scored these records, as a table cell."""
-    return ", ".join(sorted(readouts(records))) or MISSING
+def readout_names(records: Sequence[Record]) -> str | None:
+    """The readouts that scored these records, as a table cell; None (missing) when none did."""
+    return ", ".join(sorted(readouts(records))) or None

@@ -17,13 +17,6 @@ DEMO_COCO_EXPERIMENT = "coco_locate_identify"
 # conventions differ, as the spec's Qwen pair does, so Table 4 shows rank inversions.
 DEMO_CROSS_MODEL_EXPERIMENT = "cross_model"
 DEMO_SECOND_MODEL = "sim:qwen25vl-like"
-MAIN_TABLES = (
-    "table1_color_ladder",
-    "table2_coco",
-    "table3_readership",
-    "table4_model_pairs",
-    "table8_synthetic_spatial",
-)
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -52,6 +45,7 @@ def demo_command(args: argparse.Namespace) -> int:
 
 def run_demo(out: Path, model: str, limit: int, coco: Path | None, plan_dir: Path | None) -> Path:
     """Calibrate, run every demo experiment, regenerate the tables and print the main ones; returns the tables folder."""
+    from convswap.analysis.builders import demo_tables
     from convswap.analysis.generate import generate
     from convswap.defaults import MIN_RESAMPLES
     from convswap.experiments.commands import report
@@ -77,8 +71,8 @@ def run_demo(out: Path, model: str, limit: int, coco: Path | None, plan_dir: Pat
         print(report(run_experiment(request)), end="\n\n", flush=True)
     tables = out / "tables"
     generate(out, tables, plan_dir=plan_dir, resamples=MIN_RESAMPLES)
-    for name in MAIN_TABLES:  # in the spec's layout, which fits a terminal; the CSV beside it has every column
-        path = tables / f"{name}.layout.md"
+    for spec in demo_tables():  # in the spec's layout, which fits a terminal; the CSV beside it has every column
+        path = tables / f"{spec.name}.layout.md"
         if path.exists():
             print(path.read_text(encoding="utf-8").rstrip(), end="\n\n")
     print(f"logs: {out}\ntables and figures: {tables}")

@@ -1,16 +1,13 @@
-"""Figure 1 (locate accuracy per model and convention) and the color wheels of Table 5, as PNG and PDF.
+"""Figure 1 (locate accuracy per model and convention) and the color wheels of Table 5.
 
-Drawn with matplotlib's object API (no pyplot state); files carry no creation
-date, so the same records give the same PDF.
+Drawn with matplotlib's object API (no pyplot state); the registry (`builders`) saves them as PNG and PDF.
 """
 
 from __future__ import annotations
 
-import io
 import itertools
 import math
 from collections.abc import Sequence
-from pathlib import Path
 
 import numpy as np
 from matplotlib import rcParams
@@ -18,34 +15,20 @@ from matplotlib.figure import Figure
 from matplotlib.patches import Patch
 from statsmodels.stats.proportion import proportion_confint
 
-from convswap.analysis.appendix import gated_models
+from convswap.analysis.builders import figure
 from convswap.analysis.context import Context, MissingInput, experiment_records, ordered
+from convswap.analysis.gating import gated_models
 from convswap.analysis.loading import chance, group_by, vocabulary_label
 from convswap.analysis.registration import POST_HOC
 from convswap.calibration.vocabulary import Vocabulary
 from convswap.experiments.scoring import accuracy
-from convswap.fileio import atomic_write_bytes
 
 FIGURE1_CONVENTIONS = ("cell_name", "normalized", "pixels")
 WHEELS_PER_ROW = 4
 UNGATED_GREY = (0.7, 0.7, 0.7)
 
 
-def save(figure: Figure, out_dir: Path, name: str) -> list[Path]:
-    paths = []
-    for suffix, metadata in (("png", {"Software": None}), ("pdf", {"CreationDate": None, "Producer": None})):
-        buffer = io.BytesIO()
-        figure.savefig(buffer, format=suffix, metadata=metadata, dpi=150, bbox_inches="tight")
-        path = out_dir / f"{name}.{suffix}"
-        atomic_write_bytes(path, buffer.getvalue())
-        paths.append(path)
-    return paths
-
-
-def figure1_locate(context: Context, out_dir: Path) -> list[Path]:
-    return save(figure1(context), out_dir, "figure1_locate")
-
-
+@figure("figure1_locate")
 def figure1(context: Context) -> Figure:
     """Grouped bars: one group per model, one bar per convention, each with its 95% Wilson interval and n
     (scored trials) above it, chance as a dashed line.  A model that fails the capability gate is drawn grey
@@ -96,10 +79,11 @@ def figure1(context: Context) -> Figure:
     return figure
 
 
-def color_wheels(context: Context, out_dir: Path) -> list[Path]:
+@figure("figure_color_wheels")
+def color_wheels(context: Context) -> Figure:
     if not context.vocabularies:
         raise MissingInput("no vocabulary files (vocabulary*.json or *.vocab.json)")
-    return save(wheel_figure(context.vocabularies), out_dir, "figure_color_wheels")
+    return wheel_figure(context.vocabularies)
 
 
 def wheel_figure(vocabularies: Sequence[Vocabulary]) -> Figure:

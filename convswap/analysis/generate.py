@@ -10,48 +10,19 @@ number survives in the output folder for `check-numbers` to find.
 from __future__ import annotations
 
 import sys
-from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TextIO
 
-from convswap.analysis import appendix, figures, hypotheses, instrument, tables
+from convswap.analysis.builders import registered
 from convswap.analysis.context import Context, MissingInput
-from convswap.analysis.layouts import write_layout
 from convswap.analysis.loading import load_records, load_vocabularies
 from convswap.analysis.numbers import write_numbers
 from convswap.analysis.registration import Registry
-from convswap.analysis.report import Table, write_table
+from convswap.analysis.report import Table
 from convswap.analysis.stats import MIN_RESAMPLES
 from convswap.core import ConvswapError
 from convswap.fileio import atomic_write_text
-
-TABLE_SUFFIXES = (".md", ".csv", ".layout.md", ".tex")
-FIGURE_SUFFIXES = (".png", ".pdf")
-
-# (the files' names, their suffixes, the builder): a table builder returns tables, a figure builder writes files.
-BUILDERS: tuple[tuple[tuple[str, ...], tuple[str, ...], Callable], ...] = (
-    (("hypotheses",), TABLE_SUFFIXES, hypotheses.hypotheses_table),
-    (("table1_color_ladder", "table1_contrasts"), TABLE_SUFFIXES, tables.table1_color_ladder),
-    (("table2_coco",), TABLE_SUFFIXES, tables.table2_coco),
-    (("table_coco_4x4",), TABLE_SUFFIXES, tables.table_coco_4x4),
-    (("table_new_conventions",), TABLE_SUFFIXES, tables.table_new_conventions),
-    (("table3_readership",), TABLE_SUFFIXES, tables.table3_readership),
-    (("table4_model_pairs",), TABLE_SUFFIXES, tables.table4_model_pairs),
-    (("table5_vocabularies",), TABLE_SUFFIXES, tables.table5_vocabularies),
-    (("table8_synthetic_spatial",), TABLE_SUFFIXES, tables.table8_synthetic_spatial),
-    (("gate_sensitivity", "gate_sensitivity_bands"), TABLE_SUFFIXES, appendix.gate_sensitivity_tables),
-    (("instrument_agreement",), TABLE_SUFFIXES, appendix.instrument_agreement),
-    (("readership_across_models",), TABLE_SUFFIXES, appendix.readership_across_models),
-    (("misread_units",), TABLE_SUFFIXES, appendix.misread_units_table),
-    (("grid_transforms",), TABLE_SUFFIXES, appendix.grid_transforms_table),
-    (("breakdowns",), TABLE_SUFFIXES, appendix.breakdowns_table),
-    (("prompt_length",), TABLE_SUFFIXES, instrument.prompt_length_table),
-    (("calibration_angle_accuracy",), TABLE_SUFFIXES, instrument.calibration_angle_accuracy_table),
-    (("surface_resolution",), TABLE_SUFFIXES, instrument.surface_resolution_table),
-    (("figure1_locate",), FIGURE_SUFFIXES, figures.figure1_locate),
-    (("figure_color_wheels",), FIGURE_SUFFIXES, figures.color_wheels),
-)
 
 
 @dataclass
@@ -86,24 +57,20 @@ def generate(
     context = Context(records, Registry(plan_dir, unregistered), vocabularies, seed, resamples)
     summary = Summary()
     tables: list[Table] = []
-    for names, suffixes, builder in BUILDERS:
+    for builder in registered():
+        names = ", ".join(builder.names)
         try:
-            if suffixes == TABLE_SUFFIXES:
-                built = builder(context)
-                for table in built:
-                    summary.written.extend(write_table(table, out))
-                    summary.written.extend(write_layout(table, out))
-                tables.extend(built)
-            else:
-                summary.written.extend(builder(context, out))
+            written, built = builder.write(context, out)
+            summary.written.extend(written)
+            tables.extend(built)
         except MissingInput as missing:
-            summary.skipped.append((", ".join(names), str(missing)))
-            print(f"skipped {', '.join(names)}: {missing}", file=messages)
-            _remove(out, names, suffixes)
+            summary.skipped.append((names, str(missing)))
+            print(f"skipped {names}: {missing}", file=messages)
+            _remove(out, builder.names, builder.suffixes)
         except ConvswapError as problem:
-            summary.failed.append((", ".join(names), str(problem)))
-            print(f"failed {', '.join(names)}: {problem}", file=messages)
-            _remove(out, names, suffixes)
+            summary.failed.append((names, str(problem)))
+            print(f"failed {names}: {problem}", file=messages)
+            _remove(out, builder.names, builder.suffixes)
     summary.written.extend(write_numbers(tables, out))
     atomic_write_text(out / "index.md", _index(summary, logdir, plan_dir, seed, resamples))
     return summary

@@ -13,14 +13,15 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 
-from convswap.analysis.appendix import gated_models
+from convswap.analysis.builders import table
 from convswap.analysis.context import Context, MissingInput
 from convswap.analysis.contrasts import capability_gate, paired_contrast
 from convswap.analysis.cue_crossover import crossover_if_scored, report_records
+from convswap.analysis.gating import gated_models
 from convswap.analysis.inversions import by_model_and_convention, model_pairs
 from convswap.analysis.loading import NothingScored, chance, group_by, select
 from convswap.analysis.mispaired import readership_of
-from convswap.analysis.report import MISSING, Table, count, decimal, points, pvalue, ratio, signed
+from convswap.analysis.report import MISSING, Row, Table, count, decimal, points, pvalue, ratio, signed, text
 from convswap.analysis.stats import Alternative, binomial_test
 from convswap.core import ConvswapError, Record
 from convswap.experiments.plan import Direction, Hypothesis, Plan
@@ -135,8 +136,8 @@ def crossover_results(context: Context, hypothesis: Hypothesis, group: Sequence[
         )
         results.append(
             Result(
-                f"{convention}: interaction {decimal(result.interaction)}, shifts {decimal(result.first)} / "
-                f"{decimal(result.second)}, untouched {decimal(result.untouched)}",
+                f"{convention}: interaction {text(decimal(result.interaction))}, shifts {text(decimal(result.first))} / "
+                f"{text(decimal(result.second))}, untouched {text(decimal(result.untouched))}",
                 result.pairs,
                 None,
                 "supported" if result.reverses and untouched_smaller else "not supported",
@@ -242,10 +243,11 @@ def _gate_failure(plan: Plan, hypothesis: Hypothesis, group: Sequence[Record]) -
     return f"uninformative: gate margin {decimal(gate.margin, 1)} under {decimal(gate.threshold, 1)}"
 
 
+@table("hypotheses")
 def hypotheses_table(context: Context) -> list[Table]:
     if not context.registry.plans:
         raise MissingInput("no analysis plan, so no registered hypotheses")
-    rows = []
+    rows: list[Row] = []
     for plan in context.registry.plans:
         records = context.of_experiment(plan.id)
         for hypothesis in plan.hypotheses:
@@ -254,28 +256,27 @@ def hypotheses_table(context: Context) -> list[Table]:
                 scoped = select(scoped, condition=hypothesis.condition)
             for model, condition, result in _results(context, plan, hypothesis, scoped):
                 rows.append(
-                    (
-                        plan.id,
-                        hypothesis.id,
-                        hypothesis.test,
-                        model,
-                        condition,
-                        hypothesis.task,
-                        " vs ".join(hypothesis.contrast),
-                        result.estimate,
-                        count(result.n) if result.n is not None else MISSING,
-                        pvalue(result.p),
-                        f"{hypothesis.alpha:g}",
-                        hypothesis.direction,
-                        result.outcome,
-                        context.registry.status(plan.id, hypothesis.id),
-                    )
+                    {
+                        "experiment": plan.id,
+                        "hypothesis": hypothesis.id,
+                        "test": hypothesis.test,
+                        "model": model,
+                        "condition": condition,
+                        "task": hypothesis.task,
+                        "contrast": " vs ".join(hypothesis.contrast),
+                        "estimate": result.estimate,
+                        "n": count(result.n) if result.n is not None else None,
+                        "p": pvalue(result.p),
+                        "alpha": f"{hypothesis.alpha:g}",
+                        "direction": hypothesis.direction,
+                        "outcome": result.outcome,
+                        "status": context.registry.status(plan.id, hypothesis.id),
+                    }
                 )
     if not rows:
         raise MissingInput("no records for any registered hypothesis")
     return [
         Table(
-            "hypotheses",
             "Registered hypotheses -- each tested as the analysis plan states it",
             (
                 "experiment",

@@ -11,11 +11,12 @@ from collections.abc import Sequence
 
 import numpy as np
 
+from convswap.analysis.builders import table
 from convswap.analysis.context import Context, MissingInput, ordered
 from convswap.analysis.cue_crossover import report_records
+from convswap.analysis.labels import COLOR_RUNGS, SPATIAL_CONVENTIONS
 from convswap.analysis.loading import group_by, model_label
-from convswap.analysis.report import MISSING, Table, accuracy_cells, accuracy_headers, count, decimal, points, signed
-from convswap.analysis.tables import COLOR_RUNGS, SPATIAL_CONVENTIONS
+from convswap.analysis.report import Row, Table, accuracy_cells, accuracy_headers, count, decimal, points, signed
 from convswap.core import Record
 from convswap.experiments.scoring import accuracy
 
@@ -30,11 +31,12 @@ def prompt_tokens(record: Record) -> int | None:
     return generation.get("prompt_tokens")
 
 
+@table("prompt_length")
 def prompt_length_table(context: Context) -> list[Table]:
     counted = [record for record in context.records if prompt_tokens(record) is not None]
     if not counted:
         raise MissingInput("no record holds a prompt token count (a generation with prompt_tokens)")
-    rows = []
+    rows: list[Row] = []
     for (experiment, model, condition, task), group in group_by(
         counted, "experiment", "model", "condition", "task"
     ).items():
@@ -48,27 +50,26 @@ def prompt_length_table(context: Context) -> list[Table]:
             tokens = np.array([prompt_tokens(record) for record in members], dtype=float)
             rate = accuracy(members).rate
             rows.append(
-                (
-                    experiment,
-                    model,
-                    condition,
-                    task,
-                    convention,
-                    count(len(members)),
-                    decimal(float(tokens.mean()), 1),
-                    count(int(tokens.min())),
-                    count(int(tokens.max())),
-                    signed(float(tokens.mean()) - reference_tokens),
-                    points(rate),
-                    signed(100 * (rate - reference_rate))
+                {
+                    "experiment": experiment,
+                    "model": model,
+                    "condition": condition,
+                    "task": task,
+                    "convention": convention,
+                    "prompts": count(len(members)),
+                    "mean tokens": decimal(float(tokens.mean()), 1),
+                    "min tokens": count(int(tokens.min())),
+                    "max tokens": count(int(tokens.max())),
+                    "Δ tokens": signed(float(tokens.mean()) - reference_tokens),
+                    "acc": points(rate),
+                    "Δ acc": signed(100 * (rate - reference_rate))
                     if rate is not None and reference_rate is not None
-                    else MISSING,
-                    context.registry.status(experiment, "prompt_length"),
-                )
+                    else None,
+                    "status": context.registry.status(experiment, "prompt_length"),
+                }
             )
     return [
         Table(
-            "prompt_length",
             "Prompt length -- tokens per convention on each model's own tokenizer, beside accuracy",
             (
                 "experiment",
@@ -96,6 +97,7 @@ def prompt_length_table(context: Context) -> list[Table]:
     ]
 
 
+@table("calibration_angle_accuracy")
 def calibration_angle_accuracy_table(context: Context) -> list[Table]:
     color = report_records([record for record in context.records if record.task == "color"])
     words = [record for record in color if record.convention in WORD_CONDITIONS]
@@ -105,7 +107,7 @@ def calibration_angle_accuracy_table(context: Context) -> list[Table]:
     held_out = group_by(
         [record for record in words if record.trial.get("held_out", False)], "model", "condition", "convention"
     )
-    rows = []
+    rows: list[Row] = []
     for (experiment, model, condition, convention), group in group_by(
         seen, "experiment", "model", "condition", "convention"
     ).items():
@@ -115,23 +117,22 @@ def calibration_angle_accuracy_table(context: Context) -> list[Table]:
         gap = (
             signed(100 * (on_held_out.rate - on_calibration.rate))
             if on_held_out is not None and on_held_out.rate is not None and on_calibration.rate is not None
-            else MISSING
+            else None
         )
         rows.append(
-            (
-                experiment,
-                model,
-                condition,
-                convention,
-                *accuracy_cells(on_calibration),
-                *accuracy_cells(on_held_out),
-                gap,
-                context.registry.status("color_ladder", "calibration_angle_accuracy"),
-            )
+            {
+                "experiment": experiment,
+                "model": model,
+                "condition": condition,
+                "convention": convention,
+                **accuracy_cells("calibration angles", on_calibration),
+                **accuracy_cells("held-out angles", on_held_out),
+                "held-out - calibration": gap,
+                "status": context.registry.status("color_ladder", "calibration_angle_accuracy"),
+            }
         )
     return [
         Table(
-            "calibration_angle_accuracy",
             "The word conditions on the calibration angles themselves, beside the held-out angles",
             (
                 "experiment",
@@ -153,13 +154,14 @@ def calibration_angle_accuracy_table(context: Context) -> list[Table]:
     ]
 
 
+@table("surface_resolution")
 def surface_resolution_table(context: Context) -> list[Table]:
     scored_by_first_token = [
         record for record in context.records if record.readout == "first_token" or record.first_token_refused
     ]
     if not scored_by_first_token:
         raise MissingInput("no record was read by first token or refused for it")
-    rows = []
+    rows: list[Row] = []
     for (model, alphabet), group in _by_alphabet(scored_by_first_token).items():
         surfaces = [record.extra["surface"] for record in group if "surface" in record.extra]
         refusals = sorted({record.first_token_refused for record in group if record.first_token_refused})
@@ -170,23 +172,22 @@ def surface_resolution_table(context: Context) -> list[Table]:
             probe_mass = decimal(surface["mass"], 3)
             others = ", ".join(f"{name} {mass:.3f}" for name, mass in sorted(surface["masses"].items()))
         else:
-            variant, probe_mass, others = "refused", MISSING, MISSING
+            variant, probe_mass, others = "refused", None, None
         rows.append(
-            (
-                model,
-                " ".join(alphabet),
-                variant,
-                probe_mass,
-                decimal(float(np.mean(masses)), 3) if masses else MISSING,
-                others,
-                count(len(group)),
-                "; ".join(refusals) or MISSING,
-                context.registry.status("calibration", "surface_resolution"),
-            )
+            {
+                "model": model,
+                "alphabet": " ".join(alphabet),
+                "surface": variant,
+                "probe mass": probe_mass,
+                "mean trial mass": decimal(float(np.mean(masses)), 3) if masses else None,
+                "mass per surface": others,
+                "records": count(len(group)),
+                "refused": "; ".join(refusals) or None,
+                "status": context.registry.status("calibration", "surface_resolution"),
+            }
         )
     return [
         Table(
-            "surface_resolution",
             "Token surfaces -- the surface resolved for each model and answer alphabet, and its candidate mass",
             (
                 "model",

@@ -3,6 +3,19 @@
 
 from __future__ import annotations
 
+# The spec's order of the color rungs (Table 1) and of the spatial conventions (Tables 2 and 8).
+COLOR_RUNGS = ("word", "label", "hue_glossed", "hue_legend", "hue_bare")
+SPATIAL_CONVENTIONS = (
+    "cell_name",
+    "normalized",
+    "pixels",
+    "pixels_glossed",
+    "pixels_mispaired",
+    "normalized_mispaired",
+    "grid_ref",
+    "percent",
+)
+
 # The spec's own row labels (Tables 1, 2, 3 and 8).
 CONVENTION_LABELS = {
     "word": "color word",

@@ -15,74 +15,57 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 
 from convswap.analysis.context import ordered
-from convswap.analysis.labels import EXPERIMENT_LABELS, convention_label
+from convswap.analysis.labels import COLOR_RUNGS, EXPERIMENT_LABELS, SPATIAL_CONVENTIONS, convention_label
 from convswap.analysis.numbers import SCIENTIFIC_TEXT, latex_math
-from convswap.analysis.report import MISSING, Table, label_columns
-from convswap.analysis.tables import COLOR_RUNGS, SPATIAL_CONVENTIONS
+from convswap.analysis.report import MISSING, Row, Table, label_columns, text
 from convswap.fileio import atomic_write_text
 
 TERMINAL_COLUMNS = 120
 LATEX_SPECIALS = {"&": r"\&", "%": r"\%", "_": r"\_", "#": r"\#", "$": r"\$", "Δ": r"$\Delta$", "°": r"$^\circ$"}
 
 
-def _pick(table: Table, row: tuple[str, ...], column: str) -> str:
-    return row[table.columns.index(column)]
+def _label(row: Row, column: str) -> str:
+    """A wide row's label in `column` (model, rung, convention, pair, ...)."""
+    return text(row.get(column))
 
 
-def _by_model(table: Table, label_column: str, order: Sequence[str]) -> list[tuple[str, ...]]:
+def _by_model(table: Table, label_column: str, order: Sequence[str]) -> list[Row]:
     """The wide rows in the spec's order of `label_column`, model by model."""
-    models = ordered({_pick(table, row, "model") for row in table.rows}, ())
-    rows: list[tuple[str, ...]] = []
+    models = ordered({_label(row, "model") for row in table.rows}, ())
+    rows: list[Row] = []
     for model in models:
-        mine = [row for row in table.rows if _pick(table, row, "model") == model]
-        for label in ordered({_pick(table, row, label_column) for row in mine}, order):
-            rows.extend(row for row in mine if _pick(table, row, label_column) == label)
+        mine = [row for row in table.rows if _label(row, "model") == model]
+        for label in ordered({_label(row, label_column) for row in mine}, order):
+            rows.extend(row for row in mine if _label(row, label_column) == label)
     return rows
 
 
-def _with_model(
-    table: Table, columns: tuple[str, ...], rows: Sequence[tuple[tuple[str, ...], tuple[str, ...]]]
-) -> tuple:
-    """A model column first only where the table holds more than one model."""
-    if len({_pick(table, row, "model") for row in table.rows}) > 1:
-        return ("model", *columns), [(_pick(table, row, "model"), *cells) for row, cells in rows]
+def _with_model(table: Table, columns: tuple[str, ...], rows: Sequence[tuple[Row, Row]]) -> tuple:
+    """A model column first only where the table holds more than one model; rows are (wide row, layout cells)."""
+    if len({_label(row, "model") for row in table.rows}) > 1:
+        return ("model", *columns), [{"model": row.get("model"), **cells} for row, cells in rows]
     return columns, [cells for _, cells in rows]
 
 
 def table1_layout(table: Table) -> Table:
     """Spec Table 1: options described as | visible | cached | interaction | % of word (one condition's)."""
     rows = _by_model(table, "rung", COLOR_RUNGS)
-    has_visible = any(_pick(table, row, "interaction visible") != MISSING for row in rows)
+    has_visible = any(row.get("interaction visible") is not None for row in rows)
     condition = "visible" if has_visible else "cached"
+    picks = {
+        "visible": "visible acc",
+        "cached": "cached acc",
+        "interaction": f"interaction {condition}",
+        "% of word": f"% of word ({condition})",
+        "n visible": "visible n",
+        "n cached": "cached n",
+        "pairs": f"crossover pairs {condition}",
+    }
     cells = [
-        (
-            row,
-            (
-                convention_label(_pick(table, row, "rung")),
-                _pick(table, row, "visible acc"),
-                _pick(table, row, "cached acc"),
-                _pick(table, row, f"interaction {condition}"),
-                _pick(table, row, f"% of word ({condition})"),
-                _pick(table, row, "visible n"),
-                _pick(table, row, "cached n"),
-                _pick(table, row, f"crossover pairs {condition}"),
-            ),
-        )
-        for row in rows
+        (row, {"options described as": convention_label(_label(row, "rung")), **_renamed(row, picks)}) for row in rows
     ]
-    headers = (
-        "options described as",
-        "visible",
-        "cached",
-        "interaction",
-        "% of word",
-        "n visible",
-        "n cached",
-        "pairs",
-    )
-    columns, body = _with_model(table, headers, cells)
+    columns, body = _with_model(table, ("options described as", *picks), cells)
     return Table(
-        table.name,
         "Table 1: color ladder -- accuracy by description, cue-crossover interaction, % of word",
         columns,
         tuple(body),
@@ -90,29 +73,31 @@ def table1_layout(table: Table) -> Table:
             f"Accuracy (%) on the report trials (n: one cued location each); interaction and % of word from the "
             f"{condition} crossover pairs (pairs: their number).",
         ),
-        labels=len(columns) - 7,
+        labels=len(columns) - len(picks),
     )
+
+
+def _renamed(row: Row, picks: dict[str, str]) -> Row:
+    """The wide row's cells under the layout's headers (layout header: wide column)."""
+    return {header: row.get(column) for header, column in picks.items()}
 
 
 def _convention_layout(table: Table, split: Sequence[str], title: str) -> Table:
     rows = _by_model(table, "convention", SPATIAL_CONVENTIONS)
-    cells = []
-    for row in rows:
-        values = [convention_label(_pick(table, row, "convention"))]
-        for value in split:
-            values += [_pick(table, row, f"{value} acc"), _pick(table, row, f"{value} Δ")]
-        cells.append((row, tuple(values)))
-    headers = ["options described as"]
+    picks: dict[str, str] = {}
     for value in split:
-        headers += [f"{value} acc.", f"{value} Δ"]
-    columns, body = _with_model(table, tuple(headers), cells)
+        picks |= {f"{value} acc.": f"{value} acc", f"{value} Δ": f"{value} Δ"}
+    cells = [
+        (row, {"options described as": convention_label(_label(row, "convention")), **_renamed(row, picks)})
+        for row in rows
+    ]
+    columns, body = _with_model(table, ("options described as", *picks), cells)
     return Table(
-        table.name,
         title,
         columns,
         tuple(body),
         ("Δ is against English cell names on trials scored under both, exact McNemar; *** p < 10^-3.",),
-        labels=len(columns) - 2 * len(split),
+        labels=len(columns) - len(picks),
     )
 
 
@@ -128,21 +113,26 @@ def table8_layout(table: Table) -> Table:
 
 def table3_layout(table: Table) -> Table:
     """Spec Table 3, one row per experiment and convention; model and condition shown only where they vary."""
-    varying = [name for name in ("model", "condition") if len({_pick(table, row, name) for row in table.rows}) > 1]
-    quantities = ("follows coord", "follows name", "neither", "readership", "n")
+    varying = [name for name in ("model", "condition") if len({_label(row, name) for row in table.rows}) > 1]
+    picks = {
+        "follows coord.": "follows coord",
+        "follows name": "follows name",
+        "neither": "neither",
+        "readership": "readership",
+        "n": "n",
+    }
     body = [
-        (
-            EXPERIMENT_LABELS.get(_pick(table, row, "experiment"), _pick(table, row, "experiment")),
-            *(_pick(table, row, name) for name in varying),
-            convention_label(_pick(table, row, "convention")),
-            *(_pick(table, row, name) for name in quantities),
-        )
+        {
+            "experiment": EXPERIMENT_LABELS.get(_label(row, "experiment"), _label(row, "experiment")),
+            **{name: row.get(name) for name in varying},
+            "convention": convention_label(_label(row, "convention")),
+            **_renamed(row, picks),
+        }
         for row in table.rows
     ]
     return Table(
-        table.name,
         "Table 3: readership -- which key the model follows when coordinate and name disagree",
-        ("experiment", *varying, "convention", "follows coord.", "follows name", "neither", "readership", "n"),
+        ("experiment", *varying, "convention", *picks),
         tuple(body),
         ("Readership: the share following the coordinate relative to chance; n: scored cells.",),
         labels=2 + len(varying),
@@ -150,20 +140,20 @@ def table3_layout(table: Table) -> Table:
 
 
 def table4_layout(table: Table) -> Table:
-    body, previous = [], None
+    body: list[Row] = []
+    previous = None
     for row in table.rows:
-        pair = _pick(table, row, "pair")
+        pair = _label(row, "pair")
         body.append(
-            (
-                pair if pair != previous else "",
-                convention_label(_pick(table, row, "convention")),
-                _pick(table, row, "difference"),
-                _pick(table, row, "p"),
-            )
+            {
+                "pair": pair if pair != previous else "",
+                "convention": convention_label(_label(row, "convention")),
+                "difference": row.get("difference"),
+                "p": row.get("p"),
+            }
         )
         previous = pair
     return Table(
-        table.name,
         "Table 4: paired differences between models on the same photographs, exact McNemar",
         ("pair", "convention", "difference", "p"),
         tuple(body),
@@ -175,16 +165,15 @@ def table4_layout(table: Table) -> Table:
 def table5_layout(table: Table) -> Table:
     """Table 5 (Appendix C): each model's anchors, word and degrees, and how many angles it named unanimously."""
     body = [
-        (
-            _pick(table, row, "model"),
-            _pick(table, row, "anchors"),
-            _pick(table, row, "anchor angles").replace(", ", "°, ") + "°",
-            _pick(table, row, "angles retained"),
-        )
+        {
+            "model": row.get("model"),
+            "anchors": row.get("anchors"),
+            "anchor (word, angle)": _label(row, "anchor angles").replace(", ", "°, ") + "°",
+            "angles retained": row.get("angles retained"),
+        }
         for row in table.rows
     ]
     return Table(
-        table.name,
         "Table 5: calibrated color vocabularies -- anchors per model",
         ("model", "anchors", "anchor (word, angle)", "angles retained"),
         tuple(body),
@@ -201,11 +190,10 @@ def _picked(table: Table, title: str, picks: Sequence[tuple[str, str]], labels: 
         "experiment": lambda value: EXPERIMENT_LABELS.get(value, value),
     }
     body = [
-        tuple(named.get(source, str)(_pick(table, row, source)) if source in named else _pick(table, row, source)
-              for _, source in picks)
+        {header: named[source](_label(row, source)) if source in named else row.get(source) for header, source in picks}
         for row in table.rows
-    ]  # fmt: skip
-    return Table(table.name, title, tuple(header for header, _ in picks), tuple(body), (note,), labels=labels)
+    ]
+    return Table(title, tuple(header for header, _ in picks), tuple(body), (note,), labels=labels)
 
 
 def gate_layout(table: Table) -> Table:
@@ -241,38 +229,25 @@ def readership_models_layout(table: Table) -> Table:
     )  # fmt: skip
 
 
-LAYOUTS: dict[str, Callable[[Table], Table]] = {
-    "gate_sensitivity": gate_layout,
-    "instrument_agreement": agreement_layout,
-    "readership_across_models": readership_models_layout,
-    "table5_vocabularies": table5_layout,
-    "table1_color_ladder": table1_layout,
-    "table2_coco": table2_layout,
-    "table3_readership": table3_layout,
-    "table4_model_pairs": table4_layout,
-    "table8_synthetic_spatial": table8_layout,
-}
-
-
-def markdown_cell(text: str) -> str:
-    match = SCIENTIFIC_TEXT.match(text)
+def markdown_cell(written: str) -> str:
+    match = SCIENTIFIC_TEXT.match(written)
     if match:
         return f"{match['mantissa']} × 10^{int(match['exponent'])}{match['marks']}"
-    return text
+    return written
 
 
-def latex_cell(text: str) -> str:
-    math = latex_math(text)
+def latex_cell(written: str) -> str:
+    math = latex_math(written)
     if math is not None:
         return f"${math}$"
-    if text == MISSING:
+    if written == MISSING:
         return "---"
-    return "".join(LATEX_SPECIALS.get(character, character) for character in text)
+    return "".join(LATEX_SPECIALS.get(character, character) for character in written)
 
 
 def layout_markdown(table: Table) -> str:
     lines = [f"# {table.title}", ""]
-    rows = [table.columns, *(tuple(markdown_cell(cell) for cell in row) for row in table.rows)]
+    rows = [table.columns, *(tuple(markdown_cell(text(cell)) for cell in table.cells(row)) for row in table.rows)]
     widths = [max(len(row[index]) for row in rows) for index in range(len(table.columns))]
     for number, row in enumerate(rows):
         lines.append("| " + " | ".join(cell.ljust(width) for cell, width in zip(row, widths, strict=True)) + " |")
@@ -294,18 +269,16 @@ def layout_latex(table: Table) -> str:
         "\\toprule",
         " & ".join(latex_cell(column) for column in table.columns) + " \\\\",
         "\\midrule",
-        *(" & ".join(latex_cell(cell) for cell in row) + " \\\\" for row in table.rows),
+        *(" & ".join(latex_cell(text(cell)) for cell in table.cells(row)) + " \\\\" for row in table.rows),
         "\\bottomrule",
         "\\end{tabular}",
     ]
     return "\n".join(lines) + "\n"
 
 
-def write_layout(table: Table, out_dir: Path) -> list[Path]:
-    """The spec layout of a wide table, as Markdown and LaTeX; nothing for a table the spec does not lay out."""
-    if table.name not in LAYOUTS:
-        return []
-    layout = LAYOUTS[table.name](table)
+def write_layout(table: Table, lay_out: Callable[[Table], Table], out_dir: Path) -> list[Path]:
+    """The spec layout of a wide table, as Markdown and LaTeX."""
+    layout = lay_out(table)
     paths = [out_dir / f"{table.name}.layout.md", out_dir / f"{table.name}.tex"]
     atomic_write_text(paths[0], layout_markdown(layout))
     atomic_write_text(paths[1], layout_latex(layout))

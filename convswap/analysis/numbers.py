@@ -1,6 +1,6 @@
 """`numbers.tex` and `numbers.json`: every reported number of every table, named, so a paper can cite it.
 
-A number is a `Cell` of a table.  Its name joins, in CamelCase with digits spelled
+A number is a `Quantity` cell of a table.  Its name joins, in CamelCase with digits spelled
 out (LaTeX control words hold letters only), the table's name, the row's label cells
 (experiment, model, condition, task, convention, ... as the table has them) and the
 column's header, after the prefix `cs`:
@@ -25,7 +25,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from convswap.analysis.report import Cell, Table, label_columns
+from convswap.analysis.report import Quantity, Table, label_columns, text
 from convswap.fileio import atomic_write_text
 
 DIGIT_WORDS = ("Zero", "One", "Two", "Three", "Four", "Five", "Six", "Seven", "Eight", "Nine")
@@ -41,11 +41,11 @@ class Number:
     table: str
     row: tuple[tuple[str, str], ...]  # (column, label) of the row's label cells
     column: str
-    cell: Cell
+    cell: Quantity
 
     @property
     def latex(self) -> str:
-        return latex_number(self.cell)
+        return latex_number(str(self.cell))
 
     def to_json(self) -> dict[str, object]:
         return {
@@ -89,9 +89,10 @@ def table_numbers(table: Table) -> list[Number]:
     labels = label_columns(table)
     numbers = []
     for row in table.rows:
-        row_labels = tuple(zip(table.columns[:labels], row[:labels], strict=True))
-        for column, cell in zip(table.columns[labels:], row[labels:], strict=True):
-            if isinstance(cell, Cell):
+        cells = table.cells(row)
+        row_labels = tuple(zip(table.columns[:labels], map(text, cells[:labels]), strict=True))
+        for column, cell in zip(table.columns[labels:], cells[labels:], strict=True):
+            if isinstance(cell, Quantity):
                 name = macro_name(table.name, *(label for _, label in row_labels), column)
                 numbers.append(Number(name, table.name, row_labels, column, cell))
     return numbers

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from convswap.experiments.plan import Plan, load_plan, plan_files, registered_names
+from convswap.experiments.plan import Hypothesis, Plan, load_plan, plan_files, registered_names
 
 REGISTERED = "registered"
 POST_HOC = "post hoc"
@@ -30,11 +30,13 @@ class Registry:
         self._post_hoc: set[str] = set(SPEC_POST_HOC)
         self._gates: dict[str, tuple[str, float]] = {}
         self._alphas: dict[tuple[str, str], float] = {}
+        self._hypotheses: dict[str, tuple[Hypothesis, ...]] = {}
         self.plans: list[Plan] = [load_plan(path) for path in plan_files(self.plan_dir)] if self.plan_dir else []
         for plan in self.plans:
             self._registered[plan.id] = registered_names(plan)
             self._post_hoc.update(plan.post_hoc)
             self._alphas.update(((plan.id, hypothesis.id), hypothesis.alpha) for hypothesis in plan.hypotheses)
+            self._hypotheses[plan.id] = plan.hypotheses
             if plan.gate is not None:
                 self._gates[plan.id] = (plan.gate.control, plan.gate.threshold_points)
 
@@ -45,6 +47,24 @@ class Registry:
     def alpha(self, experiment: str, hypothesis: str, default: float) -> float:
         """The registered significance level of one hypothesis of an experiment, else `default` (the spec's)."""
         return self._alphas.get((experiment, hypothesis), default)
+
+    def contrast(self, experiment: str, hypothesis: str, default: tuple[str, ...]) -> tuple[str, ...]:
+        """The conventions a hypothesis of an experiment registers as its contrast, else `default` (the spec's)."""
+        registered = (found.contrast for found in self._hypotheses.get(experiment, ()) if found.id == hypothesis)
+        return next(registered, default)
+
+    def paired_contrasts(
+        self, experiment: str, default: tuple[tuple[str, str, str], ...]
+    ) -> tuple[tuple[str, str, str], ...]:
+        """(first, second, hypothesis) for every exact McNemar test of two conventions the experiment's plan
+        registers, in the plan's order; `default` (the spec's) for an experiment with no plan."""
+        if experiment not in self._hypotheses:
+            return default
+        return tuple(
+            (hypothesis.contrast[0], hypothesis.contrast[1], hypothesis.id)
+            for hypothesis in self._hypotheses[experiment]
+            if hypothesis.test == "mcnemar_exact" and len(hypothesis.contrast) == 2
+        )
 
     def status(self, experiment: str, *analyses: str) -> str:
         """`registered` only if every named analysis is registered for this experiment and its records are."""

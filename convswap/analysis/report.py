@@ -1,22 +1,24 @@
 """A table as the tables command writes it (Markdown and CSV with the same cells), and number formats.
 
+A row maps column names to cells: a label (text), a `Quantity`, an `IntervalCell`, or None where a number cannot
+be computed (a column a row leaves out is None there too).  Quantities keep their value at full precision and
+how they are written; the text is made when a table is written, per format: here for Markdown and CSV, in
+`layouts` for the spec layouts and LaTeX, in `numbers` for `numbers.tex` and `numbers.json`.
+
 Formats: accuracies and shares in points with one decimal (68.5); differences in
 points with a sign (-48.5, +1.0); p-values with two significant digits (0.065,
 1.0), in scientific notation below 0.001 (8.7e-33); readership with two decimals
-and a times sign (0.30x).  A cell that cannot be computed shows an em dash.
-
-A number cell is a `Cell`: the text the table shows, which is what a paper
-quotes, with the value it was formatted from at full precision beside it, so
-that `numbers.json` keeps every digit and `check-numbers` can pin a quoted
-number to its cell.  A count is a `Cell` too (`count`).
+and a times sign (0.30x).  A missing cell shows an em dash.
 """
 
 from __future__ import annotations
 
 import csv
 import io
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Literal
 
 from convswap.experiments.scoring import Accuracy
 from convswap.fileio import atomic_write_text
@@ -24,43 +26,97 @@ from convswap.fileio import atomic_write_text
 MISSING = "—"
 
 
-class Cell(str):
-    """A table cell that reports a number: its text as the table shows it, and `value`, the unrounded number."""
+Style = Literal["count", "points", "chance", "signed", "pvalue", "ratio", "decimal"]
+
+
+@dataclass(frozen=True)
+class Quantity:
+    """A number a table reports: `value`, unrounded, and how it is written; `marks` follow it (stars)."""
 
     value: float
+    style: Style
+    digits: int = 1
+    marks: str = ""
 
-    def __new__(cls, text: str, value: float) -> Cell:
-        cell = super().__new__(cls, text)
-        cell.value = value
-        return cell
+    def __str__(self) -> str:
+        return _TEXT[self.style](self.value, self.digits) + self.marks
 
-    def __add__(self, suffix: str) -> Cell:
-        """The same number with a mark after it (significance stars)."""
-        return Cell(str(self) + suffix, self.value)
+
+def _signed_text(value: float, digits: int) -> str:
+    text = f"{value:+.{digits}f}"
+    return "+0.0" if text == "-0.0" else text
+
+
+def _pvalue_text(p: float, digits: int) -> str:
+    if p < 1e-3:
+        return f"{p:.1e}"
+    text = f"{p:.2g}"
+    return text if "." in text or "e" in text else f"{text}.0"
+
+
+_TEXT: dict[Style, Callable[[float, int], str]] = {
+    "count": lambda value, digits: str(value),
+    "points": lambda value, digits: f"{value:.{digits}f}",
+    "chance": lambda value, digits: f"{value:.3g}",  # 11.1, 16.7, 6.25 (1/16)
+    "signed": _signed_text,
+    "pvalue": _pvalue_text,
+    "ratio": lambda value, digits: f"{value:.2f}x",
+    "decimal": lambda value, digits: f"{value:.{digits}f}",
+}
+
+
+@dataclass(frozen=True)
+class IntervalCell:
+    """A confidence interval of a difference in points, written [low, high] with signs."""
+
+    low: float
+    high: float
+
+    def __str__(self) -> str:
+        return f"[{Quantity(self.low, 'signed')}, {Quantity(self.high, 'signed')}]"
+
+
+CellValue = str | Quantity | IntervalCell | None
+Row = Mapping[str, CellValue]
+
+
+def text(cell: CellValue) -> str:
+    """A cell as Markdown and CSV write it."""
+    return MISSING if cell is None else str(cell)
 
 
 @dataclass(frozen=True)
 class Table:
-    name: str
     title: str
     columns: tuple[str, ...]
-    rows: tuple[tuple[str, ...], ...]
+    rows: tuple[Row, ...]
     notes: tuple[str, ...] = ()
     # How many leading columns label a row (experiment, model, convention, ...); None: every column before the
     # first that holds a number.
     labels: int | None = None
+    # Its file name, given by the registration of its builder (convswap.analysis.builders).
+    name: str = ""
 
     def __post_init__(self) -> None:
         for row in self.rows:
-            if len(row) != len(self.columns):
-                raise ValueError(f"table {self.name}: row {row} does not have {len(self.columns)} cells")
+            if not isinstance(row, Mapping):
+                raise TypeError(f"table {self.title!r}: a row is {type(row).__name__}, not a mapping of its columns")
+            unknown = set(row).difference(self.columns)
+            if unknown:
+                raise ValueError(f"table {self.title!r}: a row names columns it does not have: {sorted(unknown)}")
+
+    def cells(self, row: Row) -> tuple[CellValue, ...]:
+        """The row's cells in column order, None where it has none."""
+        return tuple(row.get(column) for column in self.columns)
 
 
 def label_columns(table: Table) -> int:
     """The number of leading columns that say what a row is about, rather than report a number."""
     if table.labels is not None:
         return table.labels
-    numbered = (index for row in table.rows for index, cell in enumerate(row) if isinstance(cell, Cell))
+    numbered = (
+        index for row in table.rows for index, cell in enumerate(table.cells(row)) if isinstance(cell, Quantity)
+    )
     return min(numbered, default=len(table.columns))
 
 
@@ -69,7 +125,7 @@ def to_markdown(table: Table) -> str:
         return "| " + " | ".join(cell.replace("|", "\\|") for cell in cells) + " |"
 
     parts = [f"# {table.title}", "", line(table.columns), line(tuple("---" for _ in table.columns))]
-    parts.extend(line(row) for row in table.rows)
+    parts.extend(line(tuple(map(text, table.cells(row)))) for row in table.rows)
     if table.notes:
         parts.append("")
         parts.extend(f"- {note}" for note in table.notes)
@@ -80,7 +136,7 @@ def to_csv(table: Table) -> str:
     buffer = io.StringIO()
     writer = csv.writer(buffer, lineterminator="\n")
     writer.writerow(table.columns)
-    writer.writerows(table.rows)
+    writer.writerows(tuple(map(text, table.cells(row))) for row in table.rows)
     return buffer.getvalue()
 
 
@@ -91,33 +147,25 @@ def write_table(table: Table, out_dir: Path) -> list[Path]:
     return paths
 
 
-def count(number: int) -> Cell:
-    return Cell(str(number), number)
+def count(number: int) -> Quantity:
+    return Quantity(number, "count")
 
 
-def points(rate: float | None, digits: int = 1) -> str:
-    return MISSING if rate is None else Cell(f"{100.0 * rate:.{digits}f}", 100.0 * rate)
+def points(rate: float | None, digits: int = 1) -> Quantity | None:
+    return None if rate is None else Quantity(100.0 * rate, "points", digits)
 
 
-def chance_points(rate: float) -> Cell:
+def chance_points(rate: float) -> Quantity:
     """A chance rate in points to three significant digits: 11.1, 16.7, 6.25 (1/16)."""
-    return Cell(f"{100.0 * rate:.3g}", 100.0 * rate)
+    return Quantity(100.0 * rate, "chance")
 
 
-def signed(value_points: float | None, digits: int = 1) -> str:
-    if value_points is None:
-        return MISSING
-    text = f"{value_points:+.{digits}f}"
-    return Cell("+0.0" if text == "-0.0" else text, value_points)
+def signed(value_points: float | None, digits: int = 1, marks: str = "") -> Quantity | None:
+    return None if value_points is None else Quantity(value_points, "signed", digits, marks)
 
 
-def pvalue(p: float | None) -> str:
-    if p is None:
-        return MISSING
-    if p < 1e-3:
-        return Cell(f"{p:.1e}", p)
-    text = f"{p:.2g}"
-    return Cell(text if "." in text or "e" in text else f"{text}.0", p)
+def pvalue(p: float | None) -> Quantity | None:
+    return None if p is None else Quantity(p, "pvalue")
 
 
 def stars(p: float | None) -> str:
@@ -127,24 +175,26 @@ def stars(p: float | None) -> str:
     return "***" if p < 1e-3 else "**" if p < 1e-2 else "*" if p < 0.05 else ""
 
 
-def ratio(value: float | None) -> str:
-    return MISSING if value is None else Cell(f"{value:.2f}x", value)
+def ratio(value: float | None) -> Quantity | None:
+    return None if value is None else Quantity(value, "ratio")
 
 
-def decimal(value: float | None, digits: int = 2) -> str:
-    return MISSING if value is None else Cell(f"{value:.{digits}f}", value)
+def decimal(value: float | None, digits: int = 2) -> Quantity | None:
+    return None if value is None else Quantity(value, "decimal", digits)
 
 
-def accuracy_cells(result: Accuracy | None) -> tuple[str, str, str, str]:
-    """acc (on scored), n scored, unscored (by status), acc counting unscored as not correct."""
+def accuracy_cells(prefix: str, result: Accuracy | None) -> dict[str, CellValue]:
+    """Under `prefix`: acc (on scored), n scored, unscored (by status), acc counting unscored as not correct;
+    nothing (every cell missing) without a result."""
     if result is None:
-        return (MISSING, MISSING, MISSING, MISSING)
-    return (
+        return {}
+    cells = (
         points(result.rate),
         count(result.scored),
         unscored_text(result.unscored),
         points(result.rate_counting_unscored),
     )
+    return dict(zip(accuracy_headers(prefix), cells, strict=True))
 
 
 def unscored_text(unscored: dict[str, int]) -> str:

@@ -12,15 +12,27 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from convswap.analysis.appendix import gated_models
+from convswap.analysis.builders import TableSpec, table, tables
 from convswap.analysis.context import Context, MissingInput, experiment_records, ordered, readout_names
 from convswap.analysis.contrasts import PENALTY_ALPHA, paired_contrast
 from convswap.analysis.cue_crossover import Crossover, crossover_if_scored, is_crossover, report_records
+from convswap.analysis.gating import gated_models
 from convswap.analysis.inversions import by_model_and_convention, model_pairs
+from convswap.analysis.labels import COLOR_RUNGS, SPATIAL_CONVENTIONS
+from convswap.analysis.layouts import (
+    table1_layout,
+    table2_layout,
+    table3_layout,
+    table4_layout,
+    table5_layout,
+    table8_layout,
+)
 from convswap.analysis.loading import NothingScored, chance, group_by, vocabulary_label
 from convswap.analysis.mispaired import readership_of, two_key_records
 from convswap.analysis.report import (
-    MISSING,
+    CellValue,
+    IntervalCell,
+    Row,
     Table,
     accuracy_cells,
     accuracy_headers,
@@ -37,29 +49,21 @@ from convswap.analysis.report import (
 from convswap.core import CONDITIONS, Record
 from convswap.experiments.scoring import accuracy, unscored_counts
 
-COLOR_RUNGS = ("word", "label", "hue_glossed", "hue_legend", "hue_bare")
-# (control, treatment, the hypothesis that registers the contrast)
+# The spec's (control, treatment, the hypothesis that registers the contrast); a color_ladder plan's own exact
+# McNemar hypotheses replace them.
 COLOR_CONTRASTS = (
     ("label", "hue_legend", "word_to_numeric"),
     ("word", "hue_bare", "word_to_bare_hue"),
     ("word", "label", "output_format_cost"),
 )
-SPATIAL_CONVENTIONS = (
-    "cell_name",
-    "normalized",
-    "pixels",
-    "pixels_glossed",
-    "pixels_mispaired",
-    "normalized_mispaired",
-    "grid_ref",
-    "percent",
-)
+# The spec's conventions of the rank-inversion search; the cross_model plan's rank_inversions contrast replaces them.
 PAIR_CONVENTIONS = ("cell_name", "pixels", "normalized")
 
 
 # --- Table 1: the color ladder ---------------------------------------------------------------
 
 
+@tables(TableSpec("table1_color_ladder", demo=True, layout=table1_layout), TableSpec("table1_contrasts"))
 def table1_color_ladder(context: Context) -> list[Table]:
     """Accuracy and its contrasts on the report trials; the interaction on the crossover pairs apart.
 
@@ -68,7 +72,8 @@ def table1_color_ladder(context: Context) -> list[Table]:
     enter an accuracy; their count is the interaction's own n.
     """
     records = experiment_records(context, "color_ladder")
-    rows, contrast_rows = [], []
+    rows: list[Row] = []
+    contrast_rows: list[Row] = []
     for (model,), model_records in group_by(records, "model").items():
         report = group_by(report_records(model_records), "convention", "condition")
         crossing = group_by([record for record in model_records if is_crossover(record)], "convention", "condition")
@@ -88,22 +93,24 @@ def table1_color_ladder(context: Context) -> list[Table]:
                 for condition in CONDITIONS
             ]
             rows.append(
-                (
-                    model,
-                    rung,
-                    chance_points(chance(by_rung[(rung,)])),
-                    *accuracy_cells(accuracy(visible) if visible else None),
-                    *accuracy_cells(accuracy(cached) if cached else None),
-                    *_crossover_cells(interactions[(rung, "visible")]),
-                    *_crossover_cells(interactions[(rung, "cached")]),
-                    *(MISSING if share is None else f"{share:.0f}" for share in shares),
-                    readout_names(visible + cached),
-                    context.registry.status("color_ladder", "accuracy_table"),
-                )
+                {
+                    "model": model,
+                    "rung": rung,
+                    "chance": chance_points(chance(by_rung[(rung,)])),
+                    **accuracy_cells("visible", accuracy(visible) if visible else None),
+                    **accuracy_cells("cached", accuracy(cached) if cached else None),
+                    **_crossover_cells("visible", interactions[(rung, "visible")]),
+                    **_crossover_cells("cached", interactions[(rung, "cached")]),
+                    **{
+                        f"% of word ({condition})": None if share is None else f"{share:.0f}"
+                        for condition, share in zip(CONDITIONS, shares, strict=True)
+                    },
+                    "readout": readout_names(visible + cached),
+                    "status": context.registry.status("color_ladder", "accuracy_table"),
+                }
             )
         contrast_rows.extend(_color_contrasts(context, model, report))
     ladder = Table(
-        "table1_color_ladder",
         "Table 1: color ladder -- accuracy by rung (visible, cached), cue-crossover interaction, % of word",
         (
             "model",
@@ -134,7 +141,6 @@ def table1_color_ladder(context: Context) -> list[Table]:
         ),
     )
     contrasts = Table(
-        "table1_contrasts",
         "Table 1 contrasts: paired differences between rungs (exact McNemar)",
         (
             "model",
@@ -170,43 +176,47 @@ def _interaction(result: Crossover | None) -> float | None:
     return None if result is None else result.interaction
 
 
-def _crossover_cells(result: Crossover | None) -> tuple[str, str, str]:
+def _crossover_cells(condition: str, result: Crossover | None) -> Row:
     if result is None:
-        return (MISSING, MISSING, MISSING)
-    return (decimal(result.interaction), decimal(result.untouched), count(result.pairs))
+        return {}
+    return {
+        f"interaction {condition}": decimal(result.interaction),
+        f"untouched {condition}": decimal(result.untouched),
+        f"crossover pairs {condition}": count(result.pairs),
+    }
 
 
-def _color_contrasts(context: Context, model: str, by_rung: dict[tuple, list[Record]]) -> list[tuple[str, ...]]:
-    rows: list[tuple[str, ...]] = []
+def _color_contrasts(context: Context, model: str, by_rung: dict[tuple, list[Record]]) -> list[Row]:
+    rows: list[Row] = []
     for condition in ("visible", "cached"):
-        for control, treatment, hypothesis in COLOR_CONTRASTS:
+        for control, treatment, hypothesis in context.registry.paired_contrasts("color_ladder", COLOR_CONTRASTS):
             control_records = by_rung.get((control, condition))
             treatment_records = by_rung.get((treatment, condition))
             if not control_records or not treatment_records:
                 continue
-            cells: tuple[str, ...]
+            cells: Row
             try:
                 result = paired_contrast(control_records, treatment_records)
-                cells = (
-                    signed(-100 * result.difference),
-                    count(result.test.b),
-                    count(result.test.c),
-                    count(result.pairs),
-                    pvalue(result.test.pvalue),
-                )
+                cells = {
+                    "difference": signed(-100 * result.difference),
+                    "b": count(result.test.b),
+                    "c": count(result.test.c),
+                    "n pairs": count(result.pairs),
+                    "p": pvalue(result.test.pvalue),
+                }
             except NothingScored:
-                cells = (MISSING, MISSING, MISSING, count(0), MISSING)
+                cells = {"n pairs": count(0)}
             rows.append(
-                (
-                    model,
-                    condition,
-                    control,
-                    treatment,
-                    hypothesis,
-                    *cells,
-                    readout_names(control_records + treatment_records),
-                    context.registry.status("color_ladder", hypothesis),
-                )
+                {
+                    "model": model,
+                    "condition": condition,
+                    "control": control,
+                    "treatment": treatment,
+                    "hypothesis": hypothesis,
+                    **cells,
+                    "readouts": readout_names(control_records + treatment_records),
+                    "status": context.registry.status("color_ladder", hypothesis),
+                }
             )
     return rows
 
@@ -214,25 +224,23 @@ def _color_contrasts(context: Context, model: str, by_rung: dict[tuple, list[Rec
 # --- Tables 2, 8 and the 4x4 grid: accuracy per convention with the difference from cell names ----
 
 
-def convention_table(
-    context: Context, experiment: str, name: str, title: str, split: str, split_values: Sequence[str]
-) -> Table:
+def convention_table(context: Context, experiment: str, title: str, split: str, split_values: Sequence[str]) -> Table:
     """One row per (model, other factor, convention); one column group per value of `split`.
 
     Table 2 splits by task (locate, identify); Table 8 by condition (visible, cached).
     """
     records = experiment_records(context, experiment)
     other = "condition" if split == "task" else "task"
-    rows = []
+    rows: list[Row] = []
     for (model, other_value), group in group_by(records, "model", other).items():
         by_cell = group_by(group, "convention", split)
         for convention in ordered({convention for convention, _ in by_cell}, SPATIAL_CONVENTIONS):
-            cells: list[str] = []
+            row: dict[str, CellValue] = {"model": model, other: other_value, "convention": convention}
             for value in split_values:
                 subject = by_cell.get((convention, value), [])
                 control = by_cell.get(("cell_name", value), [])
-                cells.extend(_convention_cells(context, subject, control, convention))
-            rows.append((model, other_value, convention, *cells, context.registry.status(experiment, "accuracy_table")))
+                row.update(_convention_cells(context, value, subject, control, convention))
+            rows.append({**row, "status": context.registry.status(experiment, "accuracy_table")})
     columns = ["model", other, "convention"]
     for value in split_values:
         columns += [
@@ -245,7 +253,6 @@ def convention_table(
             f"{value} readout",
         ]
     return Table(
-        name,
         title,
         (*columns, "status"),
         tuple(rows),
@@ -259,34 +266,38 @@ def convention_table(
 
 
 def _convention_cells(
-    context: Context, subject: Sequence[Record], control: Sequence[Record], convention: str
-) -> list[str]:
+    context: Context, value: str, subject: Sequence[Record], control: Sequence[Record], convention: str
+) -> Row:
+    """The cells of one column group (`value` of the split): accuracy, and the paired difference from cell names."""
     if not subject:
-        return [MISSING] * 10
-    cells = [chance_points(chance(subject)), *accuracy_cells(accuracy(subject))]
+        return {}
+    cells: dict[str, CellValue] = {
+        f"{value} chance": chance_points(chance(subject)),
+        **accuracy_cells(value, accuracy(subject)),
+        f"{value} readout": readout_names(subject),
+    }
     if convention == "cell_name" or not control:
-        return [*cells, MISSING, MISSING, MISSING, MISSING, readout_names(subject)]
+        return cells
     try:
         result = paired_contrast(subject, control, with_interval=True, seed=context.seed, resamples=context.resamples)
     except NothingScored:
-        return [*cells, MISSING, MISSING, MISSING, "0", readout_names(subject)]
+        return {**cells, f"{value} n pairs": count(0)}
     interval = result.interval
-    return [
-        *cells,
-        signed(100 * result.difference) + stars(result.test.pvalue),
-        pvalue(result.test.pvalue),
-        f"[{signed(100 * interval.low)}, {signed(100 * interval.high)}]" if interval else MISSING,
-        count(result.pairs),
-        readout_names(subject),
-    ]
+    return {
+        **cells,
+        f"{value} Δ": signed(100 * result.difference, marks=stars(result.test.pvalue)),
+        f"{value} p": pvalue(result.test.pvalue),
+        f"{value} 95% CI": IntervalCell(100 * interval.low, 100 * interval.high) if interval else None,
+        f"{value} n pairs": count(result.pairs),
+    }
 
 
+@table("table2_coco", demo=True, layout=table2_layout)
 def table2_coco(context: Context) -> list[Table]:
     return [
         convention_table(
             context,
             "coco_locate_identify",
-            "table2_coco",
             "Table 2: COCO -- locate and identify accuracy per convention, difference from cell names",
             "task",
             ("locate", "identify"),
@@ -294,12 +305,12 @@ def table2_coco(context: Context) -> list[Table]:
     ]
 
 
+@table("table_coco_4x4")
 def table_coco_4x4(context: Context) -> list[Table]:
     return [
         convention_table(
             context,
             "coco_4x4",
-            "table_coco_4x4",
             "COCO on a 4x4 grid -- locate accuracy per convention, difference from cell names",
             "task",
             ("locate",),
@@ -307,12 +318,12 @@ def table_coco_4x4(context: Context) -> list[Table]:
     ]
 
 
+@table("table_new_conventions")
 def table_new_conventions(context: Context) -> list[Table]:
     return [
         convention_table(
             context,
             "new_conventions",
-            "table_new_conventions",
             "New conventions (grid reference, percent) -- locate accuracy, difference from cell names",
             "task",
             ("locate",),
@@ -320,54 +331,50 @@ def table_new_conventions(context: Context) -> list[Table]:
     ]
 
 
-def table8_synthetic_spatial(context: Context) -> list[Table]:
-    return [
-        convention_table(
-            context,
-            "synthetic_spatial",
-            "table8_synthetic_spatial",
-            "Table 8: synthetic spatial arrays -- locate accuracy per convention, visible and cached",
-            "condition",
-            ("visible", "cached"),
-        )
-    ]
-
-
 # --- Table 3: readership ---------------------------------------------------------------------
 
 
+@table("table3_readership", demo=True, layout=table3_layout)
 def table3_readership(context: Context) -> list[Table]:
     mispaired = two_key_records(context.records)
     if not mispaired:
         raise MissingInput("no mispaired records (keys coord and name)")
-    rows = []
+    rows: list[Row] = []
     for (experiment, model, condition, task, convention), group in group_by(
         mispaired, "experiment", "model", "condition", "task", "convention"
     ).items():
+        cells: Row
         try:
             result = readership_of(group)
         except NothingScored:  # a row of dashes, so that the unscored count still shows
-            cells = (*[MISSING] * 6, "0", unscored_text(dict(unscored_counts(group))), MISSING, MISSING)
+            cells = {"n": count(0), "unscored": unscored_text(dict(unscored_counts(group)))}
         else:
             share = result.readership
-            cells = (
-                count(share.k),
-                chance_points(share.chance),
-                points(share.coord_share),
-                points(share.name_share),
-                points(share.neither_share),
-                ratio(share.rho),
-                count(share.n),
-                unscored_text(result.unscored),
-                pvalue(result.below_chance.pvalue),
-                pvalue(result.two_sided.pvalue),
-            )
+            cells = {
+                "K": count(share.k),
+                "chance": chance_points(share.chance),
+                "follows coord": points(share.coord_share),
+                "follows name": points(share.name_share),
+                "neither": points(share.neither_share),
+                "readership": ratio(share.rho),
+                "n": count(share.n),
+                "unscored": unscored_text(result.unscored),
+                "p below chance": pvalue(result.below_chance.pvalue),
+                "p two-sided": pvalue(result.two_sided.pvalue),
+            }
         rows.append(
-            (experiment, model, condition, task, convention, *cells, context.registry.status(experiment, "key_table"))
+            {
+                "experiment": experiment,
+                "model": model,
+                "condition": condition,
+                "task": task,
+                "convention": convention,
+                **cells,
+                "status": context.registry.status(experiment, "key_table"),
+            }
         )
     return [
         Table(
-            "table3_readership",
             "Table 3: readership -- which key the model follows when coordinate and name disagree",
             (
                 "experiment",
@@ -399,6 +406,7 @@ def table3_readership(context: Context) -> list[Table]:
 # --- Table 4: paired model differences and rank inversions -----------------------------------
 
 
+@table("table4_model_pairs", demo=True, layout=table4_layout)
 def table4_model_pairs(context: Context) -> list[Table]:
     records = experiment_records(context, "cross_model", task="locate")
     passing, failing = gated_models(context, "cross_model", records)
@@ -406,21 +414,22 @@ def table4_model_pairs(context: Context) -> list[Table]:
     if len(by_model) < 2:
         raise MissingInput(f"fewer than two gated models in cross_model locate records (gated: {sorted(by_model)})")
     alpha = context.registry.alpha("cross_model", "rank_inversions", PENALTY_ALPHA)
-    rows = []
-    for pair in model_pairs(by_model, PAIR_CONVENTIONS, alpha):
+    rows: list[Row] = []
+    conventions = context.registry.contrast("cross_model", "rank_inversions", PAIR_CONVENTIONS)
+    for pair in model_pairs(by_model, conventions, alpha):
         for convention, result in pair.contrasts:
             rows.append(
-                (
-                    f"{pair.first} vs {pair.second}",
-                    convention,
-                    signed(100 * result.difference),
-                    count(result.test.b),
-                    count(result.test.c),
-                    count(result.pairs),
-                    pvalue(result.test.pvalue),
-                    "yes" if pair.inverted else "no",
-                    context.registry.status("cross_model", "pair_table", "rank_inversions"),
-                )
+                {
+                    "pair": f"{pair.first} vs {pair.second}",
+                    "convention": convention,
+                    "difference": signed(100 * result.difference),
+                    "b": count(result.test.b),
+                    "c": count(result.test.c),
+                    "n pairs": count(result.pairs),
+                    "p": pvalue(result.test.pvalue),
+                    "pair inverts": "yes" if pair.inverted else "no",
+                    "status": context.registry.status("cross_model", "pair_table", "rank_inversions"),
+                }
             )
     notes = [
         "difference = first model minus second on the same trials, in points, exact McNemar; b: first-only "
@@ -431,7 +440,6 @@ def table4_model_pairs(context: Context) -> list[Table]:
         notes.append("Not gated, so in no pair: " + "; ".join(f"{model} ({why})" for model, why in failing))
     return [
         Table(
-            "table4_model_pairs",
             "Table 4: paired differences between models on the same photographs (locate), rank inversions",
             ("pair", "convention", "difference", "b", "c", "n pairs", "p", "pair inverts", "status"),
             tuple(rows),
@@ -443,29 +451,45 @@ def table4_model_pairs(context: Context) -> list[Table]:
 # --- Table 5: vocabularies -------------------------------------------------------------------
 
 
+@table("table5_vocabularies", layout=table5_layout)
 def table5_vocabularies(context: Context) -> list[Table]:
     if not context.vocabularies:
         raise MissingInput("no vocabulary files (vocabulary*.json or *.vocab.json)")
-    rows = []
+    rows: list[Row] = []
     for vocabulary in context.vocabularies:
         retained = sum(1 for naming in vocabulary.namings if naming.name is not None)
         kept_runs = [run for run in vocabulary.runs if run.kept]
         rows.append(
-            (
-                vocabulary_label(vocabulary),
-                count(len(vocabulary.anchors)),
-                ", ".join(f"{anchor.word} {anchor.angle}" for anchor in vocabulary.anchors),
-                ", ".join(f"{run.word} {run.angles[0]}-{run.angles[-1]}" for run in kept_runs),
-                ", ".join(vocabulary.discarded_names) or MISSING,
-                f"{retained} of {len(vocabulary.namings)}",
-                context.registry.status("calibration", "vocabulary_table"),
-            )
+            {
+                "model": vocabulary_label(vocabulary),
+                "anchors": count(len(vocabulary.anchors)),
+                "anchor angles": ", ".join(f"{anchor.word} {anchor.angle}" for anchor in vocabulary.anchors),
+                "kept runs": ", ".join(f"{run.word} {run.angles[0]}-{run.angles[-1]}" for run in kept_runs),
+                "discarded names": ", ".join(vocabulary.discarded_names) or None,
+                "angles retained": f"{retained} of {len(vocabulary.namings)}",
+                "status": context.registry.status("calibration", "vocabulary_table"),
+            }
         )
     return [
         Table(
-            "table5_vocabularies",
             "Table 5: calibrated color vocabularies per model -- anchors (word, degrees) and unanimous runs",
             ("model", "anchors", "anchor angles", "kept runs", "discarded names", "angles retained", "status"),
             tuple(rows),
+        )
+    ]
+
+
+# --- Table 8: synthetic arrays ------------------------------------------------------------------
+
+
+@table("table8_synthetic_spatial", demo=True, layout=table8_layout)
+def table8_synthetic_spatial(context: Context) -> list[Table]:
+    return [
+        convention_table(
+            context,
+            "synthetic_spatial",
+            "Table 8: synthetic spatial arrays -- locate accuracy per convention, visible and cached",
+            "condition",
+            ("visible", "cached"),
         )
     ]

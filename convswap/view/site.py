@@ -25,7 +25,7 @@ from importlib import resources
 from pathlib import Path
 from typing import Any
 
-from convswap.analysis.generate import FIGURE_SUFFIXES, TABLE_SUFFIXES
+from convswap.analysis.builders import FIGURE_SUFFIXES, TABLE_SUFFIXES
 from convswap.analysis.stats import Accuracy
 from convswap.audits.checks import CheckResult
 from convswap.core import ConvswapError, Trial
