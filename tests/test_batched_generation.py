@@ -22,6 +22,8 @@ from transformers_helpers import IMAGES, QUESTIONS, TOLERANCE, messages, query
 from convswap.core import Generation
 from convswap.readout.transformers_backend import TransformersBackend
 
+pytestmark = pytest.mark.slow  # tiny transformers models, browsers or subprocess runs: see the README's fast tier
+
 BUDGET = 6
 # More prompts than QUESTIONS, so that a random model's greedy paths differ on enough of them.
 MORE_QUESTIONS = QUESTIONS + (

@@ -13,6 +13,8 @@ import pytest
 from api_servers import LoopbackServer, Reply, openai_error, openai_reply
 from runner_support import REPO_ROOT, SPATIAL, records_in
 
+pytestmark = pytest.mark.slow  # tiny transformers models, browsers or subprocess runs: see the README's fast tier
+
 MODEL = "openai:gpt-4o"
 LIMIT = 6  # 6 trials x 2 conditions x 5 conventions = 60 requests
 WORKERS = 8  # the OpenAI backend's default concurrency

@@ -16,6 +16,8 @@ from runner_support import REPO_ROOT, SIM, SPATIAL, records_in, spatial_request,
 from convswap.cli import main
 from convswap.experiments.runner import run_experiment
 
+pytestmark = pytest.mark.slow  # tiny transformers models, browsers or subprocess runs: see the README's fast tier
+
 LIMIT = 12  # 240 records, a few hundred kilobytes per log
 
 

@@ -7,6 +7,10 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
+pytestmark = pytest.mark.slow  # tiny transformers models, browsers or subprocess runs: see the README's fast tier
+
 SCRIPT = Path(__file__).resolve().parents[1] / "benchmarks" / "gpu_throughput.py"
 
 

@@ -17,6 +17,8 @@ from convswap.experiments.folder_lock import locked
 from convswap.experiments.logs import read_records
 from convswap.experiments.runner import run_experiment
 
+pytestmark = pytest.mark.slow  # tiny transformers models, browsers or subprocess runs: see the README's fast tier
+
 FOLDER = "sim-qwen3vl-like"
 
 

@@ -23,6 +23,8 @@ from convswap.readout.base import ModelInfo
 from convswap.readout.transformers_backend import TransformersBackend
 from convswap.stimuli.render import render_image
 
+pytestmark = pytest.mark.slow  # tiny transformers models, browsers or subprocess runs: see the README's fast tier
+
 INFO = ModelInfo(spec="hf:tiny", backend="transformers", revision="test", dtype="float32")
 
 

@@ -28,6 +28,8 @@ from view_support import (
 from convswap.audits.log_audit import audit_folder
 from convswap.cli import main
 
+pytestmark = pytest.mark.slow  # tiny transformers models, browsers or subprocess runs: see the README's fast tier
+
 
 @pytest.fixture(scope="session")
 def planted(tmp_path_factory, coco_annotations) -> Planted:
