@@ -48,7 +48,7 @@ from convswap.calibration.vocabulary import (
     model_owner,
     save_vocabulary,
 )
-from convswap.conventions import CONVENTIONS, render
+from convswap.conventions import conventions_for, render
 from convswap.core import Condition, ConvswapError, Prompt, Record, Trial
 from convswap.experiments.folder_lock import lock_name, locked
 from convswap.experiments.launcher import launcher_shard, local_rank
@@ -534,7 +534,7 @@ def _expected(plan: Plan, plan_hash: str, request: RunRequest, condition: str, t
 
 
 def _conventions(plan: Plan, task: str) -> tuple[str, ...]:
-    return tuple(name for name in plan.design.conventions if task in CONVENTIONS[name].tasks)
+    return tuple(name for name in plan.design.conventions if name in conventions_for(task))
 
 
 def _units_on_disk(
