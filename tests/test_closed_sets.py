@@ -10,8 +10,8 @@ from analysis_factory import locate_trial
 from plan_support import MINIMAL
 
 from convswap.conventions import CONVENTIONS
-from convswap.conventions.render import Convention
 from convswap.conventions.color import DESCRIBED_BY
+from convswap.conventions.render import Convention
 from convswap.conventions.spatial import COORDINATES, SYSTEMS, describe_cell, pair_scale, preamble
 from convswap.core import ConvswapError
 from convswap.experiments.plan import Design, Gate, Hypothesis, load_plan
