@@ -7,7 +7,7 @@ A check states its problem in the toolkit's words through `problem`; `first_prob
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any, ClassVar
 
 from pydantic import BaseModel, BeforeValidator, ConfigDict, ValidationError, ValidationInfo, model_validator
@@ -49,6 +49,14 @@ def is_integer(value: Any) -> bool:
 
 def is_number(value: Any) -> bool:
     return isinstance(value, int | float) and not isinstance(value, bool)
+
+
+def at_least(minimum: int) -> BeforeValidator:
+    return checked(lambda value: is_integer(value) and value >= minimum, f"must be an integer >= {minimum}")
+
+
+def one_of(allowed: Sequence[Any]) -> BeforeValidator:
+    return checked(lambda value: value in allowed, f"must be one of {', '.join(map(str, allowed))}")
 
 
 class Table(BaseModel):

@@ -36,6 +36,7 @@ class Convention:
         return "question" if task == "identify" else "answer"
 
 
+# Every convention, registered once: rendering, the per-task lists, plan validation and the audits read it here.
 CONVENTIONS: dict[str, Convention] = {
     c.name: c
     for c in (

@@ -23,7 +23,7 @@ from pydantic import BeforeValidator, Field, ValidationError, ValidationInfo, fi
 
 from convswap.conventions import CONVENTIONS, conventions_for
 from convswap.core import CONDITIONS, TASKS, Condition, ConvswapError, Task, sha256_hex
-from convswap.validation import Table, checked, first_problem, is_integer, is_number, problem
+from convswap.validation import Table, at_least, checked, first_problem, is_integer, is_number, one_of, problem
 
 PLAN_DIR_NAME = "analysis_plan"
 
@@ -58,14 +58,6 @@ _NAME = re.compile(r"^[a-z][a-z0-9_]*$")
 _STRICT_FRACTION = "must be a number strictly between 0 and 1"
 
 
-def _one_of(allowed: Sequence[Any]) -> BeforeValidator:
-    return checked(lambda value: value in allowed, f"must be one of {', '.join(map(str, allowed))}")
-
-
-def _integer(minimum: int) -> BeforeValidator:
-    return checked(lambda value: is_integer(value) and value >= minimum, f"must be an integer >= {minimum}")
-
-
 def _number(within: Callable[[float], bool], message: str) -> BeforeValidator:
     return checked(lambda value: is_number(value) and within(value), message)
 
@@ -76,29 +68,24 @@ def _repeats(values: Sequence[Any], where: tuple[str, ...] = ()) -> None:
         raise problem("repeats", repeated, where)
 
 
-def _drawn_from(allowed: Sequence[str]) -> BeforeValidator:
-    """A non-empty list of distinct values, each one of `allowed`."""
+def _distinct_list(item_ok: Callable[[Any], bool], not_a_list: str, bad_item: str) -> BeforeValidator:
+    """A non-empty list of distinct items, each of which `item_ok` accepts."""
 
     def check(value: Any) -> Any:
         if not isinstance(value, list) or not value:
-            raise problem(f"must be a non-empty list drawn from {', '.join(allowed)}", value)
+            raise problem(not_a_list, value)
         for item in value:
-            if item not in allowed:
-                raise problem(f"must be drawn from {', '.join(allowed)}", item)
+            if not item_ok(item):
+                raise problem(bad_item, item)
         _repeats(value)
         return value
 
     return BeforeValidator(check)
 
 
-def _seeds(value: Any) -> Any:
-    if not isinstance(value, list) or not value:
-        raise problem("must be a non-empty list of integers >= 0", value)
-    for item in value:
-        if not is_integer(item) or item < 0:
-            raise problem("must hold integers >= 0", item)
-    _repeats(value)
-    return value
+def _drawn_from(allowed: Sequence[str]) -> BeforeValidator:
+    return _distinct_list(lambda item: item in allowed, f"must be a non-empty list drawn from {', '.join(allowed)}",
+                          f"must be drawn from {', '.join(allowed)}")  # fmt: skip
 
 
 def _is_name(value: Any) -> bool:
@@ -127,15 +114,19 @@ def _design_of(info: ValidationInfo) -> Design | None:
 
 
 class Design(Table):
-    stimuli: Annotated[Stimuli, _one_of(STIMULI)]
+    stimuli: Annotated[Stimuli, one_of(STIMULI)]
     tasks: Annotated[tuple[Task, ...], _drawn_from(TASKS)]
     conventions: Names
     conditions: Annotated[tuple[Condition, ...], _drawn_from(CONDITIONS)]
-    n: Annotated[int, _integer(1)]
-    seeds: Annotated[tuple[int, ...], BeforeValidator(_seeds)]
+    n: Annotated[int, at_least(1)]
+    seeds: Annotated[
+        tuple[int, ...],
+        _distinct_list(lambda item: is_integer(item) and item >= 0, "must be a non-empty list of integers >= 0",
+                       "must hold integers >= 0"),
+    ]  # fmt: skip
     grid: Annotated[int | None, checked(lambda value: value is None or (is_integer(value) and value >= 0),
                                         "must be an integer >= 0")] = Field(None, validate_default=True)  # fmt: skip
-    readout: Annotated[PlanReadout, _one_of(READOUTS)]
+    readout: Annotated[PlanReadout, one_of(READOUTS)]
     k: tuple[tuple[str, int | str], ...]  # task -> K, or "calibrated"
     models: Texts = ()  # the registered model set of a cross-model comparison
     crossover: bool = False  # color arrays: also run the cue-crossover pairs
@@ -210,10 +201,10 @@ class Design(Table):
 class Hypothesis(Table):
     id: Name
     statement: Text
-    endpoint: Annotated[Endpoint, _one_of(ENDPOINTS)]
+    endpoint: Annotated[Endpoint, one_of(ENDPOINTS)]
     contrast: Names
-    test: Annotated[Test, _one_of(TESTS)]
-    direction: Annotated[Direction, _one_of(DIRECTIONS)]
+    test: Annotated[Test, one_of(TESTS)]
+    direction: Annotated[Direction, one_of(DIRECTIONS)]
     alpha: Fraction
     task: str  # filled from the design when it has one task
     condition: str | None = None  # None: every condition of the design, each tested apart
@@ -232,19 +223,19 @@ class Gate(Table):
     threshold_points: Annotated[
         float, _number(lambda value: 0 <= value <= 100, "must be a number of percentage points in [0, 100]")
     ]
-    readout: Annotated[GateReadout, _one_of(GATE_READOUTS)]
+    readout: Annotated[GateReadout, one_of(GATE_READOUTS)]
 
 
 class HeldOutRule(Table):
     """Which integer angles may be shown as held-out stimuli (spec 3.6, amended in section 8)."""
 
-    min_from_own_anchor_deg: Annotated[int, _integer(1)]
+    min_from_own_anchor_deg: Annotated[int, at_least(1)]
     max_from_own_anchor_deg: int
-    min_from_other_anchor_deg: Annotated[int, _integer(1)]
+    min_from_other_anchor_deg: Annotated[int, at_least(1)]
     off_calibration_grid: Boolean
     # Distance from every calibration angle whose swatch drew another word, kept as an
     # anchor or discarded.  None: the unamended rule, which saw only the anchors.
-    min_from_other_name_deg: Annotated[int, _integer(1)] | None = None
+    min_from_other_name_deg: Annotated[int, at_least(1)] | None = None
 
     @field_validator("max_from_own_anchor_deg", mode="before")
     @classmethod
@@ -258,9 +249,9 @@ class HeldOutRule(Table):
 class CalibrationDesign(Table):
     """The free-report vocabulary calibration of spec 3.1."""
 
-    step_deg: Annotated[int, _integer(1)]
-    renders_per_angle: Annotated[int, _integer(2)]
-    min_anchor_separation_deg: Annotated[int, _integer(1)]
+    step_deg: Annotated[int, at_least(1)]
+    renders_per_angle: Annotated[int, at_least(2)]
+    min_anchor_separation_deg: Annotated[int, at_least(1)]
     min_candidate_mass: Fraction
 
     @field_validator("step_deg")
@@ -282,7 +273,7 @@ class Plan(Table):
     hypotheses: tuple[Hypothesis, ...] = ()
     post_hoc: Names = ()
     registered_analyses: Names = ()
-    version: Annotated[int, _integer(1)]
+    version: Annotated[int, at_least(1)]
     title: Text
     spec_section: Text
     path: Path

@@ -33,12 +33,12 @@ from pathlib import Path
 from typing import Annotated, Any, ClassVar, TypeVar
 
 from PIL import Image
-from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, ValidationError, field_validator, model_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from convswap.core import ConvswapError, Generation, canonical_json, sha256_hex
 from convswap.readout.base import DEFAULT_MAX_NEW_TOKENS, Backend, ModelInfo, Query
 from convswap.readout.conversation import Turn, conversation
-from convswap.validation import checked, first_problem, is_integer, is_number, problem
+from convswap.validation import at_least, checked, first_problem, is_integer, is_number, problem
 
 log = logging.getLogger(__name__)
 
@@ -58,10 +58,6 @@ DEFAULT_MAX_RETRIES = 5
 # Shapes of OpenAI and Google API keys, scrubbed even when a server echoes a masked or different key.
 _KEY_SHAPES = re.compile(r"sk-[A-Za-z0-9_\-*]{6,}|AIza[0-9A-Za-z_\-]{10,}")
 _DETAIL_CHARS = 300
-
-
-def _at_least(minimum: int) -> BeforeValidator:
-    return checked(lambda value: is_integer(value) and value >= minimum, f"must be an integer >= {minimum}")
 
 
 def default_cache_path() -> Path:
@@ -264,9 +260,9 @@ class ApiSettings(BaseModel):
     model_config = ConfigDict(arbitrary_types_allowed=True)
 
     base_url: Annotated[str | None, checked(lambda value: isinstance(value, str), "must be a URL string")] = None
-    max_output_tokens: Annotated[int, _at_least(1)] = DEFAULT_MAX_OUTPUT_TOKENS
+    max_output_tokens: Annotated[int, at_least(1)] = DEFAULT_MAX_OUTPUT_TOKENS
     cache_path: Path = Field(default_factory=default_cache_path)
-    concurrency: Annotated[int, _at_least(1)] = DEFAULT_CONCURRENCY
+    concurrency: Annotated[int, at_least(1)] = DEFAULT_CONCURRENCY
     timeout: Annotated[float, checked(lambda value: is_number(value) and value > 0, "must be a number of seconds > 0")
                        ] = DEFAULT_TIMEOUT_S  # fmt: skip
     retry: Annotated[RetryPolicy, checked(lambda value: isinstance(value, RetryPolicy), "must be a RetryPolicy")] = (
