@@ -288,6 +288,8 @@ def test_settings_ignore_unset_options_of_other_backends():
         ({"timeout": 0}, "openai:m: option timeout must be a number of seconds > 0, got 0"),
         ({"retry": 3}, "openai:m: option retry must be a RetryPolicy, got 3"),
         ({"base_url": 5}, "openai:m: option base_url must be a URL string, got 5"),
+        ({"cache_path": 5}, "openai:m: option cache_path must be a file path, got 5"),
+        ({"timeout": True}, "openai:m: option timeout must be a number of seconds > 0, got True"),
         ({"timeout": "30"}, "openai:m: option timeout must be a number of seconds > 0, got '30'"),
         ({"retry": RetryPolicy(), "max_retries": 2}, "openai:m: give either retry or max_retries, not both"),
     ],

@@ -207,7 +207,7 @@ class Hypothesis(Table):
     direction: Annotated[Direction, one_of(DIRECTIONS)]
     alpha: Fraction
     task: str  # filled from the design when it has one task
-    condition: str | None = None  # None: every condition of the design, each tested apart
+    condition: Condition | None = None  # None: every condition of the design, each tested apart
     key: Annotated[
         Key | None, checked(lambda value: value is None or value in KEYS, f"must be one of {', '.join(KEYS)}")
     ] = None  # None: "target", or "coord" for a mispaired convention
@@ -305,6 +305,9 @@ class Plan(Table):
         for index, item in enumerate(filled):
             if item["task"] not in tasks:
                 raise problem(f"must be one of the design's tasks {list(tasks)}", item["task"], (index, "task"))
+            condition = item.get("condition")
+            if condition is not None and condition not in design.conditions:
+                raise problem(f"must be one of {list(design.conditions)}", condition, (index, "condition"))
         return filled
 
     @field_validator("hypotheses")
@@ -317,12 +320,6 @@ class Plan(Table):
             for name in hypothesis.contrast:
                 if design is not None and name not in design.conventions:
                     raise problem("names a convention the design does not run", name, (index, "contrast"))
-            if (
-                design is not None
-                and hypothesis.condition is not None
-                and hypothesis.condition not in design.conditions
-            ):
-                raise problem(f"must be one of {list(design.conditions)}", hypothesis.condition, (index, "condition"))
         _repeats([hypothesis.id for hypothesis in hypotheses], ("id",))
         return hypotheses
 

@@ -261,7 +261,9 @@ class ApiSettings(BaseModel):
 
     base_url: Annotated[str | None, checked(lambda value: isinstance(value, str), "must be a URL string")] = None
     max_output_tokens: Annotated[int, at_least(1)] = DEFAULT_MAX_OUTPUT_TOKENS
-    cache_path: Path = Field(default_factory=default_cache_path)
+    cache_path: Annotated[Path, checked(lambda value: isinstance(value, str | os.PathLike), "must be a file path")] = (
+        Field(default_factory=default_cache_path)
+    )
     concurrency: Annotated[int, at_least(1)] = DEFAULT_CONCURRENCY
     timeout: Annotated[float, checked(lambda value: is_number(value) and value > 0, "must be a number of seconds > 0")
                        ] = DEFAULT_TIMEOUT_S  # fmt: skip
