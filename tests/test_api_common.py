@@ -265,6 +265,14 @@ def test_settings_take_max_retries_as_attempts_minus_one(tmp_path):
     assert settings.cache_path == tmp_path / "c.sqlite"
 
 
+def test_settings_keep_the_retry_policy_given_and_expand_the_cache_path(monkeypatch, tmp_path):
+    monkeypatch.setenv("HOME", str(tmp_path))
+    policy = RetryPolicy(max_attempts=2, sleep=lambda delay: None)
+    settings = ApiSettings.from_options("openai:m", {"retry": policy, "cache_path": "~/c.sqlite", "timeout": 5})
+    assert settings.retry is policy
+    assert (settings.cache_path, settings.timeout) == (tmp_path / "c.sqlite", 5.0)
+
+
 def test_settings_ignore_unset_options_of_other_backends():
     assert ApiSettings.from_options("openai:m", {"quant": None, "dtype": None}) == ApiSettings()
 
@@ -279,6 +287,10 @@ def test_settings_ignore_unset_options_of_other_backends():
         ({"max_retries": -1}, "openai:m: option max_retries must be an integer >= 0, got -1"),
         ({"timeout": 0}, "openai:m: option timeout must be a number of seconds > 0, got 0"),
         ({"retry": 3}, "openai:m: option retry must be a RetryPolicy, got 3"),
+        ({"base_url": 5}, "openai:m: option base_url must be a URL string, got 5"),
+        ({"cache_path": 5}, "openai:m: option cache_path must be a file path, got 5"),
+        ({"timeout": True}, "openai:m: option timeout must be a number of seconds > 0, got True"),
+        ({"timeout": "30"}, "openai:m: option timeout must be a number of seconds > 0, got '30'"),
         ({"retry": RetryPolicy(), "max_retries": 2}, "openai:m: give either retry or max_retries, not both"),
     ],
 )

@@ -10,8 +10,9 @@ from analysis_factory import locate_trial
 from plan_support import MINIMAL
 
 from convswap.conventions import CONVENTIONS
+from convswap.conventions.color import DESCRIBED_BY
 from convswap.conventions.render import Convention
-from convswap.conventions.spatial import describe_cell, preamble
+from convswap.conventions.spatial import COORDINATES, SYSTEMS, describe_cell, pair_scale, preamble
 from convswap.core import ConvswapError
 from convswap.experiments.plan import Design, Gate, Hypothesis, load_plan
 
@@ -69,3 +70,15 @@ def test_an_unknown_spatial_coordinate_is_refused():
         describe_cell("polar", locate_trial(0), "top-left")
     with pytest.raises(ConvswapError, match="unknown spatial coordinate 'hue'"):
         preamble("hue", locate_trial(0))
+
+
+def test_every_coordinate_is_registered_exactly_once():
+    allowed = set(get_args(get_type_hints(Convention)["coordinate"]))
+    assert set(SYSTEMS) | set(DESCRIBED_BY) == allowed
+    assert not set(SYSTEMS) & set(DESCRIBED_BY)
+
+
+def test_a_pair_is_read_back_on_the_scale_its_system_registers():
+    assert [pair_scale(c) for c in COORDINATES] == ["pixels", "pixels", "normalized", "pixels", "pixels"]
+    with pytest.raises(ConvswapError, match="unknown spatial coordinate 'hue'"):
+        pair_scale("hue")

@@ -196,3 +196,39 @@ def test_default_plan_dir_prefers_the_working_directory(tmp_path, monkeypatch):
     assert default_plan_dir() == Path("analysis_plan")
     os.rmdir(tmp_path / "analysis_plan")
     assert default_plan_dir() == PLAN_DIR  # the source checkout's
+
+
+@pytest.mark.parametrize(
+    ("old", "new", "message"),
+    [
+        ("max_from_own_anchor_deg = 20", "max_from_own_anchor_deg = 5",
+         "held_out.max_from_own_anchor_deg: must be an integer >= 10, got 5"),
+        ("step_deg = 5", "step_deg = 7", "calibration.step_deg: must divide 360, got 7"),
+        ("renders_per_angle = 3", "renders_per_angle = 3\nseed = 1",
+         "calibration.seed: unknown field (known: min_anchor_separation_deg, min_candidate_mass, renders_per_angle, "
+         "step_deg), got 1"),
+        ('[calibration]', '[calibration_extra]\n[calibration]', "calibration_extra: unknown field (known: calibration, "
+         "design, exclusions, failure_conditions, gate, held_out, hypotheses, id, post_hoc, registered_analyses, "
+         "spec_section, title, version), got {}"),
+    ],
+)  # fmt: skip
+def test_a_bad_nested_field_is_one_line_naming_its_table(tmp_path, old, new, message):
+    text = (PLAN_DIR / "calibration.toml").read_text()
+    assert old in text
+    path = write(tmp_path, text.replace(old, new, 1), "calibration")
+    with pytest.raises(ConvswapError) as caught:
+        load_plan(path)
+    assert str(caught.value) == f"{path}: {message}"
+
+
+def test_a_hypothesis_of_a_two_task_design_must_name_its_task(tmp_path):
+    text = MINIMAL.replace('tasks = ["locate"]', 'tasks = ["locate", "identify"]').replace("k = 9", "k = 6")
+    path = write(tmp_path, text)
+    with pytest.raises(ConvswapError) as caught:
+        load_plan(path)
+    assert (
+        str(caught.value)
+        == f"{path}: hypotheses[0].task: must be one of the design's tasks ['locate', 'identify'], got None"
+    )
+    path = write(tmp_path, text.replace("alpha = 0.05", 'alpha = 0.05\ntask = "identify"'))
+    assert load_plan(path).hypotheses[0].task == "identify"

@@ -12,6 +12,9 @@ import re
 from dataclasses import dataclass
 
 from convswap.conventions.cells import NORMALIZED_SCALE, cell_names, cell_of_point, grid_of
+from convswap.conventions.color import DESCRIBED_BY
+from convswap.conventions.render import Coordinate
+from convswap.conventions.spatial import PairScale, pair_scale
 from convswap.core import Trial
 
 _GLOSS = re.compile(r"^(?P<body>.*?)\s*(?:\[(?P<square>[^\]]+)\]|\((?P<round>[A-Za-z][^)]*)\))$")
@@ -86,7 +89,7 @@ def legend_pairs(text: str) -> dict[int, str]:
     return pairs
 
 
-def cell_named_by(description: str, trial: Trial, scale: str = "pixels") -> str | None:
+def cell_named_by(description: str, trial: Trial, scale: PairScale = "pixels") -> str | None:
     """The grid cell a spatial description denotes under the stored trial's image size, or None.
 
     scale: how a bare "(x, y)" pair is read -- "pixels" or "normalized" (0-999).
@@ -112,19 +115,19 @@ def cell_named_by(description: str, trial: Trial, scale: str = "pixels") -> str 
     return cell_of_point(x, y, width, height, n)
 
 
-def referent_of(description: str, trial: Trial, coordinate: str) -> str | None:
+def referent_of(description: str, trial: Trial, coordinate: Coordinate) -> str | None:
     """The referent an option description names, decoded by the convention's coordinate system.
 
     coordinate: the convention's coordinate ("cell_name", "pixels", "normalized",
     "grid_ref", "percent", "word", "label", "hue").
     """
     body, _ = split_gloss(description)
-    if coordinate in ("word", "label"):
-        return body if body in trial.referents else None
-    if coordinate == "hue":
+    if coordinate in DESCRIBED_BY:
+        if DESCRIBED_BY[coordinate] == "word":
+            return body if body in trial.referents else None
         angle_words = {anchor.angle: anchor.word for anchor in trial.anchors}
         return angle_words.get(int(body)) if body.isdigit() else None
-    return cell_named_by(body, trial, scale="normalized" if coordinate == "normalized" else "pixels")
+    return cell_named_by(body, trial, scale=pair_scale(coordinate))
 
 
 @dataclass(frozen=True)
@@ -137,7 +140,7 @@ class ReadOption:
     gloss: str | None
 
 
-def read_options(text: str, trial: Trial, coordinate: str) -> tuple[ReadOption, ...]:
+def read_options(text: str, trial: Trial, coordinate: Coordinate) -> tuple[ReadOption, ...]:
     """The trial's K options in slot order, each decoded from `text` by the convention's coordinate system."""
     legend = legend_pairs(text)
     options = []

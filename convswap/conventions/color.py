@@ -6,8 +6,15 @@ is held out.  Every sentence a model sees is written out in full below.
 
 from __future__ import annotations
 
+from typing import Literal
+
 from convswap.conventions.instructions import WORD_ANSWER, integer_answer
 from convswap.core import ConvswapError, Trial
+
+ColorCoordinate = Literal["word", "label", "hue"]
+# What each color coordinate writes for a referent: the color word itself, or the model's calibrated angle for it.
+# The audits read stored options back by this entry.
+DESCRIBED_BY: dict[ColorCoordinate, Literal["word", "angle"]] = {"word": "word", "label": "word", "hue": "angle"}
 
 WHICH_HELD_OUT = "Which of these is it closest to?"
 WHICH_CALIBRATION = "Which one?"

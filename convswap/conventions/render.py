@@ -19,8 +19,7 @@ from convswap.conventions.order import check_derangement, derangement, option_or
 from convswap.core import ConvswapError, Gloss, OutputFormat, Prompt, Side, Trial
 
 SPATIAL_TASKS = ("locate", "identify")
-ColorCoordinate = Literal["word", "label", "hue"]
-Coordinate = Literal[spatial.SpatialCoordinate, ColorCoordinate]
+Coordinate = Literal[spatial.SpatialCoordinate, color.ColorCoordinate]
 
 
 @dataclass(frozen=True)
@@ -37,6 +36,7 @@ class Convention:
         return "question" if task == "identify" else "answer"
 
 
+# Every convention, registered once: rendering, the per-task lists, plan validation and the audits read it here.
 CONVENTIONS: dict[str, Convention] = {
     c.name: c
     for c in (

@@ -9,6 +9,7 @@ full below.
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Literal, cast, get_args
 
 from convswap.conventions.cells import (
@@ -25,6 +26,7 @@ from convswap.core import ConvswapError, Trial
 
 SpatialCoordinate = Literal["cell_name", "pixels", "normalized", "grid_ref", "percent"]
 COORDINATES: tuple[SpatialCoordinate, ...] = get_args(SpatialCoordinate)
+PairScale = Literal["pixels", "normalized"]
 
 
 def _pixels_preamble(trial: Trial, n: int) -> str:
@@ -57,16 +59,6 @@ def _grid_ref_preamble(trial: Trial, n: int) -> str:
     )
 
 
-# The sentence stating each coordinate system, from the trial and its grid size n; cell names need none.
-PREAMBLES: dict[SpatialCoordinate, Callable[[Trial, int], str]] = {
-    "cell_name": lambda trial, n: "",
-    "pixels": _pixels_preamble,
-    "normalized": _normalized_preamble,
-    "grid_ref": _grid_ref_preamble,
-    "percent": _percent_preamble,
-}
-
-
 def _center(trial: Trial, row: int, col: int, n: int) -> tuple[int, int]:
     return cell_center_px(row, col, trial.width, trial.height, n)
 
@@ -86,13 +78,27 @@ def _percent(trial: Trial, cell: str, row: int, col: int, n: int) -> str:
     return f"({percent(x, trial.width)}%, {percent(y, trial.height)}%)"
 
 
-# One cell, named `cell` at (row, col) of an n by n grid, as each coordinate system describes it.
-DESCRIPTIONS: dict[SpatialCoordinate, Callable[[Trial, str, int, int, int], str]] = {
-    "cell_name": lambda trial, cell, row, col, n: cell,
-    "pixels": _pixels,
-    "normalized": _normalized,
-    "grid_ref": lambda trial, cell, row, col, n: grid_reference(row, col),
-    "percent": _percent,
+@dataclass(frozen=True)
+class SpatialSystem:
+    """How one coordinate system states itself and describes a cell.
+
+    preamble: the sentence stating the system, from the trial and its grid size n.
+    describe: the cell named `cell` at (row, col) of an n by n grid.
+    pair_scale: how a bare "(x, y)" pair in its descriptions is read back (the audits decode prompts by it).
+    """
+
+    preamble: Callable[[Trial, int], str]
+    describe: Callable[[Trial, str, int, int, int], str]
+    pair_scale: PairScale = "pixels"
+
+
+# Every spatial coordinate system, registered once; a new one is a Literal value above and an entry here.
+SYSTEMS: dict[SpatialCoordinate, SpatialSystem] = {
+    "cell_name": SpatialSystem(lambda trial, n: "", lambda trial, cell, row, col, n: cell),
+    "pixels": SpatialSystem(_pixels_preamble, _pixels),
+    "normalized": SpatialSystem(_normalized_preamble, _normalized, pair_scale="normalized"),
+    "grid_ref": SpatialSystem(_grid_ref_preamble, lambda trial, cell, row, col, n: grid_reference(row, col)),
+    "percent": SpatialSystem(_percent_preamble, _percent),
 }
 
 
@@ -105,14 +111,19 @@ def _known(coordinate: str) -> SpatialCoordinate:
 def preamble(coordinate: str, trial: Trial) -> str:
     """The sentence that states the coordinate system, with its trailing space; empty for cell names."""
     n = grid_of(trial)
-    return PREAMBLES[_known(coordinate)](trial, n)
+    return SYSTEMS[_known(coordinate)].preamble(trial, n)
 
 
 def describe_cell(coordinate: str, trial: Trial, cell: str) -> str:
     """One cell under one coordinate system, e.g. "middle-right", "(533, 213)", "(833, 500)", "C2", "(83%, 50%)"."""
     n = grid_of(trial)
     row, col = cell_position(cell, n)
-    return DESCRIPTIONS[_known(coordinate)](trial, cell, row, col, n)
+    return SYSTEMS[_known(coordinate)].describe(trial, cell, row, col, n)
+
+
+def pair_scale(coordinate: str) -> PairScale:
+    """How a bare "(x, y)" pair under this coordinate system is read back: as pixels or on the 0-999 scale."""
+    return SYSTEMS[_known(coordinate)].pair_scale
 
 
 def glossed(description: str, cell_name: str) -> str:

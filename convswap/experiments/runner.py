@@ -48,7 +48,7 @@ from convswap.calibration.vocabulary import (
     model_owner,
     save_vocabulary,
 )
-from convswap.conventions import CONVENTIONS, render
+from convswap.conventions import conventions_for, render
 from convswap.core import Condition, ConvswapError, Prompt, Record, Trial
 from convswap.experiments.folder_lock import lock_name, locked
 from convswap.experiments.launcher import launcher_shard, local_rank
@@ -80,7 +80,7 @@ from convswap.experiments.trials import (
     shard_trials,
 )
 from convswap.readout.base import DEFAULT_DTYPE, DEFAULT_MAX_NEW_TOKENS, Backend, ModelInfo, Query, check_max_new_tokens
-from convswap.readout.registry import backend_options, check_local_model, load_backend, split_spec
+from convswap.readout.registry import backend_entry, backend_options, check_local_model, load_backend
 from convswap.stimuli.arrays import N_SQUARES, SWATCH_GRID_STEP, SWATCH_PLACEMENTS
 from convswap.stimuli.render import image_sha256, render_image
 
@@ -270,8 +270,7 @@ def run_experiment(request: RunRequest, backend: Backend | None = None, progress
 
 def weight_dtype(request: RunRequest) -> str | None:
     """The weight dtype a local model is read at, part of its log folder's name; None for other backends."""
-    prefix, _ = split_spec(request.model)
-    return (request.dtype or DEFAULT_DTYPE) if prefix == "hf" else None
+    return (request.dtype or DEFAULT_DTYPE) if backend_entry(request.model).local_weights else None
 
 
 def _run_locked(
@@ -429,8 +428,7 @@ def _conditions(plan: Plan, asked: Sequence[str]) -> tuple[Condition, ...]:
 
 def _backend_options(request: RunRequest, shard: tuple[int, int]) -> dict[str, Any]:
     options = backend_options(request.quant, request.dtype)
-    prefix, _ = split_spec(request.model)
-    if prefix == "hf" and shard[1] > 1:
+    if backend_entry(request.model).local_weights and shard[1] > 1:
         import torch
 
         if torch.cuda.is_available():  # one whole model per process, on that process's own GPU
@@ -534,7 +532,7 @@ def _expected(plan: Plan, plan_hash: str, request: RunRequest, condition: str, t
 
 
 def _conventions(plan: Plan, task: str) -> tuple[str, ...]:
-    return tuple(name for name in plan.design.conventions if task in CONVENTIONS[name].tasks)
+    return tuple(name for name in plan.design.conventions if name in conventions_for(task))
 
 
 def _units_on_disk(

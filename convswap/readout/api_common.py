@@ -27,16 +27,18 @@ import time
 from abc import abstractmethod
 from collections.abc import Callable, Mapping
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass, field, fields, replace
+from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any, ClassVar, TypeVar
+from typing import Annotated, Any, ClassVar, TypeVar
 
 from PIL import Image
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from convswap.core import ConvswapError, Generation, canonical_json, sha256_hex
 from convswap.readout.base import DEFAULT_MAX_NEW_TOKENS, Backend, ModelInfo, Query
 from convswap.readout.conversation import Turn, conversation
+from convswap.validation import at_least, checked, first_problem, is_integer, is_number, problem
 
 log = logging.getLogger(__name__)
 
@@ -252,43 +254,56 @@ class RetryPolicy:
             waited += delay
 
 
-@dataclass(frozen=True)
-class ApiSettings:
+class ApiSettings(BaseModel):
     """The options an API model spec takes (`from_spec(name, **options)`)."""
 
-    base_url: str | None = None
-    max_output_tokens: int = DEFAULT_MAX_OUTPUT_TOKENS
-    cache_path: Path = field(default_factory=default_cache_path)
-    concurrency: int = DEFAULT_CONCURRENCY
-    timeout: float = DEFAULT_TIMEOUT_S
-    retry: RetryPolicy = field(default_factory=RetryPolicy)
+    model_config = ConfigDict(arbitrary_types_allowed=True)
+
+    base_url: Annotated[str | None, checked(lambda value: isinstance(value, str), "must be a URL string")] = None
+    max_output_tokens: Annotated[int, at_least(1)] = DEFAULT_MAX_OUTPUT_TOKENS
+    cache_path: Annotated[Path, checked(lambda value: isinstance(value, str | os.PathLike), "must be a file path")] = (
+        Field(default_factory=default_cache_path)
+    )
+    concurrency: Annotated[int, at_least(1)] = DEFAULT_CONCURRENCY
+    timeout: Annotated[float, checked(lambda value: is_number(value) and value > 0, "must be a number of seconds > 0")
+                       ] = DEFAULT_TIMEOUT_S  # fmt: skip
+    retry: Annotated[RetryPolicy, checked(lambda value: isinstance(value, RetryPolicy), "must be a RetryPolicy")] = (
+        Field(default_factory=RetryPolicy)
+    )
+
+    @field_validator("cache_path")
+    @classmethod
+    def _expand_home(cls, path: Path) -> Path:
+        return path.expanduser()
+
+    @model_validator(mode="before")
+    @classmethod
+    def _retries_as_attempts(cls, options: dict[str, Any]) -> dict[str, Any]:
+        """`max_retries` is shorthand for `retry=RetryPolicy(max_attempts=max_retries + 1)`."""
+        if "max_retries" not in options:
+            return options
+        retries = options["max_retries"]
+        if not is_integer(retries) or retries < 0:
+            raise problem("must be an integer >= 0", retries, ("max_retries",))
+        rest = {name: value for name, value in options.items() if name != "max_retries"}
+        return {**rest, "retry": RetryPolicy(max_attempts=retries + 1)}
 
     @classmethod
     def from_options(cls, spec: str, options: Mapping[str, Any]) -> ApiSettings:
-        """Validate options; `max_retries` is shorthand for `retry=RetryPolicy(max_attempts=max_retries + 1)`.
-
-        Options meant for other backends (quant, dtype, ...) are refused when
-        set and ignored when None.
-        """
+        """Validate options.  Options meant for other backends (quant, dtype, ...) are refused when set and
+        ignored when None."""
         given = {name: value for name, value in options.items() if value is not None}
-        known = {setting.name for setting in fields(cls)} | {"max_retries"}
-        unknown = sorted(set(given) - known)
+        known = sorted({*cls.model_fields, "max_retries"})
+        unknown = sorted(set(given) - set(known))
         if unknown:
-            raise ConvswapError(f"{spec} does not take option {unknown[0]!r}; it takes {', '.join(sorted(known))}")
+            raise ConvswapError(f"{spec} does not take option {unknown[0]!r}; it takes {', '.join(known)}")
         if "retry" in given and "max_retries" in given:
             raise ConvswapError(f"{spec}: give either retry or max_retries, not both")
-        for name, minimum in (("max_output_tokens", 1), ("concurrency", 1), ("max_retries", 0)):
-            if name in given and (type(given[name]) is not int or given[name] < minimum):
-                raise ConvswapError(f"{spec}: option {name} must be an integer >= {minimum}, got {given[name]!r}")
-        if "timeout" in given and (not isinstance(given["timeout"], int | float) or given["timeout"] <= 0):
-            raise ConvswapError(f"{spec}: option timeout must be a number of seconds > 0, got {given['timeout']!r}")
-        if "retry" in given and not isinstance(given["retry"], RetryPolicy):
-            raise ConvswapError(f"{spec}: option retry must be a RetryPolicy, got {given['retry']!r}")
-        if "max_retries" in given:
-            given["retry"] = RetryPolicy(max_attempts=given.pop("max_retries") + 1)
-        if "cache_path" in given:
-            given["cache_path"] = Path(given["cache_path"]).expanduser()
-        return cls(**given)
+        try:
+            return cls(**given)
+        except ValidationError as error:
+            field, reason, value = first_problem(error)
+            raise ConvswapError(f"{spec}: option {field} {reason}, got {value!r}") from None
 
 
 @dataclass

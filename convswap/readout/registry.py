@@ -1,6 +1,5 @@
-"""Model specs -> backends.
+"""Model specs -> backends: `BACKENDS`, keyed by the spec's prefix (`hf:<local path or hub id>`, `sim:<preset>`, ...).
 
-`hf:<local path or hub id>`, `openai:<model>`, `gemini:<model>`, `sim:<preset>`.
 Backend modules are imported only when their prefix is used, so an API run
 never imports torch and a simulated run never imports an API client.
 """
@@ -8,19 +7,45 @@ never imports torch and a simulated run never imports an API client.
 from __future__ import annotations
 
 import importlib
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from convswap.core import ConvswapError
 from convswap.readout.base import Backend
 
-# prefix -> (module, class); each class has `from_spec(name: str, **options) -> Backend`.
-BACKENDS = {
-    "hf": ("convswap.readout.transformers_backend", "TransformersBackend"),
-    "openai": ("convswap.readout.openai_backend", "OpenAIBackend"),
-    "gemini": ("convswap.readout.gemini_backend", "GeminiBackend"),
-    "sim": ("convswap.readout.sim", "SimulatedObserver"),
+
+@dataclass(frozen=True)
+class BackendEntry:
+    """One backend, registered by its spec prefix; its module is imported only when a spec names it.
+
+    module, class_name: where the class lives; it has `from_spec(name: str, **options) -> Backend`.
+    names: what follows the prefix in a spec, as --model's help states it.
+    local_weights: runs model weights in this process, so it has a weight dtype (part of the log folder's
+      name) and a sharded run gives each process its own GPU.
+    """
+
+    module: str
+    class_name: str
+    names: str
+    local_weights: bool = False
+
+
+# Every backend, registered once; adding one is its module plus one entry here.
+BACKENDS: dict[str, BackendEntry] = {
+    "hf": BackendEntry(
+        "convswap.readout.transformers_backend", "TransformersBackend", "<path or hub id>", local_weights=True
+    ),  # fmt: skip
+    "openai": BackendEntry("convswap.readout.openai_backend", "OpenAIBackend", "<model>"),
+    "gemini": BackendEntry("convswap.readout.gemini_backend", "GeminiBackend", "<model>"),
+    "sim": BackendEntry("convswap.readout.sim", "SimulatedObserver", "<preset>"),
 }
+
+
+def spec_forms() -> str:
+    """The spec forms every registered backend takes: "hf:<path or hub id>, ..., gemini:<model> or sim:<preset>"."""
+    forms = [f"{prefix}:{entry.names}" for prefix, entry in BACKENDS.items()]
+    return f"{', '.join(forms[:-1])} or {forms[-1]}"
 
 
 def split_spec(spec: str) -> tuple[str, str]:
@@ -31,15 +56,21 @@ def split_spec(spec: str) -> tuple[str, str]:
     return prefix, name
 
 
+def backend_entry(spec: str) -> BackendEntry:
+    """The registered backend a model spec names; an unknown prefix is refused with the known ones."""
+    prefix, _ = split_spec(spec)
+    return BACKENDS[prefix]
+
+
 def check_local_model(spec: str) -> None:
-    """Refuse an `hf:` model named by a local path (absolute, ./, ../ or ~) that is not a folder.
+    """Refuse a local-weights (`hf:`) model named by a local path (absolute, ./, ../ or ~) that is not a folder.
 
     Such a name is never a hub id, yet the hub client would try it as one,
     retrying for minutes before its own error; a hub id is left to the loader,
     which honours HF_HUB_OFFLINE.
     """
     prefix, name = split_spec(spec)
-    if prefix == "hf" and name.startswith(("/", "./", "../", "~")):
+    if BACKENDS[prefix].local_weights and name.startswith(("/", "./", "../", "~")):
         folder = Path(name).expanduser()
         if not folder.is_dir():
             raise ConvswapError(f"model {spec}: {folder} is not a folder (a local model is a folder of its files)")
@@ -49,8 +80,8 @@ def load_backend(spec: str, **options: Any) -> Backend:
     """Build the backend for `spec`; options (quant, dtype, revision, ...) go to its `from_spec`."""
     check_local_model(spec)
     prefix, name = split_spec(spec)
-    module_name, class_name = BACKENDS[prefix]
-    backend_class = getattr(importlib.import_module(module_name), class_name)
+    entry = BACKENDS[prefix]
+    backend_class = getattr(importlib.import_module(entry.module), entry.class_name)
     return backend_class.from_spec(name, **options)
 
 

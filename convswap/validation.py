@@ -1,0 +1,79 @@
+"""Validating a user's input with pydantic, reported as every bad input is: one line naming the field and the value.
+
+A check states its problem in the toolkit's words through `problem`; `first_problem` turns pydantic's
+`ValidationError` back into (field, problem, value), the field spelled as the user wrote it
+("hypotheses[0].alpha"), so callers prefix the file or spec and raise one `ConvswapError`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from typing import Any, ClassVar
+
+from pydantic import BaseModel, BeforeValidator, ConfigDict, ValidationError, ValidationInfo, model_validator
+from pydantic_core import PydanticCustomError
+
+Location = tuple[str | int, ...]
+
+
+def problem(message: str, value: Any, where: Location = ()) -> PydanticCustomError:
+    """A failed check: `message` as the user reads it, `value` as the line reports it, `where` below the field."""
+    return PydanticCustomError("convswap", "{message}", {"message": message, "value": value, "where": where})
+
+
+def first_problem(error: ValidationError) -> tuple[str, str, Any]:
+    """(field, problem, value) of the first failure."""
+    detail = error.errors()[0]
+    context = detail.get("ctx", {})
+    location = (*detail["loc"], *context.get("where", ()))
+    field = "".join(f"[{part}]" if isinstance(part, int) else f".{part}" for part in location).lstrip(".")
+    if detail["type"] == "convswap":
+        return field, context["message"], context["value"]
+    return field, detail["msg"], detail["input"]  # a check the models leave to pydantic
+
+
+def checked(test: Callable[[Any], Any], message: str) -> BeforeValidator:
+    """A validator that refuses any value `test` finds false with `message`, before pydantic converts it."""
+
+    def check(value: Any) -> Any:
+        if not test(value):
+            raise problem(message, value)
+        return value
+
+    return BeforeValidator(check)
+
+
+def is_integer(value: Any) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+def is_number(value: Any) -> bool:
+    return isinstance(value, int | float) and not isinstance(value, bool)
+
+
+def at_least(minimum: int) -> BeforeValidator:
+    return checked(lambda value: is_integer(value) and value >= minimum, f"must be an integer >= {minimum}")
+
+
+def one_of(allowed: Sequence[Any]) -> BeforeValidator:
+    return checked(lambda value: value in allowed, f"must be one of {', '.join(map(str, allowed))}")
+
+
+class Table(BaseModel):
+    """One table of a file: a key it does not know is refused with the ones it does, and a missing key is read
+    as None, so that the field's own check names it (as "must be a table, got None")."""
+
+    model_config = ConfigDict(frozen=True)
+    not_in_file: ClassVar[frozenset[str]] = frozenset()  # fields the loader supplies through the context
+
+    @model_validator(mode="before")
+    @classmethod
+    def _known_keys(cls, data: Any, info: ValidationInfo) -> Any:
+        if not isinstance(data, dict):
+            raise problem("must be a table", data)
+        known = sorted(set(cls.model_fields) - cls.not_in_file)
+        for key, value in data.items():
+            if key not in known:
+                raise problem(f"unknown field (known: {', '.join(known)})", value, (key,))
+        required = {name: None for name, field in cls.model_fields.items() if field.is_required()}
+        return {**required, **data, **{name: (info.context or {})[name] for name in cls.not_in_file}}
