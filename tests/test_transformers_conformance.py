@@ -99,7 +99,7 @@ def test_a_run_on_gemma3_reads_the_chat_paths_single_bos(tiny_model, gemma3, tmp
     for record in records:
         image = render_image(Trial.from_json(record.trial).image)
         chat_path = full_inputs(gemma3, image, "visible", record.prompt)["input_ids"]
-        assert record.generation["prompt_tokens"] == chat_path.shape[1]
+        assert record.generation.prompt_tokens == chat_path.shape[1]
 
 
 def test_audit_model_on_gemma3_passes_the_probe_and_a_doubled_bos_would_stop_it(tiny_model, capsys, monkeypatch):
