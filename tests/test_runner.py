@@ -70,7 +70,7 @@ def test_records_carry_what_an_audit_needs(tmp_path, vocabulary):
             assert record.acknowledgement == ACKNOWLEDGEMENT
             assert record.extra.memorize_instruction == MEMORIZE_INSTRUCTION
         else:
-            assert record.acknowledgement is None and "memorize_instruction" not in record.extra
+            assert record.acknowledgement is None and record.extra.memorize_instruction is None
         # The plan asks for both readouts and the observer has logits: both are logged, scored by first token.
         assert record.readout == "first_token" and record.first_token_refused is None
         assert record.first_token.surface == "bare" and record.extra.surface.variant == "bare"

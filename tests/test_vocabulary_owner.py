@@ -48,7 +48,7 @@ def load_backend_revision(spec: str) -> str:
 def test_the_models_own_vocabulary_needs_no_flag(tmp_path, vocabulary):
     result = run_experiment(spatial_request(tmp_path / "runs", vocabulary, limit=2), progress=False)
     assert result.written > 0
-    assert all("vocabulary_of" not in record.extra for record in records_in(result.folder))
+    assert all(record.extra.vocabulary_of is None for record in records_in(result.folder))
 
 
 def test_with_the_flag_every_record_and_table_names_whose_vocabulary_was_used(tmp_path, vocabulary):
