@@ -379,6 +379,8 @@ class UnreadablePart:
         self.error = error
 
     def __getattr__(self, name: str) -> Any:
+        if name.startswith("__"):  # what copy and pickle probe for is simply absent
+            raise AttributeError(name)
         raise self.error
 
     def to_json(self) -> Any:

@@ -9,7 +9,9 @@ vocabulary), and a first-token tie planted in one record's logits.
 
 from __future__ import annotations
 
+import copy
 import json
+import pickle
 from pathlib import Path
 
 import pytest
@@ -142,6 +144,7 @@ def test_a_part_that_does_not_load_is_kept_as_logged_and_raises_where_it_is_read
     assert list(record.unreadable_parts()) == [part]
     assert isinstance(getattr(record, part), UnreadablePart)
     assert record.to_json() == line
+    assert copy.deepcopy(record).to_json() == line and pickle.loads(pickle.dumps(record)).to_json() == line
     name, _, message = error.partition(": ")
     with pytest.raises((KeyError, TypeError)) as raised:
         _ = getattr(record, part).target
