@@ -57,7 +57,7 @@ def test_the_bare_digit_surface_is_read_and_the_shared_space_token_is_not(run):
     for record in records_in(run.folder):
         surface = record.extra.surface
         # " 1" .. " 9" all begin with SmolVLM's space token: that variant cannot be read.
-        assert (surface["variant"], surface["shared"]) == ("bare", ["space"])
+        assert (surface.variant, surface.shared) == ("bare", ("space",))
         assert record.readout == "first_token" and record.first_token.slot == 3
         assert record.first_token.candidate_mass > 0.9
         assert (record.first_token.top[0].text, record.answer_slot) == ("3", 3)
