@@ -12,8 +12,9 @@ from __future__ import annotations
 import hashlib
 import json
 from collections.abc import Mapping
-from dataclasses import asdict, dataclass, field
-from typing import Any, Literal, get_args
+from dataclasses import asdict, dataclass, field, fields
+from functools import cached_property
+from typing import Any, Literal, NamedTuple, get_args
 
 Task = Literal["locate", "identify", "color"]
 Condition = Literal["visible", "cached"]
@@ -50,8 +51,12 @@ def freeze(mapping: Mapping[str, Any]) -> FrozenMapping:
     return FrozenMapping(sorted((str(key), _freeze_value(value)) for key, value in mapping.items()))
 
 
+ALREADY_FROZEN = (str, int, float, type(None), FrozenMapping)
+
+
 def _freeze_value(value: Any) -> Any:
-    if isinstance(value, FrozenMapping):
+    # Scalars first: they are most values, and the Mapping test below is an abstract-class check, which is slow.
+    if isinstance(value, ALREADY_FROZEN):
         return value
     if isinstance(value, Mapping):
         return freeze(value)
@@ -146,8 +151,14 @@ class Trial:
     def k(self) -> int:
         return len(self.referents)
 
+    @cached_property
+    def meta_entries(self) -> Mapping[str, Any]:
+        """The meta as a mapping (not to be changed), made once per trial: analyses look entries up for every
+        record, and the records of a trial loaded from a log share one trial."""
+        return dict(self.meta)
+
     def meta_value(self, name: str, default: Any = None) -> Any:
-        return dict(self.meta).get(name, default)
+        return self.meta_entries.get(name, default)
 
     def to_json(self) -> dict[str, Any]:
         data = asdict(self)
@@ -209,14 +220,59 @@ class Prompt:
         return sha256_hex(self.text)
 
 
-@dataclass(frozen=True)
-class TokenScore:
+class TokenScore(NamedTuple):
+    """One of the most probable first tokens.  A named tuple: a loaded log holds ten per first-token readout,
+    and tuples of plain values cost the cyclic collector nothing to track, where class instances do."""
+
     token_id: int
     text: str
     prob: float
 
 
 @dataclass(frozen=True)
+class Surface:
+    """The resolved token surface of one alphabet for one model (see `convswap.readout.surface`).
+
+    token_ids[i] is the first token of alphabet[i] under `variant`; mass is the
+    mean candidate mass over the probes under it; masses holds that mean for
+    every distinct variant measured, including those excluded because their
+    candidates share a first token (listed in `shared`), so the log shows what
+    the model emits even when it cannot be read.
+    """
+
+    alphabet: tuple[str, ...]
+    variant: str
+    token_ids: tuple[int, ...]
+    mass: float
+    masses: tuple[tuple[str, float], ...]
+    reason: str
+    shared: tuple[str, ...] = ()
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "alphabet": list(self.alphabet),
+            "variant": self.variant,
+            "token_ids": list(self.token_ids),
+            "mass": self.mass,
+            "masses": dict(self.masses),
+            "reason": self.reason,
+            "shared": list(self.shared),
+        }
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any]) -> Surface:
+        return cls(
+            alphabet=tuple(data["alphabet"]),
+            variant=data["variant"],
+            token_ids=tuple(data["token_ids"]),
+            mass=data["mass"],
+            masses=tuple(data["masses"].items()),
+            reason=data["reason"],
+            shared=tuple(data.get("shared", ())),
+        )
+
+
+@dataclass(frozen=True, slots=True)
 class FirstTokenReadout:
     """Restricted first-token readout over one alphabet under its resolved surface.
 
@@ -236,8 +292,24 @@ class FirstTokenReadout:
     tie: bool = False
     tied_slots: tuple[int, ...] = ()
 
+    def to_json(self) -> dict[str, Any]:
+        return {**asdict(self), "top": [score._asdict() for score in self.top]}
 
-@dataclass(frozen=True)
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any]) -> FirstTokenReadout:
+        return cls(
+            surface=data["surface"],
+            candidate_token_ids=tuple(data["candidate_token_ids"]),
+            candidate_logits=tuple(data["candidate_logits"]),
+            candidate_mass=data["candidate_mass"],
+            top=tuple([TokenScore(score["token_id"], score["text"], score["prob"]) for score in data["top"]]),
+            slot=data["slot"],
+            tie=data.get("tie", False),
+            tied_slots=tuple(data.get("tied_slots", ())),
+        )
+
+
+@dataclass(frozen=True, slots=True)
 class Generation:
     """Greedy generated text with why it stopped.  text is None when the backend gave none."""
 
@@ -248,6 +320,13 @@ class Generation:
     reasoning_tokens: int | None = None
     error: str | None = None  # set only for a request that failed for good (status api_error)
     max_new_tokens: int | None = None  # the output budget the backend gave the generation
+
+    def to_json(self) -> dict[str, Any]:
+        return asdict(self)
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any]) -> Generation:
+        return cls(**data)
 
 
 @dataclass(frozen=True)
@@ -261,6 +340,71 @@ def canonical_json(data: Any) -> str:
 
 
 @dataclass(frozen=True)
+class RecordExtra:
+    """What a record holds beyond its readouts: each entry is logged only when set."""
+
+    memorize_instruction: str | None = None  # the instruction a cached query's image turn carried
+    surface: Surface | None = None  # the token surface the first-token readout scored by
+    vocabulary_of: dict[str, Any] | None = None  # the model whose vocabulary drew the stimuli, when not this one
+
+    def to_json(self) -> dict[str, Any]:
+        data: dict[str, Any] = {}
+        if self.memorize_instruction is not None:
+            data["memorize_instruction"] = self.memorize_instruction
+        if self.surface is not None:
+            data["surface"] = self.surface.to_json()
+        if self.vocabulary_of is not None:
+            data["vocabulary_of"] = self.vocabulary_of
+        return data
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any]) -> RecordExtra:
+        surface = data.get("surface")
+        return cls(**{**data, "surface": Surface.from_json(surface) if surface is not None else None})
+
+
+class UnreadablePart:
+    """A record part whose logged JSON does not load as its type.
+
+    It is kept as logged, so the record still writes its own line, and reading
+    any field of it raises the error that loading it raised: each audit check
+    that reads the part fails that record by name, while the rest of the log
+    still loads and is audited.
+    """
+
+    __slots__ = ("logged", "error")
+
+    def __init__(self, logged: Any, error: Exception) -> None:
+        self.logged = logged
+        self.error = error
+
+    def __getattr__(self, name: str) -> Any:
+        if name.startswith("__"):  # what copy and pickle probe for is simply absent
+            raise AttributeError(name)
+        raise self.error
+
+    def to_json(self) -> Any:
+        return self.logged
+
+
+PartType = type[Trial] | type[FirstTokenReadout] | type[Generation] | type[RecordExtra]
+# What loading a garbled part can raise: a missing or unknown field, a value of the wrong kind, a trial that
+# contradicts itself.
+PART_ERRORS = (KeyError, TypeError, ValueError, AttributeError, ConvswapError)
+
+
+def load_part(part_type: PartType, logged: Any) -> Any:
+    """A record part from its logged JSON; one already loaded is kept (a reader may share loaded parts), and
+    one that does not load is an `UnreadablePart` standing in for it."""
+    if isinstance(logged, (part_type, UnreadablePart)):
+        return logged
+    try:
+        return part_type.from_json(logged)
+    except PART_ERRORS as error:
+        return UnreadablePart(logged, error)
+
+
+@dataclass(frozen=True, slots=True)
 class Record:
     """One JSONL line: one (model, condition, convention, trial).
 
@@ -290,17 +434,17 @@ class Record:
     image_sha256: str
     alphabet: tuple[str, ...]
     readout: Literal["first_token", "generate"]
-    first_token: dict[str, Any] | None
+    first_token: FirstTokenReadout | None
     first_token_refused: str | None
-    generation: dict[str, Any] | None
+    generation: Generation | None
     parsed_slot: int | None
     parse_status: ParseStatus
     answer_slot: int | None
     correct: dict[str, bool]
-    trial: dict[str, Any]
+    trial: Trial
     timestamp: str
     shard: tuple[int, int] = (0, 1)
-    extra: dict[str, Any] = field(default_factory=dict)
+    extra: RecordExtra = field(default_factory=RecordExtra)
     dtype: str | None = None  # weight dtype of a local model
     environment: dict[str, str | None] = field(default_factory=dict)  # versions, device kind, attention
 
@@ -309,8 +453,16 @@ class Record:
         """The identity a run must write once and only once."""
         return (self.model, self.condition, self.convention, self.trial_id)
 
+    def unreadable_parts(self) -> dict[str, UnreadablePart]:
+        """The parts, by field name, whose logged JSON did not load."""
+        return {name: part for name in PART_FIELDS if isinstance(part := getattr(self, name), UnreadablePart)}
+
     def to_json(self) -> str:
-        return canonical_json(asdict(self))
+        data = {item.name: getattr(self, item.name) for item in fields(self)}
+        for name in PART_FIELDS:
+            if data[name] is not None:
+                data[name] = data[name].to_json()
+        return canonical_json(data)
 
     @classmethod
     def from_json(cls, line: str) -> Record:
@@ -318,10 +470,23 @@ class Record:
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> Record:
-        """A record from its decoded JSON object (which is changed in place)."""
+        """A record from its decoded JSON object (which is changed in place); parts already loaded are kept."""
         for name in ("referents", "slots", "glosses", "alphabet", "shard"):
             data[name] = tuple(data[name])
+        for name, part_type in PART_TYPES.items():
+            logged = data.get(name)
+            if logged is not None:
+                data[name] = load_part(part_type, logged)
         return cls(**data)
+
+
+PART_TYPES: dict[str, PartType] = {
+    "first_token": FirstTokenReadout,
+    "generation": Generation,
+    "trial": Trial,
+    "extra": RecordExtra,
+}
+PART_FIELDS = tuple(PART_TYPES)
 
 
 def score_answer(answer_slot: int | None, keys: Mapping[str, int]) -> dict[str, bool]:

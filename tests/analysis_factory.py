@@ -7,7 +7,7 @@ from collections.abc import Callable, Iterable
 from pathlib import Path
 
 from convswap.conventions import cell_center_px, cell_names, render
-from convswap.core import ColorAnchor, ImageSpec, Prompt, Record, Trial
+from convswap.core import ColorAnchor, FirstTokenReadout, Generation, ImageSpec, Prompt, Record, Trial
 
 CELLS = cell_names(3)
 WIDTH, HEIGHT = 640, 426
@@ -85,15 +85,15 @@ def make_record(
     first_token = None
     if readout == "first_token" and answer is not None:
         values = list(logits) if logits is not None else [5.0 if slot == answer else 0.0 for slot in range(1, k + 1)]
-        first_token = {
-            "surface": "bare",
-            "candidate_token_ids": list(range(k)),
-            "candidate_logits": values,
-            "candidate_mass": 0.9,
-            "top": [],
-            "slot": answer,
-        }
-    generation = None if parsed_slot is None and readout == "first_token" else {"text": "x", "finish_reason": "stop"}
+        first_token = FirstTokenReadout(
+            surface="bare",
+            candidate_token_ids=tuple(range(k)),
+            candidate_logits=tuple(values),
+            candidate_mass=0.9,
+            top=(),
+            slot=answer,
+        )
+    generation = None if parsed_slot is None and readout == "first_token" else Generation("x", "stop")
     if readout == "generate":
         parsed_slot = answer
         if answer is None and parse_status == "ok":
@@ -127,7 +127,7 @@ def make_record(
         parse_status=parse_status,
         answer_slot=answer,
         correct={name: answer is not None and answer == slot for name, slot in keys.items()},
-        trial=trial.to_json(),
+        trial=trial,
         timestamp="2026-11-29T00:00:00Z",
     )
 

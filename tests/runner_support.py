@@ -10,7 +10,7 @@ from pathlib import Path
 import numpy as np
 
 from convswap.calibration.vocabulary import calibrate, save_vocabulary
-from convswap.core import Generation, Prompt, Record
+from convswap.core import Generation, ImageSpec, Prompt, Record, Trial
 from convswap.experiments.logs import log_files, read_records
 from convswap.experiments.runner import RunRequest
 from convswap.readout.base import DEFAULT_MAX_NEW_TOKENS, Backend, ModelInfo, Query
@@ -41,12 +41,12 @@ BASE_RECORD = Record(
     readout="generate",
     first_token=None,
     first_token_refused=None,
-    generation={"text": "2", "finish_reason": "stop"},
+    generation=Generation("2", "stop"),
     parsed_slot=2,
     parse_status="ok",
     answer_slot=2,
     correct={"target": True},
-    trial={},
+    trial=Trial("t0", "color", ("red", "green"), "red", ImageSpec.of("file", path="t0.png"), 2, 2),
     timestamp="2026-01-01T00:00:00+00:00",
 )
 

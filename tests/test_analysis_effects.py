@@ -72,7 +72,7 @@ def test_crossover_needs_candidate_scores():
     records = crossover_records(lambda array, role, word, target, swapped: 1.0 if word == target else 0.0)
     first = records[0]
     generated = make_record(
-        color_trial(first.trial_id, first.trial["target"], meta=tuple(sorted(first.trial["meta"].items()))),
+        color_trial(first.trial_id, first.trial.target, meta=first.trial.meta),
         "label",
         1,
         experiment="color_ladder",

@@ -81,15 +81,15 @@ def test_prompt_length_counts_tokens_on_the_models_own_tokenizer(runs):
 
 def test_calibration_angle_accuracy_sets_the_word_conditions_on_seen_angles_beside_held_out(runs):
     out, held, _, seen, _ = runs
-    assert all(not r.trial["held_out"] for r in seen) and all(r.trial["held_out"] for r in held)
+    assert all(not r.trial.held_out for r in seen) and all(r.trial.held_out for r in held)
     table = rows(out, "calibration_angle_accuracy")
     assert {(r["convention"], r["condition"]) for r in table} == {("word", "visible"), ("label", "visible")}
     for convention in ("word", "label"):
         row = next(r for r in table if r["convention"] == convention)
         on_seen = [r for r in seen if r.convention == convention and r.condition == "visible" and "pair" not in
-                   r.trial.get("meta", {})]  # fmt: skip
+                   r.trial.meta_entries]  # fmt: skip
         on_held = [r for r in held if r.convention == convention and r.condition == "visible" and "pair" not in
-                   r.trial.get("meta", {})]  # fmt: skip
+                   r.trial.meta_entries]  # fmt: skip
         assert len(on_seen) == len(on_held) == 12  # report trials: the crossover pairs are left out
         seen_rate = sum(r.correct["target"] for r in on_seen) / 12
         held_rate = sum(r.correct["target"] for r in on_held) / 12
@@ -102,15 +102,15 @@ def test_surface_resolution_names_each_alphabets_surface_and_mass_and_the_refusa
     out, held, spatial, _, refused = runs
     table = {(r["model"], r["alphabet"]): r for r in rows(out, "surface_resolution")}
     digits = table[(SIM, "1 2 3 4 5 6 7 8 9")]
-    surface = spatial[0].extra["surface"]
-    assert (digits["surface"], digits["probe mass"]) == (surface["variant"], f"{surface['mass']:.3f}")
+    surface = spatial[0].extra.surface
+    assert (digits["surface"], digits["probe mass"]) == (surface.variant, f"{surface.mass:.3f}")
     nine = [r for r in held + spatial if sorted(r.alphabet) == [str(i) for i in range(1, 10)]]
     assert digits["records"] == str(len(nine))
-    masses = [r.first_token["candidate_mass"] for r in nine]
+    masses = [r.first_token.candidate_mass for r in nine]
     assert digits["mean trial mass"] == f"{sum(masses) / len(masses):.3f}"
     words = [r for r in held if r.convention == "word"]
     word_row = table[(SIM, " ".join(sorted(words[0].alphabet)))]
-    assert word_row["surface"] == words[0].extra["surface"]["variant"]
+    assert word_row["surface"] == words[0].extra.surface.variant
     # That run drew its stimuli from another model's vocabulary, and its label says whose.
     (blocked_model,) = {model for model, _ in table if model.startswith("sim:perfect")}
     assert blocked_model.startswith(f"sim:perfect [vocabulary of {SIM} at revision ")

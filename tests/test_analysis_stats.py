@@ -244,7 +244,7 @@ def test_gate_sensitivity_reproduces_the_spec_reading():
 def test_a_first_token_tie_is_counted_apart_neither_right_nor_wrong():
     trial = locate_trial(0)
     right = make_record(trial, "cell_name", slot_of(trial, "cell_name", trial.target), experiment="coco")
-    tie_readout = {**right.first_token, "slot": None, "tie": True, "tied_slots": [1, 2]}
+    tie_readout = replace(right.first_token, slot=None, tie=True, tied_slots=(1, 2))
     tie = replace(right, trial_id="tied", first_token=tie_readout, answer_slot=None,
                   correct=dict.fromkeys(right.correct, False))  # fmt: skip
     result = accuracy([right, tie])

@@ -13,7 +13,7 @@ from convswap.audits import checks
 from convswap.audits.held_out import find_vocabularies, held_out
 from convswap.audits.log_audit import audit_records
 from convswap.cli import main
-from convswap.core import ColorAnchor, Trial
+from convswap.core import ColorAnchor, Record, canonical_json
 
 MISPAIRED = {"pixels_mispaired", "normalized_mispaired", "hue_glossed_mispaired", "hue_legend_mispaired"}
 
@@ -56,7 +56,7 @@ def test_a_clean_run_passes_every_check(clean, records, capsys):
     assert rows["prompt-target"][0] == rows["relabel"][0] == rows["index-space"][0] == n
     assert rows["derangement"][0] == sum(r.convention in MISPAIRED for r in records)
     assert rows["alphabet"][0] == sum(r.readout == "first_token" for r in records)
-    assert rows["held-out"][0] == sum(r.task == "color" and r.trial["held_out"] for r in records)
+    assert rows["held-out"][0] == sum(r.task == "color" and r.trial.held_out for r in records)
     assert {r.task for r in records} == {"color", "locate", "identify"}
     assert {r.readout for r in records} == {"first_token", "generate"}
     # The ladder's 20 trials and their crossover pairs give groups large enough to test.
@@ -73,7 +73,7 @@ def test_a_key_at_another_option_fails_prompt_target(records):
     result = checks.prompt_target([replace(record, keys={"target": wrong})])
     description = record.prompt.split(f"{wrong}=")[1].split(",")[0].split(".")[0]
     assert reasons(result) == [
-        f"key target={wrong}: option {description!r} denotes {description!r}, not the target {record.trial['target']!r}"
+        f"key target={wrong}: option {description!r} denotes {description!r}, not the target {record.trial.target!r}"
     ]
 
 
@@ -81,18 +81,18 @@ def test_a_coordinate_outside_the_target_cell_fails_prompt_target(records):
     record = one(records, convention="pixels", task="locate")
     key = record.keys["target"]
     other = record.keys["target"] % len(record.slots) + 1
-    options = checks.read_options(record.prompt, checks.trial_of(record), "pixels")
+    options = checks.read_options(record.prompt, record.trial, "pixels")
     text = record.prompt.replace(f"{key}={options[key - 1].description}", f"{key}={options[other - 1].description}")
     result = checks.prompt_target([replace(record, prompt=text)])
     assert reasons(result) == [
         f"key target={key}: option {options[other - 1].description!r} denotes {record.slots[other - 1]!r}, "
-        f"not the target {record.trial['target']!r}"
+        f"not the target {record.trial.target!r}"
     ]
 
 
 def test_an_identify_question_about_another_cell_fails_prompt_target(records):
     record = one(records, convention="cell_name", task="identify")
-    cell = record.trial["cell"]
+    cell = record.trial.cell
     other = "center" if cell != "center" else "top-left"
     result = checks.prompt_target(
         [replace(record, prompt=record.prompt.replace(f"position {cell}?", f"position {other}?"))]
@@ -105,8 +105,8 @@ def test_a_name_key_whose_gloss_is_not_the_target_fails_prompt_target(records):
     coord = record.keys["coord"]
     result = checks.prompt_target([replace(record, keys={"coord": coord, "name": coord})])
     assert reasons(result) == [
-        f"key name={coord}: option {checks.read_options(record.prompt, checks.trial_of(record), 'pixels')[coord - 1].description!r} "
-        f"is glossed {record.glosses[coord - 1]!r}, not the target {record.trial['target']!r}"
+        f"key name={coord}: option {checks.read_options(record.prompt, record.trial, 'pixels')[coord - 1].description!r} "
+        f"is glossed {record.glosses[coord - 1]!r}, not the target {record.trial.target!r}"
     ]
 
 
@@ -130,19 +130,18 @@ def test_a_stored_parse_the_text_does_not_give_fails_relabel(records):
 
 def test_a_first_token_slot_that_is_not_the_argmax_fails_relabel(records):
     record = one(records, convention="label", condition="cached")
-    slot = record.first_token["slot"]
+    slot = record.first_token.slot
     other = slot % len(record.slots) + 1
-    first_token = {**record.first_token, "slot": other}
+    first_token = replace(record.first_token, slot=other)
     result = checks.relabel([replace(record, first_token=first_token, answer_slot=other)])
     assert reasons(result) == [f"stored first-token slot {other} but the candidate logits' argmax is slot {slot}"]
 
 
 def tied(record, slots=(1, 2)):
     """The record as a tie of `slots` at the top candidate logit: no slot, neither right nor wrong."""
-    top = max(record.first_token["candidate_logits"]) + 1.0
-    logits = [top if slot in slots else value for slot, value in enumerate(record.first_token["candidate_logits"], 1)]
-    first_token = {**record.first_token, "candidate_logits": logits, "slot": None, "tie": True,
-                   "tied_slots": list(slots)}  # fmt: skip
+    top = max(record.first_token.candidate_logits) + 1.0
+    logits = [top if slot in slots else value for slot, value in enumerate(record.first_token.candidate_logits, 1)]
+    first_token = replace(record.first_token, candidate_logits=tuple(logits), slot=None, tie=True, tied_slots=slots)
     return replace(record, first_token=first_token, answer_slot=None, correct=dict.fromkeys(record.correct, False))
 
 
@@ -150,7 +149,7 @@ def test_a_recorded_tie_passes_relabel_and_a_tie_given_a_slot_fails_it(records):
     record = one(records, convention="label", condition="cached")
     assert checks.relabel([tied(record)]).passed
     planted = tied(record)
-    first_token = {**planted.first_token, "slot": 1, "tie": False, "tied_slots": []}
+    first_token = replace(planted.first_token, slot=1, tie=False, tied_slots=())
     result = checks.relabel([replace(planted, first_token=first_token, answer_slot=1)])
     assert reasons(result) == ["the candidate logits tie at slots [1, 2] but the record stores (slot, tie, tied) "
                                "(1, False, [])"]  # fmt: skip
@@ -221,14 +220,14 @@ def test_small_groups_are_named_untested_by_pairing_break(records):
 
 def test_candidate_mass_under_half_fails_alphabet(records):
     record = one(records, convention="word", condition="visible")
-    result = checks.alphabet([replace(record, first_token={**record.first_token, "candidate_mass": 0.3})])
-    assert reasons(result) == [f"candidate mass 0.300 < 0.5 (surface {record.first_token['surface']!r})"]
+    result = checks.alphabet([replace(record, first_token=replace(record.first_token, candidate_mass=0.3))])
+    assert reasons(result) == [f"candidate mass 0.300 < 0.5 (surface {record.first_token.surface!r})"]
 
 
 def test_candidates_sharing_a_first_token_fail_alphabet(records):
     record = one(records, convention="label", condition="visible")
     ids = [216] * len(record.alphabet)
-    result = checks.alphabet([replace(record, first_token={**record.first_token, "candidate_token_ids": ids})])
+    result = checks.alphabet([replace(record, first_token=replace(record.first_token, candidate_token_ids=tuple(ids)))])
     assert reasons(result) == [f"candidates share first token(s) [216]: {ids} (surface 'bare')"]
 
 
@@ -247,7 +246,7 @@ def test_generated_records_are_not_alphabet_checked(records):
 
 
 def cut(record, text, finish_reason, status, answer=None):
-    generation = {**record.generation, "text": text, "finish_reason": finish_reason}
+    generation = replace(record.generation, text=text, finish_reason=finish_reason)
     correct = {key: answer == slot for key, slot in record.keys.items()}
     return replace(record, generation=generation, parse_status=status, parsed_slot=answer, answer_slot=answer,
                    readout="generate", first_token=None, correct=correct)  # fmt: skip
@@ -284,7 +283,7 @@ def test_a_scored_truncation_fails_truncation(records):
 
 def test_an_option_glossed_with_its_own_name_fails_derangement(records):
     record = one(records, convention="pixels_mispaired", task="locate")
-    options = checks.read_options(record.prompt, checks.trial_of(record), "pixels")
+    options = checks.read_options(record.prompt, record.trial, "pixels")
     own = f"1={options[0].description.split(' [')[0]} [{record.slots[0]}]"
     text = record.prompt.replace(f"1={options[0].description}", own)
     result = checks.derangement([replace(record, prompt=text)])
@@ -300,7 +299,7 @@ def test_coinciding_keys_fail_derangement(records):
 
 def test_a_legend_pairing_an_angle_with_its_own_word_fails_derangement(records):
     record = one(records, convention="hue_legend_mispaired")
-    trial = checks.trial_of(record)
+    trial = record.trial
     angle_of = {anchor.word: anchor.angle for anchor in trial.anchors}
     first = record.slots[0]
     stated = f"{angle_of[first]} is {record.glosses[0]}"
@@ -320,10 +319,10 @@ def test_an_identify_question_glossed_with_its_own_cell_fails_derangement(record
     record = one(records, convention="pixels_mispaired", task="identify")
     position = record.prompt.split("at position ")[1].split("?")[0]
     body = position.split(" [")[0]
-    text = record.prompt.replace(position, f"{body} [{record.trial['cell']}]")
+    text = record.prompt.replace(position, f"{body} [{record.trial.cell}]")
     result = checks.derangement([replace(record, prompt=text)])
     assert reasons(result) == [
-        f"the question's position {body!r} is glossed {record.trial['cell']!r}, the object's own cell"
+        f"the question's position {body!r} is glossed {record.trial.cell!r}, the object's own cell"
     ]
 
 
@@ -342,7 +341,7 @@ def test_a_parsed_word_at_another_slot_fails_index_space(records):
     record = one(records, convention="word", condition="cached")
     other = record.parsed_slot % len(record.slots) + 1
     result = checks.index_space([replace(record, parsed_slot=other)])
-    said = record.generation["text"].strip().lower()
+    said = record.generation.text.strip().lower()
     assert reasons(result) == [f"parsed slot {other} holds {record.slots[other - 1]!r} but the text says {said!r}"]
 
 
@@ -356,14 +355,14 @@ def test_a_key_outside_the_options_fails_index_space(records):
 
 
 def held_out_record(records):
-    return next(r for r in records if r.task == "color" and r.trial["held_out"])
+    return next(r for r in records if r.task == "color" and r.trial.held_out)
 
 
 def test_trial_anchors_other_than_the_vocabulary_fail_held_out(clean, records):
     record = held_out_record(records)
-    trial = Trial.from_json(record.trial)
+    trial = record.trial
     moved = tuple(ColorAnchor(a.word, (a.angle + 1) % 360) for a in trial.anchors)
-    result = held_out([replace(record, trial=replace(trial, anchors=moved).to_json())], find_vocabularies(clean))
+    result = held_out([replace(record, trial=replace(trial, anchors=moved))], find_vocabularies(clean))
     assert len(result.failures) == 1
     assert result.failures[0].reason.startswith("the trial's anchors ")
 
@@ -379,9 +378,16 @@ def test_a_vocabulary_file_that_does_not_load_is_named(clean, records, tmp_path)
     assert "stored 'held_out' does not follow from the recorded answers" in reason
 
 
+def logged_as(record, **parts):
+    """The record as read back from a log line whose named parts were logged as given."""
+    return Record.from_json(canonical_json({**json.loads(record.to_json()), **parts}))
+
+
 def test_garbled_records_fail_every_check_that_reads_them_without_stopping_the_audit(records, tmp_path):
     record = one(records, convention="label", condition="visible")
-    garbled = [replace(record, trial={}), replace(record, generation={"text": "1"}), replace(record, convention="x")]
+    # Garbled parts are read from a log line, where they are found: a record built in memory holds typed parts.
+    garbled = [logged_as(record, trial={}), logged_as(record, generation={"text": "1"}),
+               replace(record, convention="x")]  # fmt: skip
     results = {result.name: result for result in audit_records(garbled, find_vocabularies(tmp_path), seed=0)}
     assert reasons(results["prompt-target"])[0] == "record unreadable: KeyError: 'trial_id'"
     assert reasons(results["relabel"]) == [

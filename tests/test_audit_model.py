@@ -15,10 +15,10 @@ from transformers import AutoTokenizer
 
 from convswap.audits.model_audit import Alphabet
 from convswap.audits.model_audit import audit_model as audit_model_of
-from convswap.calibration.surfaces import Surface, first_token_ids, probe_image, variant_strings
+from convswap.calibration.surfaces import first_token_ids, probe_image, variant_strings
 from convswap.calibration.vocabulary import save_vocabulary
 from convswap.cli import main
-from convswap.core import Generation, Prompt
+from convswap.core import Generation, Prompt, Surface
 from convswap.experiments import reading
 from convswap.readout.base import Query
 from convswap.readout.registry import load_backend

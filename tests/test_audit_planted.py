@@ -16,10 +16,10 @@ import pytest
 from audit_runs import MODEL, audit, brown_vocabulary, failing, old_rule_held_out, run
 
 from convswap.analysis.loading import load_records
-from convswap.calibration.surfaces import Surface, first_token_ids
+from convswap.calibration.surfaces import first_token_ids
 from convswap.calibration.vocabulary import HeldOut, save_vocabulary
 from convswap.conventions import render
-from convswap.core import Parsed
+from convswap.core import Parsed, Surface
 from convswap.experiments import reading, runner
 from convswap.readout.parse import parse_answer
 
@@ -85,7 +85,7 @@ def test_a_held_out_angle_beside_a_discarded_name_is_caught(out, capsys, monkeyp
     monkeypatch.setattr(runner, "build_trials", old_rule_trials)
     readership(out)
     allowed = {h.angle for h in vocabulary.held_out}
-    angles = [dict(record.trial["meta"])["stimulus_angle"] for record in load_records(out)]
+    angles = [record.trial.meta_value("stimulus_angle") for record in load_records(out)]
     outside = [angle for angle in angles if angle not in allowed]
     beside_brown = [angle for angle in outside if 20 < angle < 60]  # within 20 of "brown" at 30-40
     assert outside and beside_brown
@@ -121,7 +121,7 @@ def test_two_index_spaces_are_caught(out, capsys, monkeypatch):
     monkeypatch.setattr(runner, "render", canonical_word_keys)
     readership(out)
     words = [record for record in load_records(out) if record.convention == "word"]
-    moved = [r for r in words if r.referents.index(r.trial["target"]) != r.slots.index(r.trial["target"])]
+    moved = [r for r in words if r.referents.index(r.trial.target) != r.slots.index(r.trial.target)]
     assert moved
 
     status, report, rows = audit(capsys, out)

@@ -18,6 +18,7 @@ from convswap.analysis.loading import load_records
 from convswap.audits import checks
 from convswap.calibration.vocabulary import save_vocabulary
 from convswap.cli import main
+from convswap.core import Generation
 from convswap.experiments.runner import RunRequest, run_experiment
 
 REASONS_FIRST = "sim:reasons-first"
@@ -41,15 +42,15 @@ def test_every_generation_records_the_budget_the_run_gave_it(tmp_path, vocabular
     short, default = load_records(tmp_path / "short"), load_records(tmp_path / "default")
     assert len(short) == len(default) == 9
     for cut in short:
-        assert (cut.generation["max_new_tokens"], cut.generation["completion_tokens"]) == (8, 8)
-        assert (cut.generation["text"], cut.generation["finish_reason"], cut.parse_status) == (
+        assert (cut.generation.max_new_tokens, cut.generation.completion_tokens) == (8, 8)
+        assert (cut.generation.text, cut.generation.finish_reason, cut.parse_status) == (
             "",
             "length",
             "truncated",
         )
     for answered in default:
-        assert answered.generation["max_new_tokens"] == 16
-        assert answered.generation["finish_reason"] == "stop" and answered.parse_status == "ok"
+        assert answered.generation.max_new_tokens == 16
+        assert answered.generation.finish_reason == "stop" and answered.parse_status == "ok"
 
 
 @pytest.mark.parametrize("budget", ["0", "-3"])
@@ -76,13 +77,9 @@ def test_a_run_resumed_under_another_budget_fails_the_truncation_audit(tmp_path,
 
 
 def test_a_generation_longer_than_its_budget_fails_and_one_without_a_recorded_budget_passes():
-    within = record(
-        "t0", generation={"text": "2", "finish_reason": "stop", "completion_tokens": 3, "max_new_tokens": 3}
-    )
-    beyond = record(
-        "t1", generation={"text": "2", "finish_reason": "stop", "completion_tokens": 4, "max_new_tokens": 3}
-    )
-    unrecorded = record("t2", generation={"text": "2", "finish_reason": "stop", "completion_tokens": 4})
+    within = record("t0", generation=Generation("2", "stop", completion_tokens=3, max_new_tokens=3))
+    beyond = record("t1", generation=Generation("2", "stop", completion_tokens=4, max_new_tokens=3))
+    unrecorded = record("t2", generation=Generation("2", "stop", completion_tokens=4))
     assert checks.truncation([unrecorded]).failures == []  # a log written before budgets were recorded
     result = checks.truncation([within, beyond])
     assert [(failure.record.trial_id, failure.reason) for failure in result.failures] == [
@@ -102,6 +99,6 @@ def test_a_local_model_generates_exactly_its_budget(tmp_path, smolvlm_assets):
     records = records_in(result.folder)
     assert len(records) == 5
     for generated in records:
-        assert generated.generation["text"] == "33333"
-        assert generated.generation["finish_reason"] == "length"
-        assert (generated.generation["completion_tokens"], generated.generation["max_new_tokens"]) == (5, 5)
+        assert generated.generation.text == "33333"
+        assert generated.generation.finish_reason == "length"
+        assert (generated.generation.completion_tokens, generated.generation.max_new_tokens) == (5, 5)

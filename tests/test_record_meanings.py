@@ -11,7 +11,7 @@ from convswap.analysis.loading import group_by, select
 from convswap.analysis.mispaired import is_mispaired, readership_of
 from convswap.audits.checks import derangement, index_space
 from convswap.conventions import render
-from convswap.core import ImageSpec, Trial
+from convswap.core import Generation, ImageSpec, Trial
 
 CATEGORIES = ("cup", "dog", "cat", "car", "bus", "tie")
 
@@ -76,7 +76,7 @@ def test_select_matches_model_as_group_by_groups_it():
 
 def test_the_index_space_audit_names_an_ok_parse_without_a_slot():
     record = make_record(color_trial("c", "green"), "word", 1, experiment="color_ladder", readout="generate")
-    record = replace(record, generation={"text": record.slots[0], "finish_reason": "stop"})
+    record = replace(record, generation=Generation(record.slots[0], "stop"))
     assert (record.parse_status, record.parsed_slot) == ("ok", 1)
     result = index_space([replace(record, parsed_slot=None)])
     assert [failure.reason for failure in result.failures] == ["parse status ok but no parsed slot"]

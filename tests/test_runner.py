@@ -20,7 +20,7 @@ from runner_support import (
 
 from convswap import __version__
 from convswap.cli import main
-from convswap.core import ConvswapError, Generation, ImageSpec
+from convswap.core import ConvswapError, Generation
 from convswap.experiments.commands import summary_table
 from convswap.experiments.logs import read_expected
 from convswap.experiments.runner import RunRequest, run_experiment, vocabulary_path
@@ -61,21 +61,21 @@ def test_records_carry_what_an_audit_needs(tmp_path, vocabulary):
         assert record.package_version == __version__
         assert record.backend == "sim" and record.quant is None and len(record.model_revision) == 64
         assert record.prompt_sha256 == hashlib.sha256(record.prompt.encode()).hexdigest()
-        image = render_image(ImageSpec.from_json(record.trial["image"]))
+        image = render_image(record.trial.image)
         pixels = f"{image.width}x{image.height}\n".encode() + image.convert("RGB").tobytes()
         assert record.image_sha256 == hashlib.sha256(pixels).hexdigest()
-        assert record.slots[record.keys.get("target", record.keys.get("coord")) - 1] == record.trial["target"]
+        assert record.slots[record.keys.get("target", record.keys.get("coord")) - 1] == record.trial.target
         assert record.alphabet == tuple(str(slot) for slot in range(1, 10))
         if record.condition == "cached":
             assert record.acknowledgement == ACKNOWLEDGEMENT
-            assert record.extra["memorize_instruction"] == MEMORIZE_INSTRUCTION
+            assert record.extra.memorize_instruction == MEMORIZE_INSTRUCTION
         else:
-            assert record.acknowledgement is None and "memorize_instruction" not in record.extra
+            assert record.acknowledgement is None and record.extra.memorize_instruction is None
         # The plan asks for both readouts and the observer has logits: both are logged, scored by first token.
         assert record.readout == "first_token" and record.first_token_refused is None
-        assert record.first_token["surface"] == "bare" and record.extra["surface"]["variant"] == "bare"
-        assert record.generation["finish_reason"] == "stop" and record.parse_status == "ok"
-        assert record.answer_slot == record.first_token["slot"]
+        assert record.first_token.surface == "bare" and record.extra.surface.variant == "bare"
+        assert record.generation.finish_reason == "stop" and record.parse_status == "ok"
+        assert record.answer_slot == record.first_token.slot
         assert record.correct == {key: record.answer_slot == slot for key, slot in record.keys.items()}
 
 
@@ -88,7 +88,7 @@ def test_a_perfect_observer_is_right_on_every_key_it_is_scored_on(tmp_path, voca
     for record in records:
         key = "coord" if record.convention == "pixels_mispaired" else "target"
         assert record.correct[key] is True
-        assert record.parsed_slot == record.first_token["slot"] == record.keys[key]
+        assert record.parsed_slot == record.first_token.slot == record.keys[key]
     assert all(row.accuracy.rate == 1.0 and row.records == 5 for row in result.summary)
 
 
@@ -189,7 +189,7 @@ def test_color_experiment_calibrates_first_and_keeps_the_vocabulary(tmp_path):
     assert len({r.trial_id for r in records}) == 8 and len(records) == 40
     assert all(sorted(r.referents) == sorted(words) for r in records)
     word_records = [r for r in records if r.convention == "word"]
-    assert all(sorted(r.alphabet) == sorted(words) and r.first_token["surface"] == "bare" for r in word_records)
+    assert all(sorted(r.alphabet) == sorted(words) and r.first_token.surface == "bare" for r in word_records)
     calibrated = path.read_bytes()
     again = run_experiment(request, progress=False)
     assert again.written == 0 and again.vocabulary == path and path.read_bytes() == calibrated

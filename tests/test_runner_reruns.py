@@ -53,7 +53,7 @@ def test_a_rerun_retries_exactly_the_failed_units_and_keeps_their_first_records(
     records = records_in(folder)
     assert len(records) == 20 and len({r.unit for r in records}) == 20
     assert {r.parse_status for r in records} == {"ok"}
-    assert {r.unit for r in records if r.generation["text"] == "2"} == set(failed)
+    assert {r.unit for r in records if r.generation.text == "2"} == set(failed)
     kept = [
         json.loads(line)
         for path in sorted(folder.glob("*.attempts"))

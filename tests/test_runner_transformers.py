@@ -55,18 +55,18 @@ def test_every_unit_is_read_in_both_conditions(run):
 
 def test_the_bare_digit_surface_is_read_and_the_shared_space_token_is_not(run):
     for record in records_in(run.folder):
-        surface = record.extra["surface"]
+        surface = record.extra.surface
         # " 1" .. " 9" all begin with SmolVLM's space token: that variant cannot be read.
-        assert (surface["variant"], surface["shared"]) == ("bare", ["space"])
-        assert record.readout == "first_token" and record.first_token["slot"] == 3
-        assert record.first_token["candidate_mass"] > 0.9
-        assert (record.first_token["top"][0]["text"], record.answer_slot) == ("3", 3)
+        assert (surface.variant, surface.shared) == ("bare", ("space",))
+        assert record.readout == "first_token" and record.first_token.slot == 3
+        assert record.first_token.candidate_mass > 0.9
+        assert (record.first_token.top[0].text, record.answer_slot) == ("3", 3)
         assert record.correct == {key: slot == 3 for key, slot in record.keys.items()}
 
 
 def test_the_generation_is_logged_beside_it_and_its_truncation_is_not_scored_as_an_answer(run):
     for record in records_in(run.folder):
-        assert record.generation["text"] == "3" * 16 and record.generation["finish_reason"] == "length"
+        assert record.generation.text == "3" * 16 and record.generation.finish_reason == "length"
         assert (record.parse_status, record.parsed_slot) == ("truncated", None)
 
 
@@ -125,7 +125,7 @@ def test_a_planted_tie_on_a_real_model_is_recorded_and_counted_apart(request_, s
     read = [record for record in records if record.readout == "first_token"]
     assert read
     for record in read:
-        assert record.first_token["tie"] is True and record.first_token["tied_slots"] == [3, 4]
-        assert record.first_token["slot"] is None and record.answer_slot is None
+        assert record.first_token.tie is True and record.first_token.tied_slots == (3, 4)
+        assert record.first_token.slot is None and record.answer_slot is None
         assert not any(record.correct.values())
     assert accuracy(read).unscored == {"tie": len(read)}

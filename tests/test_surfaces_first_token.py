@@ -7,8 +7,7 @@ import math
 import numpy as np
 import pytest
 
-from convswap.calibration.surfaces import Surface
-from convswap.core import ConvswapError
+from convswap.core import ConvswapError, Surface
 from convswap.readout.first_token import candidate_masses, first_token_readout
 
 

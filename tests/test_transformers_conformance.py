@@ -16,7 +16,7 @@ from transformers import AutoModelForImageTextToText, AutoProcessor
 from transformers_helpers import IMAGES, QUESTIONS, full_inputs, query
 
 from convswap.cli import main
-from convswap.core import ConvswapError, Trial
+from convswap.core import ConvswapError
 from convswap.experiments.runner import RunRequest, run_experiment
 from convswap.readout import prefix_cache
 from convswap.readout.base import ModelInfo
@@ -99,9 +99,9 @@ def test_a_run_on_gemma3_reads_the_chat_paths_single_bos(tiny_model, gemma3, tmp
     records = records_in(run_experiment(request, progress=False).folder)
     assert records and all(record.generation is not None for record in records)
     for record in records:
-        image = render_image(Trial.from_json(record.trial).image)
+        image = render_image(record.trial.image)
         chat_path = full_inputs(gemma3, image, "visible", record.prompt)["input_ids"]
-        assert record.generation["prompt_tokens"] == chat_path.shape[1]
+        assert record.generation.prompt_tokens == chat_path.shape[1]
 
 
 def test_audit_model_on_gemma3_passes_the_probe_and_a_doubled_bos_would_stop_it(tiny_model, capsys, monkeypatch):

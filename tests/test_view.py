@@ -93,7 +93,7 @@ def test_a_hash_mismatch_and_a_missing_image_are_verdicts_not_errors(logs, coco_
 def test_a_color_array_is_re_rendered_from_its_logged_parameters(logs, tmp_path):
     record = first_record(logs)
     check = Thumbnails(tmp_path / "images").check(record)
-    assert check.verdict == "match" and check.outlined == record.trial["subject"]
+    assert check.verdict == "match" and check.outlined == record.trial.subject
     with Image.open(tmp_path / check.file) as image:
         assert image.size == (384, 384)  # color arrays are shown at their own size, never resampled
 

@@ -48,14 +48,14 @@ def load_backend_revision(spec: str) -> str:
 def test_the_models_own_vocabulary_needs_no_flag(tmp_path, vocabulary):
     result = run_experiment(spatial_request(tmp_path / "runs", vocabulary, limit=2), progress=False)
     assert result.written > 0
-    assert all("vocabulary_of" not in record.extra for record in records_in(result.folder))
+    assert all(record.extra.vocabulary_of is None for record in records_in(result.folder))
 
 
 def test_with_the_flag_every_record_and_table_names_whose_vocabulary_was_used(tmp_path, vocabulary):
     request = spatial_request(tmp_path / "runs", vocabulary, model=OTHER, vocabulary_from_other_model=True)
     result = run_experiment(request, progress=False)
     records = records_in(result.folder)
-    assert records and all(record.extra["vocabulary_of"] == calibrated_on(vocabulary) for record in records)
+    assert records and all(record.extra.vocabulary_of == calibrated_on(vocabulary) for record in records)
     out = tmp_path / "tables"
     generate(tmp_path / "runs", out, plan_dir=PLAN_DIR, messages=io.StringIO())
     with (out / "table8_synthetic_spatial.csv").open(encoding="utf-8") as handle:
@@ -98,7 +98,7 @@ def test_the_held_out_audit_checks_a_color_run_against_the_vocabulary_that_drew_
     run_experiment(request, progress=False)
     records, results = audit_folder(out)
     held_out = next(result for result in results if result.name == "held-out")
-    assert held_out.checked == sum(r.task == "color" and r.trial["held_out"] for r in records) > 0
+    assert held_out.checked == sum(r.task == "color" and r.trial.held_out for r in records) > 0
     assert held_out.passed, [failure.reason for failure in held_out.failures]
 
 

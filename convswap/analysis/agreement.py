@@ -24,7 +24,7 @@ class Agreement:
 
 
 def has_both_readouts(record: Record) -> bool:
-    return bool(record.first_token) and record.parsed_slot is not None
+    return record.first_token is not None and record.parsed_slot is not None
 
 
 def readout_agreement(records: Sequence[Record]) -> Agreement:

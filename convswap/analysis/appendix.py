@@ -214,7 +214,7 @@ def misread_units_table(context: Context) -> list[Table]:
     candidates = [
         record
         for record in select(context.records, task="locate", convention=MISREAD_CONVENTIONS)
-        if "center" in record.trial.get("meta", {})
+        if record.trial.meta_value("center") is not None
     ]
     if not candidates:
         raise MissingInput("no normalized or pixels locate records with an object center (trial meta 'center')")
@@ -268,7 +268,7 @@ def misread_units_table(context: Context) -> list[Table]:
 
 @table("grid_transforms")
 def grid_transforms_table(context: Context) -> list[Table]:
-    locate = [record for record in select(context.records, task="locate") if record.trial.get("grid")]
+    locate = [record for record in select(context.records, task="locate") if record.trial.grid]
     if not locate:
         raise MissingInput("no locate records on a grid")
     analysed, unscorable = _analysed_groups(locate, GROUP_FIELDS, grid_transforms)

@@ -50,7 +50,7 @@ CROSSOVER_META = frozenset({"pair", "array", "role"})
 
 
 def is_crossover(record: Record) -> bool:
-    return CROSSOVER_META <= record.trial.get("meta", {}).keys()
+    return CROSSOVER_META <= record.trial.meta_entries.keys()
 
 
 def report_records(records: Sequence[Record]) -> list[Record]:
@@ -61,7 +61,7 @@ def report_records(records: Sequence[Record]) -> list[Record]:
 
 def has_scores(record: Record) -> bool:
     """Whether a record carries the first-token candidate scores the interaction is computed from."""
-    return bool(record.first_token and record.first_token.get("candidate_logits"))
+    return record.first_token is not None and bool(record.first_token.candidate_logits)
 
 
 def crossover(records: Sequence[Record]) -> Crossover:
@@ -70,7 +70,7 @@ def crossover(records: Sequence[Record]) -> Crossover:
     for record in records:
         if not is_crossover(record):
             continue
-        meta = record.trial["meta"]
+        meta = record.trial.meta_entries
         if meta["array"] not in ARRAYS or meta["role"] not in ROLES:
             raise ConvswapError(
                 f"trial {record.trial_id}: crossover array/role must be A/B and first/second/untouched, "
@@ -124,8 +124,8 @@ def crossover_if_scored(records: Sequence[Record]) -> Crossover | None:
 
 def _swapped_colors(pair_id: str, pair: dict[tuple[str, str], Record]) -> tuple[str, str]:
     """(X, Y): A's and B's colors at the first location, checked to be swapped at the second."""
-    x, y = pair[("A", "first")].trial["target"], pair[("B", "first")].trial["target"]
-    if x == y or pair[("A", "second")].trial["target"] != y or pair[("B", "second")].trial["target"] != x:
+    x, y = pair[("A", "first")].trial.target, pair[("B", "first")].trial.target
+    if x == y or pair[("A", "second")].trial.target != y or pair[("B", "second")].trial.target != x:
         raise ConvswapError(f"crossover pair {pair_id}: arrays A and B do not swap two colors between first and second")
     return x, y
 
@@ -149,4 +149,4 @@ def _logits(record: Record) -> np.ndarray:
             "the crossover interaction needs them"
         )
     assert record.first_token is not None  # has_scores
-    return np.asarray(record.first_token["candidate_logits"], dtype=float)
+    return np.asarray(record.first_token.candidate_logits, dtype=float)

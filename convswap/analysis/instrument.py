@@ -27,8 +27,7 @@ WORD_CONDITIONS = ("word", "label")
 def prompt_tokens(record: Record) -> int | None:
     """Tokens the model read for this prompt, counted on its own tokenizer by the backend (image tokens included
     for local models, as each API counts them for API models); None where the record holds no generation."""
-    generation = record.generation or {}
-    return generation.get("prompt_tokens")
+    return record.generation.prompt_tokens if record.generation is not None else None
 
 
 @table("prompt_length")
@@ -101,12 +100,10 @@ def prompt_length_table(context: Context) -> list[Table]:
 def calibration_angle_accuracy_table(context: Context) -> list[Table]:
     color = report_records([record for record in context.records if record.task == "color"])
     words = [record for record in color if record.convention in WORD_CONDITIONS]
-    seen = [record for record in words if not record.trial.get("held_out", False)]
+    seen = [record for record in words if not record.trial.held_out]
     if not seen:
         raise MissingInput("no word or label records on calibration angles (a run whose plan has angles = calibration)")
-    held_out = group_by(
-        [record for record in words if record.trial.get("held_out", False)], "model", "condition", "convention"
-    )
+    held_out = group_by([record for record in words if record.trial.held_out], "model", "condition", "convention")
     rows: list[Row] = []
     for (experiment, model, condition, convention), group in group_by(
         seen, "experiment", "model", "condition", "convention"
@@ -163,14 +160,14 @@ def surface_resolution_table(context: Context) -> list[Table]:
         raise MissingInput("no record was read by first token or refused for it")
     rows: list[Row] = []
     for (model, alphabet), group in _by_alphabet(scored_by_first_token).items():
-        surfaces = [record.extra["surface"] for record in group if "surface" in record.extra]
+        surfaces = [record.extra.surface for record in group if record.extra.surface is not None]
         refusals = sorted({record.first_token_refused for record in group if record.first_token_refused})
-        masses = [record.first_token["candidate_mass"] for record in group if record.first_token]
+        masses = [record.first_token.candidate_mass for record in group if record.first_token is not None]
         if surfaces:
             surface = surfaces[0]
-            variant = surface["variant"]
-            probe_mass = decimal(surface["mass"], 3)
-            others = ", ".join(f"{name} {mass:.3f}" for name, mass in sorted(surface["masses"].items()))
+            variant = surface.variant
+            probe_mass = decimal(surface.mass, 3)
+            others = ", ".join(f"{name} {mass:.3f}" for name, mass in sorted(surface.masses))
         else:
             variant, probe_mass, others = "refused", None, None
         rows.append(

@@ -20,7 +20,7 @@ from typing import Any
 from tqdm import tqdm
 
 from convswap.calibration.vocabulary import Vocabulary, load_vocabulary, model_owner
-from convswap.core import ConvswapError, Record
+from convswap.core import ConvswapError, PartType, Record, RecordExtra, Trial, load_part
 from convswap.experiments.logs import complete_lines, parse_line
 from convswap.experiments.scoring import is_scored, score_key
 
@@ -103,10 +103,12 @@ class SharedParts:
     """One copy of what many records hold alike, so that 30,000 records fit in memory.
 
     Every convention's and condition's record of a trial carries the same trial
-    description, every record of an alphabet the same resolved surface, and many
+    description, every record of an alphabet and condition the same extra part
+    (its resolved surface, and a cached query's instruction), and many
     records the same option tuples and the same short strings.  An equal part
     seen before is replaced by the earlier object (equality, not identity of
-    origin, decides), so nothing is lost and nothing is recomputed.
+    origin, decides), so nothing is lost and nothing is recomputed: a trial or
+    extra part logged as the same JSON as an earlier one is the part loaded then.
     """
 
     TEXT_FIELDS = ("experiment", "model", "backend", "condition", "convention", "task", "readout", "parse_status",
@@ -123,16 +125,21 @@ class SharedParts:
         for name in self.TUPLE_FIELDS:
             data[name] = self._one(tuple(data[name]))
         model = (data["model"], data["quant"])
-        data["trial"] = self._equal(("trial", *model, data["experiment"], data["trial_id"]), data["trial"])
-        data["extra"] = self._equal(("extra", *model, data["alphabet"]), data["extra"])
+        data["trial"] = self._loaded(("trial", *model, data["experiment"], data["trial_id"]), Trial, data["trial"])
+        data["extra"] = self._loaded(("extra", *model, data["condition"], data["alphabet"]), RecordExtra, data["extra"])
         return data
 
     def _one(self, value: tuple) -> tuple:
         return self._parts.setdefault(value, value)
 
-    def _equal(self, key: tuple, value: Any) -> Any:
-        earlier = self._parts.setdefault(key, value)
-        return earlier if earlier == value else value
+    def _loaded(self, key: tuple, part_type: PartType, logged: Any) -> Any:
+        """The part logged as `logged`: the one loaded for the first record under `key` when it logged equal JSON."""
+        earlier = self._parts.get(key)
+        if earlier is not None and earlier[0] == logged:
+            return earlier[1]
+        part = load_part(part_type, logged)
+        self._parts.setdefault(key, (logged, part))
+        return part
 
 
 def load_vocabularies(logdir: str | Path) -> list[Vocabulary]:
@@ -158,7 +165,7 @@ def _spec_label(model: dict[str, Any]) -> str:
 
 def vocabulary_owner_label(record: Record) -> str:
     """The model whose vocabulary drew the record's stimuli, as `vocabulary_label` names it: its own by default."""
-    other = record.extra.get("vocabulary_of")
+    other = record.extra.vocabulary_of
     return _spec_label(other) if other else model_label(record)
 
 
@@ -169,7 +176,7 @@ def model_label(record: Record) -> str:
     """The model as the tables name it: quantization is part of the identity (4-bit and 8-bit differ), and so is
     another model's vocabulary when the run's stimuli were drawn from one."""
     label = f"{record.model} ({record.quant})" if record.quant else record.model
-    other = record.extra.get("vocabulary_of")
+    other = record.extra.vocabulary_of
     return f"{label} [vocabulary of {model_owner(other)}]" if other else label
 
 
@@ -223,15 +230,14 @@ def select(records: Iterable[Record], **criteria: Any) -> list[Record]:
 
 
 def field_values(record: Record, names: tuple[str, ...]) -> tuple:
-    return tuple(field_value(record, name) for name in names)
+    return tuple([field_value(record, name) for name in names])
 
 
 def group_by(records: Iterable[Record], *fields: str) -> dict[tuple, list[Record]]:
     """Records grouped by the named fields, as `field_value` reads them."""
     groups: dict[tuple, list[Record]] = {}
     for record in records:
-        key = tuple(field_value(record, name) for name in fields)
-        groups.setdefault(key, []).append(record)
+        groups.setdefault(field_values(record, fields), []).append(record)
     return dict(sorted(groups.items(), key=lambda item: tuple(str(part) for part in item[0])))
 
 

@@ -55,12 +55,12 @@ def option_numbers(record: Record) -> dict[int, tuple[int, int]]:
 
 def misread_slot(record: Record) -> int:
     how = reading(record.convention)
-    meta = record.trial.get("meta", {})
-    if "center" not in meta:
+    center = record.trial.meta_value("center")
+    if center is None:
         raise ConvswapError(f"trial {record.trial_id}: misread test needs the object center (trial meta 'center')")
-    center = np.asarray(meta["center"], dtype=float)
+    center = np.asarray(center, dtype=float)
     scale = (
-        np.array([record.trial["width"], record.trial["height"]], dtype=float) / NORMALIZED_SCALE
+        np.array([record.trial.width, record.trial.height], dtype=float) / NORMALIZED_SCALE
         if how == "as thousandths"
         else np.ones(2)
     )

@@ -136,7 +136,7 @@ NO_READOUT = "no such readout"
 def answer_under(record: Record, readout: str) -> int | None:
     """The slot a record's `readout` chose: the first-token argmax, or the parsed generation."""
     if readout == "first_token":
-        return record.first_token["slot"] if record.first_token else None
+        return record.first_token.slot if record.first_token is not None else None
     if readout == "generate":
         return record.parsed_slot
     raise ConvswapError(f"unknown readout {readout!r} (first_token or generate)")

@@ -42,7 +42,7 @@ def breakdowns(
     shared = sorted(control_by_id.keys() & treatment_by_id.keys())
     if len(shared) < 3:
         raise ConvswapError(f"breakdowns: control and treatment share {len(shared)} trials; terciles need three")
-    meta = {trial_id: control_by_id[trial_id].trial.get("meta", {}) for trial_id in shared}
+    meta = {trial_id: control_by_id[trial_id].trial.meta_entries for trial_id in shared}
 
     def contrast_on(trial_ids: Sequence[str]) -> Contrast | None:
         try:
@@ -70,4 +70,4 @@ def breakdowns(
 
 def _category(record: Record) -> str:
     """The object's category: trial meta `category` when present, else the locate trial's subject."""
-    return str(record.trial.get("meta", {}).get("category") or record.trial.get("subject", ""))
+    return str(record.trial.meta_value("category") or record.trial.subject)

@@ -41,8 +41,8 @@ class TransformFit:
 
 
 def predicted_slot(record: Record, transform: Transform) -> int:
-    grid = record.trial.get("grid")
-    referents = list(record.trial["referents"])
+    grid = record.trial.grid
+    referents = list(record.trial.referents)
     if not grid or len(referents) != grid * grid:
         raise ConvswapError(
             f"trial {record.trial_id}: grid transforms need a square grid of cells, got grid={grid} "

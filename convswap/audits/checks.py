@@ -22,7 +22,7 @@ from convswap.analysis.mispaired import is_mispaired
 from convswap.audits.prompt_text import PromptUnreadable, question_position, read_options, referent_of, split_gloss
 from convswap.calibration.surfaces import MIN_CANDIDATE_MASS
 from convswap.conventions.render import CONVENTIONS, Convention
-from convswap.core import ConvswapError, Generation, Prompt, Record, Trial, score_answer
+from convswap.core import PART_ERRORS, ConvswapError, Generation, Prompt, Record, score_answer
 from convswap.experiments.scoring import is_tie, score_key
 from convswap.readout.parse import normalize_word, parse_generation
 
@@ -61,33 +61,32 @@ RecordProblem = Callable[[Record], str | None]
 
 def per_record(name: str, description: str, records: Sequence[Record], problem: RecordProblem,
                applies: Callable[[Record], bool] = lambda record: True) -> CheckResult:  # fmt: skip
-    """Run `problem` on every record it applies to; a record it cannot read fails with the reason."""
+    """Run `problem` on every record it applies to; a record it cannot read (not even to tell whether the check
+    applies) fails with the reason."""
     result = CheckResult(name, description)
     for record in records:
-        if not applies(record):
-            continue
-        result.checked += 1
         try:
+            if not applies(record):
+                continue
             reason = problem(record)
-        except (PromptUnreadable, ConvswapError, KeyError, ValueError, TypeError) as error:
+        except (PromptUnreadable, *PART_ERRORS) as error:
             reason = f"record unreadable: {type(error).__name__}: {error}"
+        result.checked += 1
         if reason:
             result.failures.append(CheckFailure(record, reason))
     return result
+
+
+def readable(records: Sequence[Record]) -> list[Record]:
+    """The records whose every part loads: the checks over groups of records read these, while `per_record` fails
+    each of the others by name."""
+    return [record for record in records if not record.unreadable_parts()]
 
 
 def convention(record: Record) -> Convention:
     if record.convention not in CONVENTIONS:
         raise ConvswapError(f"unknown convention {record.convention!r}")
     return CONVENTIONS[record.convention]
-
-
-def trial_of(record: Record) -> Trial:
-    return Trial.from_json(record.trial)
-
-
-def generation_of(record: Record) -> Generation | None:
-    return Generation(**record.generation) if record.generation is not None else None
 
 
 def prompt_of(record: Record) -> Prompt:
@@ -105,7 +104,7 @@ def prompt_target(records: Sequence[Record]) -> CheckResult:
 
 
 def _prompt_target_problem(record: Record) -> str | None:
-    trial = trial_of(record)
+    trial = record.trial
     coordinate = convention(record).coordinate
     if record.task == "identify":
         position, _ = split_gloss(question_position(record.prompt))
@@ -135,9 +134,8 @@ def relabel(records: Sequence[Record]) -> CheckResult:
 
 
 def _relabel_problem(record: Record) -> str | None:
-    generation = generation_of(record)
-    if generation is not None:
-        parsed = parse_generation(generation, prompt_of(record))
+    if record.generation is not None:
+        parsed = parse_generation(record.generation, prompt_of(record))
         if (parsed.slot, parsed.status) != (record.parsed_slot, record.parse_status):
             return (f"stored parse (slot {record.parsed_slot}, {record.parse_status}) but the text parses to "
                     f"(slot {parsed.slot}, {parsed.status})")  # fmt: skip
@@ -145,11 +143,11 @@ def _relabel_problem(record: Record) -> str | None:
         return f"parsed slot {record.parsed_slot} stored without any generated text"
     first_token_slot = None
     if record.first_token is not None:
-        first_token_slot = record.first_token["slot"]
-        logits = np.asarray(record.first_token["candidate_logits"], dtype=np.float64)
+        first_token_slot = record.first_token.slot
+        logits = np.asarray(record.first_token.candidate_logits, dtype=np.float64)
         top = [int(i) + 1 for i in np.flatnonzero(logits == logits.max())]
         if len(top) > 1:
-            stored = (first_token_slot, record.first_token.get("tie"), list(record.first_token.get("tied_slots", ())))
+            stored = (first_token_slot, record.first_token.tie, list(record.first_token.tied_slots))
             if stored != (None, True, top):
                 return f"the candidate logits tie at slots {top} but the record stores (slot, tie, tied) {stored}"
         elif top[0] != first_token_slot:
@@ -175,7 +173,7 @@ def pairing_break(records: Sequence[Record], seed: int = 0) -> CheckResult:
     """
     result = CheckResult("pairing-break", "answers scored against a shuffled trial's keys score at chance")
     rng = np.random.default_rng(seed)
-    scored = [record for record in records if record.answer_slot is not None]
+    scored = [record for record in readable(records) if record.answer_slot is not None]
     groups = group_by(scored, "experiment", "model", "condition", "convention")
     for (experiment, model, condition, convention_name), group in groups.items():
         for k in sorted({len(record.slots) for record in group}):
@@ -204,7 +202,9 @@ def ties(records: Sequence[Record]) -> CheckResult:
     """First-token readouts whose top candidates hold the same logit are counted per convention, and a convention
     tying on more than MAX_TIE_RATE of them fails: its answers are decided by precision, not by the model."""
     result = CheckResult("ties", f"first-token ties stay at or under {MAX_TIE_RATE:.0%} of each convention's readouts")
-    read = [record for record in records if record.readout == "first_token" and record.first_token is not None]
+    read = [
+        record for record in readable(records) if record.readout == "first_token" and record.first_token is not None
+    ]
     for (experiment, model, condition, convention_name), group in group_by(
         read, "experiment", "model", "condition", "convention"
     ).items():
@@ -237,15 +237,15 @@ def _alphabet_problem(record: Record) -> str | None:
         return f"scored by first token although that readout was refused: {record.first_token_refused}"
     if record.first_token is None:
         return "scored by first token but no first-token readout is stored"
-    ids = list(record.first_token["candidate_token_ids"])
+    ids = list(record.first_token.candidate_token_ids)
     if len(ids) != len(record.alphabet):
         return f"{len(ids)} candidate tokens for an alphabet of {len(record.alphabet)}"
     shared = sorted({i for i in ids if ids.count(i) > 1})
     if shared:
-        return f"candidates share first token(s) {shared}: {ids} (surface {record.first_token['surface']!r})"
-    mass = float(record.first_token["candidate_mass"])
+        return f"candidates share first token(s) {shared}: {ids} (surface {record.first_token.surface!r})"
+    mass = float(record.first_token.candidate_mass)
     if mass < MIN_CANDIDATE_MASS:
-        return f"candidate mass {mass:.3f} < {MIN_CANDIDATE_MASS} (surface {record.first_token['surface']!r})"
+        return f"candidate mass {mass:.3f} < {MIN_CANDIDATE_MASS} (surface {record.first_token.surface!r})"
     return None
 
 
@@ -270,14 +270,15 @@ def truncation(records: Sequence[Record]) -> CheckResult:
     generated = [record for record in records if record.generation is not None]
     result = per_record("truncation", "empty and length-stopped generations are counted apart, never as answers",
                         generated, _truncation_problem)  # fmt: skip
-    result.failures += _mixed_budgets(generated)
-    stopped = [r for r in generated if _is_cut_or_empty(r.generation)]
+    generated_readable = readable(generated)
+    result.failures += _mixed_budgets(generated_readable)
+    stopped = [r for r in generated_readable if _is_cut_or_empty(r.generation)]
     for (model, condition, convention_name), group in group_by(stopped, "model", "condition", "convention").items():
         statuses = Counter(record.parse_status for record in group)
         generations = [record.generation for record in group if record.generation is not None]  # all: each stopped
-        length = sum(generation.get("finish_reason") == "length" for generation in generations)
+        length = sum(generation.finish_reason == "length" for generation in generations)
         budgets = "/".join(str(budget) for budget in sorted({_budget(record) for record in group}, key=str))
-        examples = "; ".join(repr(generation.get("text")) for generation in generations[:TRUNCATED_SHOWN])
+        examples = "; ".join(repr(generation.text) for generation in generations[:TRUNCATED_SHOWN])
         result.notes.append(
             f"{model} {condition} {convention_name}: {len(group)} empty or length-stopped ({length} at the token "
             f"budget of {budgets}), recorded as {dict(sorted(statuses.items()))}; texts: {examples}"
@@ -287,16 +288,16 @@ def truncation(records: Sequence[Record]) -> CheckResult:
     return result
 
 
-def _is_cut_or_empty(generation: dict | None) -> bool:
+def _is_cut_or_empty(generation: Generation | None) -> bool:
     """A stored generation that stopped at its budget or said nothing."""
     if generation is None:
         return False
-    return generation.get("finish_reason") == "length" or not str(generation.get("text") or "").strip()
+    return generation.finish_reason == "length" or not (generation.text or "").strip()
 
 
 def _budget(record: Record) -> int | str:
     """The token budget a stored generation was given ("unrecorded" in logs written before budgets were kept)."""
-    budget = record.generation.get("max_new_tokens") if record.generation is not None else None
+    budget = record.generation.max_new_tokens if record.generation is not None else None
     return "unrecorded" if budget is None else budget
 
 
@@ -315,13 +316,13 @@ def _mixed_budgets(generated: Sequence[Record]) -> list[CheckFailure]:
 
 
 def _truncation_problem(record: Record) -> str | None:
-    generation = generation_of(record)
+    generation = record.generation
     if generation is None:
         return None
     budget, used = generation.max_new_tokens, generation.completion_tokens
     if budget is not None and used is not None and used > budget:
         return f"a generation of {used} tokens exceeds its token budget of {budget}"
-    if not _is_cut_or_empty(record.generation):
+    if not _is_cut_or_empty(generation):
         return None
     expected = parse_generation(generation, prompt_of(record))
     if expected.status in ("truncated", "empty") and record.parse_status != expected.status:
@@ -347,7 +348,7 @@ def derangement(records: Sequence[Record]) -> CheckResult:
 
 
 def _derangement_problem(record: Record) -> str | None:
-    trial = trial_of(record)
+    trial = record.trial
     if record.task == "identify":
         position, gloss = split_gloss(question_position(record.prompt))
         if gloss is None or gloss == trial.cell:
@@ -383,14 +384,14 @@ def _index_space_problem(record: Record) -> str | None:
     for label, slot in (*record.keys.items(), ("parsed", record.parsed_slot), ("answer", record.answer_slot)):
         if slot is not None and not 1 <= slot <= k:
             return f"{label} slot {slot} is outside slots 1..{k}"
-    target = record.trial["target"]
+    target = record.trial.target
     for key, holds in (("target", record.slots), ("coord", record.slots), ("name", record.glosses)):
         if key in record.keys and holds[record.keys[key] - 1] != target:
             return f"key {key}={record.keys[key]} holds {holds[record.keys[key] - 1]!r}, not the target {target!r}"
     if convention(record).output == "word":
         if record.alphabet != record.slots:
             return f"word alphabet {list(record.alphabet)} is not the options in slot order {list(record.slots)}"
-        generation = generation_of(record)
+        generation = record.generation
         if record.parse_status == "ok" and generation is not None:
             if record.parsed_slot is None:
                 return "parse status ok but no parsed slot"

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from convswap.analysis.loading import VOCABULARY_PATTERNS, vocabulary_label, vocabulary_owner_label
-from convswap.audits.checks import CheckResult, per_record, trial_of
+from convswap.audits.checks import CheckResult, per_record
 from convswap.calibration.vocabulary import (
     HELD_OUT_CLEARANCE,
     HELD_OUT_FAR,
@@ -66,7 +66,7 @@ def held_out(records: Sequence[Record], vocabularies: Vocabularies) -> CheckResu
         "held-out color stimuli keep their distance from every name the calibration saw",
         records,
         lambda record: _held_out_problem(record, vocabularies, disagreeing),
-        applies=lambda record: record.task == "color" and bool(record.trial.get("held_out")),
+        applies=lambda record: record.task == "color" and record.trial.held_out,
     )
     for path, reason in vocabularies.unreadable.items():
         result.notes.append(f"vocabulary file {path} does not load: {reason}")
@@ -84,7 +84,7 @@ def _held_out_problem(record: Record, vocabularies: Vocabularies, disagreeing: s
     if model in disagreeing:
         return f"cannot verify: vocabulary files for {model} disagree: {', '.join(str(path) for path, _ in found)}"
     vocabulary = found[0][1]
-    trial = trial_of(record)
+    trial = record.trial
     if set(trial.anchors) != set(vocabulary.anchors):
         return f"the trial's anchors {_anchors(trial.anchors)} are not the vocabulary's {_anchors(vocabulary.anchors)}"
     angle = trial.meta_value("stimulus_angle")

@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from convswap.audits.checks import CheckFailure, CheckResult
+from convswap.core import canonical_json
 
 FAILURES_SHOWN_PER_CHECK = 20
 
@@ -12,12 +13,18 @@ FAILURES_SHOWN_PER_CHECK = 20
 def raw_output(failure: CheckFailure) -> str:
     """What the model produced, by every readout the record holds."""
     record = failure.record
-    parts = []
-    if record.first_token is not None:
-        top = ", ".join(f"{t['text']!r}:{t['prob']:.2f}" for t in record.first_token.get("top", ())[:3])
-        parts.append(f"first tokens {top} (candidate mass {record.first_token.get('candidate_mass', 0.0):.2f})")
-    if record.generation is not None:
-        parts.append(f"text={record.generation.get('text')!r} finish={record.generation.get('finish_reason')}")
+    unreadable = record.unreadable_parts()
+    # A readout that does not load is shown as logged: it is still what the model produced.
+    parts = [
+        f"{name} as logged: {canonical_json(part.to_json())}"
+        for name, part in unreadable.items()
+        if name in ("first_token", "generation")
+    ]
+    if record.first_token is not None and "first_token" not in unreadable:
+        top = ", ".join(f"{score.text!r}:{score.prob:.2f}" for score in record.first_token.top[:3])
+        parts.append(f"first tokens {top} (candidate mass {record.first_token.candidate_mass:.2f})")
+    if record.generation is not None and "generation" not in unreadable:
+        parts.append(f"text={record.generation.text!r} finish={record.generation.finish_reason}")
     return "; ".join(parts) or "no raw output stored"
 
 

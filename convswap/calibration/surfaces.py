@@ -30,10 +30,10 @@ import numpy as np
 from PIL import Image
 
 from convswap.conventions.instructions import WORD_ANSWER, integer_answer
-from convswap.core import ConvswapError, OutputFormat, Prompt, Task
+from convswap.core import ConvswapError, OutputFormat, Prompt, Surface, Task
 from convswap.readout.base import Backend, Query
 from convswap.readout.first_token import candidate_masses
-from convswap.readout.surface import PROBE_CONVENTION, VARIANTS, Surface, variant_strings
+from convswap.readout.surface import PROBE_CONVENTION, VARIANTS, variant_strings
 
 MIN_CANDIDATE_MASS = 0.5
 

@@ -21,13 +21,12 @@ False).  `parse_status` is the generation's status when a generation was made
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, replace
+from dataclasses import dataclass, replace
 from datetime import UTC, datetime
-from typing import Any
 
 from convswap import __version__
-from convswap.calibration.surfaces import NoFirstTokenReadout, Surface, SurfaceRefused, probe_query, resolve_surface
-from convswap.core import FirstTokenReadout, Generation, Prompt, Record, score_answer
+from convswap.calibration.surfaces import NoFirstTokenReadout, SurfaceRefused, probe_query, resolve_surface
+from convswap.core import FirstTokenReadout, Generation, Prompt, Record, RecordExtra, Surface, score_answer
 from convswap.experiments.plan import Plan
 from convswap.readout.base import ACKNOWLEDGEMENT, DEFAULT_MAX_NEW_TOKENS, MEMORIZE_INSTRUCTION, Backend, Query
 from convswap.readout.first_token import first_token_readout
@@ -115,13 +114,11 @@ def build_record(
     assert query.trial is not None  # the runner asks every query with its trial
     info = context.backend.info()
     cached = query.condition == "cached"
-    extra: dict[str, Any] = {}
-    if cached:
-        extra["memorize_instruction"] = MEMORIZE_INSTRUCTION
-    if isinstance(surface, Surface):
-        extra["surface"] = surface.to_json()
-    if context.vocabulary_owner is not None:
-        extra["vocabulary_of"] = context.vocabulary_owner
+    extra = RecordExtra(
+        memorize_instruction=MEMORIZE_INSTRUCTION if cached else None,
+        surface=surface if isinstance(surface, Surface) else None,
+        vocabulary_of=context.vocabulary_owner,
+    )
     return Record(
         experiment=context.plan.id,
         plan_hash=context.plan_hash,
@@ -144,14 +141,14 @@ def build_record(
         image_sha256=context.image_sha256,
         alphabet=prompt.alphabet,
         readout="first_token" if first_token is not None else "generate",
-        first_token=asdict(first_token) if first_token is not None else None,
+        first_token=first_token,
         first_token_refused=surface if isinstance(surface, str) else None,
-        generation=asdict(generation) if generation is not None else None,
+        generation=generation,
         parsed_slot=parsed.slot if parsed is not None else None,
         parse_status=parsed.status if parsed is not None else "ok",
         answer_slot=answer_slot,
         correct=score_answer(answer_slot, dict(prompt.keys)),
-        trial=query.trial.to_json(),
+        trial=query.trial,
         timestamp=datetime.now(UTC).isoformat(timespec="milliseconds"),
         shard=context.shard,
         extra=extra,

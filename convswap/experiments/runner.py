@@ -555,7 +555,7 @@ def _units_on_disk(
         for path in log_files(folder, condition):
             for number, record in enumerate(read_records(path), start=1):
                 trial = trials.get(record.trial_id)
-                if trial is not None and _stimulus(record.trial) != _stimulus(trial.to_json()):
+                if trial is not None and _stimulus(record.trial) != _stimulus(trial):
                     raise ConvswapError(
                         f"{path}: trial {record.trial_id} was run on other stimuli than this run draws (a different "
                         "vocabulary or COCO folder); write this run to another --out, or move that log away"
@@ -570,9 +570,9 @@ def _units_on_disk(
     return set(done), set_aside
 
 
-def _stimulus(trial_json: dict[str, Any]) -> dict[str, Any]:
+def _stimulus(trial: Trial) -> dict[str, Any]:
     """A trial as stimulus, without the image's location on disk (the photograph itself is in its meta)."""
-    return {name: value for name, value in trial_json.items() if name != "image"}
+    return {name: value for name, value in trial.to_json().items() if name != "image"}
 
 
 def _pending(

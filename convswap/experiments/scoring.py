@@ -31,7 +31,7 @@ TIE = "tie"
 
 def is_tie(record: Record) -> bool:
     """A first-token readout whose top candidates held the same logit: neither right nor wrong."""
-    return bool(record.first_token and record.first_token.get("tie"))
+    return record.first_token is not None and record.first_token.tie
 
 
 def unscored_reason(record: Record) -> str:

@@ -12,8 +12,7 @@ from collections.abc import Callable, Sequence
 import numpy as np
 from scipy.special import log_softmax, logsumexp
 
-from convswap.core import ConvswapError, FirstTokenReadout, TokenScore
-from convswap.readout.surface import Surface
+from convswap.core import ConvswapError, FirstTokenReadout, Surface, TokenScore
 
 DEFAULT_TOP_K = 10
 

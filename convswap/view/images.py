@@ -88,12 +88,10 @@ class Thumbnails:
         self.rendered = 0
 
     def check(self, record: Record) -> ImageCheck:
-        # Every convention of a trial shows the same image: look it up by what decides it before decoding the trial
-        # (a repr, not canonical JSON: a key spelled two ways costs one more lookup by name, never a wrong image).
-        fields = record.trial
-        seen = repr((record.image_sha256, *(fields[name] for name in ("image", "task", "grid", "cell", "subject"))))
+        # Every convention of a trial shows the same image: look it up by what decides it.
+        trial = record.trial
+        seen = repr((record.image_sha256, trial.image, trial.task, trial.grid, trial.cell, trial.subject))
         if seen not in self._seen:
-            trial = Trial.from_json(record.trial)
             outline = outlined_cell(trial)
             name = sha256_hex(canonical_json([trial.image.to_json(), record.image_sha256, outline]))[:24]
             if name not in self._checks:

@@ -86,7 +86,7 @@ def outcome(record: Record) -> str:
 
 
 def first_token_slot(record: Record) -> int | None:
-    return int(record.first_token["slot"]) if record.first_token is not None else None
+    return record.first_token.slot if record.first_token is not None else None
 
 
 def readouts_disagree(record: Record) -> bool:
@@ -96,7 +96,7 @@ def readouts_disagree(record: Record) -> bool:
 
 
 def candidate_mass(record: Record) -> float | None:
-    return float(record.first_token["candidate_mass"]) if record.first_token is not None else None
+    return record.first_token.candidate_mass if record.first_token is not None else None
 
 
 def followed_keys(record: Record, slot: int | None) -> list[str]:
@@ -134,16 +134,15 @@ def record_detail(record: Record, failures: list[tuple[str, str]]) -> dict[str, 
         }
         for slot, referent in enumerate(record.slots, start=1)
     ]
-    first_token = record.first_token
     return {
         **record_row(record, failures),
         "prompt": record.prompt,
         "acknowledgement": record.acknowledgement,
         "options": options,
-        "generation": record.generation,
+        "generation": record.generation.to_json() if record.generation is not None else None,
         "parsed": record.parsed_slot,
         "parsed_followed": followed_keys(record, record.parsed_slot),
-        "first_token": first_token,
+        "first_token": record.first_token.to_json() if record.first_token is not None else None,
         "first_token_followed": followed_keys(record, first_token_slot(record)),
         "first_token_refused": record.first_token_refused,
         "failures": [{"check": check, "reason": reason} for check, reason in failures],

@@ -88,8 +88,7 @@ def write_run(run: Run, view: LogView, thumbnails: Thumbnails, data: Path) -> No
             part_of_trial[record.trial_id] = len(part_of_trial) // TRIALS_PER_PART
             if part_of_trial[record.trial_id] == len(parts):
                 parts.append({})
-            trial = Trial.from_json(record.trial)
-            parts[-1][record.trial_id] = {"trial": trial_header(trial), "images": [], "records": []}
+            parts[-1][record.trial_id] = {"trial": trial_header(record.trial), "images": [], "records": []}
         part = part_of_trial[record.trial_id]
         rows.append({**record_row(record, failures), "part": part})
         shown = parts[part][record.trial_id]
