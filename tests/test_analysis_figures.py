@@ -32,6 +32,7 @@ def drawn_labels(figure) -> list[tuple[str, object]]:
     return labels
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("panels", range(1, 9))
 def test_color_wheel_labels_never_overlap(panels):
     vocabularies = [

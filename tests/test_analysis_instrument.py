@@ -15,6 +15,8 @@ from convswap.experiments.runner import RunRequest, run_experiment
 from convswap.readout.registry import load_backend
 from convswap.readout.sim_presets import get_preset
 
+pytestmark = pytest.mark.slow  # whole simulated runs in its fixture: see the README's fast tier
+
 REPO = Path(__file__).resolve().parents[1]
 PLAN_DIR = REPO / "analysis_plan"
 

@@ -87,6 +87,7 @@ def test_a_generation_longer_than_its_budget_fails_and_one_without_a_recorded_bu
     ]
 
 
+@pytest.mark.slow
 def test_a_local_model_generates_exactly_its_budget(tmp_path, smolvlm_assets):
     """A tiny SmolVLM that always says 3 fills whatever budget it is given."""
     (three,) = AutoTokenizer.from_pretrained(smolvlm_assets).encode("3", add_special_tokens=False)
