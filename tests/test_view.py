@@ -5,6 +5,7 @@ from __future__ import annotations
 import hashlib
 import json
 import shutil
+import signal
 import subprocess
 import sys
 import urllib.request
@@ -174,6 +175,11 @@ def test_serve_prints_a_loopback_address_that_serves_the_index(logs):
         assert response.status == 200 and "<h1>convswap view</h1>" in page and "color_ladder" in page
         with urllib.request.urlopen(address + "view.js", timeout=10) as response:
             assert b"convswapLoaded" in response.read()
+        # Ctrl-C stops serving and takes the temporary site with it.
+        server.send_signal(signal.SIGINT)
+        assert server.wait(timeout=10) == 130
+        assert not Path(second.split()[1]).exists()
     finally:
-        server.terminate()
-        server.wait(timeout=10)
+        if server.poll() is None:
+            server.kill()
+            server.wait(timeout=10)
