@@ -59,8 +59,12 @@ def test_only_a_local_weights_backend_has_a_weight_dtype_and_a_folder_check(tmp_
     assert weight_dtype(RunRequest("synthetic_spatial", "hf:./m", dtype="bfloat16")) == "bfloat16"
     assert weight_dtype(RunRequest("synthetic_spatial", "sim:qwen3vl-like", dtype="bfloat16")) is None
     missing = tmp_path / "absent"
-    with pytest.raises(ConvswapError, match=f"model hf:{missing}: {missing} is not a folder"):
+    with pytest.raises(ConvswapError, match=f"cannot load model hf:{missing}: the folder {missing} does not exist"):
         load_backend(f"hf:{missing}")
+    weights = tmp_path / "model.safetensors"
+    weights.write_bytes(b"")
+    with pytest.raises(ConvswapError, match=f"cannot load model hf:{weights}: {weights} is not a folder"):
+        load_backend(f"hf:{weights}")
     with pytest.raises(ConvswapError, match="unknown simulated observer sim:/absent"):
         load_backend("sim:/absent")  # a path-like name is the backend's own business elsewhere
 

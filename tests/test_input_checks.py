@@ -62,7 +62,7 @@ def test_a_local_model_folder_that_does_not_exist_fails_at_once(tmp_path, capsys
     missing = tmp_path / "no-such-model"
     assert main(["run", SPATIAL, "--model", f"hf:{missing}", "--limit", "1", "--out", str(tmp_path / "o")]) == 2
     assert error_of(capsys) == (
-        f"convswap run: error: model hf:{missing}: {missing} is not a folder (a local model is a folder of its files)\n"
+        f"convswap run: error: cannot load model hf:{missing}: the folder {missing} does not exist\n"
     )
     assert list(tmp_path.iterdir()) == []
 

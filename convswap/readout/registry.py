@@ -62,18 +62,28 @@ def backend_entry(spec: str) -> BackendEntry:
     return BACKENDS[prefix]
 
 
+def looks_like_path(name: str) -> bool:
+    """A hub id is `name` or `owner/name`; anything else (absolute, ./, ~, deeper) names a folder."""
+    return name.startswith(("/", ".", "~")) or name.count("/") > 1
+
+
 def check_local_model(spec: str) -> None:
-    """Refuse a local-weights (`hf:`) model named by a local path (absolute, ./, ../ or ~) that is not a folder.
+    """Refuse a local-weights (`hf:`) model named by a path that is not a folder.
 
     Such a name is never a hub id, yet the hub client would try it as one,
     retrying for minutes before its own error; a hub id is left to the loader,
     which honours HF_HUB_OFFLINE.
     """
     prefix, name = split_spec(spec)
-    if BACKENDS[prefix].local_weights and name.startswith(("/", "./", "../", "~")):
-        folder = Path(name).expanduser()
-        if not folder.is_dir():
-            raise ConvswapError(f"model {spec}: {folder} is not a folder (a local model is a folder of its files)")
+    if not BACKENDS[prefix].local_weights or not looks_like_path(name):
+        return
+    folder = Path(name).expanduser()
+    if not folder.exists():
+        raise ConvswapError(f"cannot load model {spec}: the folder {folder} does not exist")
+    if not folder.is_dir():
+        raise ConvswapError(
+            f"cannot load model {spec}: {folder} is not a folder (a local model is a folder of its files)"
+        )
 
 
 def load_backend(spec: str, **options: Any) -> Backend:

@@ -29,6 +29,7 @@ from transformers.utils.hub import cached_file, extract_commit_hash
 from convswap.core import ConvswapError, Generation
 from convswap.readout import batched_generation, prefix_cache
 from convswap.readout.base import DEFAULT_DTYPE, DEFAULT_MAX_NEW_TOKENS, QUANTIZATIONS, Backend, ModelInfo, Query
+from convswap.readout.registry import check_local_model
 
 # A plain image for the conformance probe: only its tokens are compared, never a model output.
 PROBE_IMAGE = Image.new("RGB", (64, 64), (128, 96, 64))
@@ -42,11 +43,6 @@ UNSUPPORTED_FAMILIES = {
     "paligemma": "PaliGemma's prefix-LM attention lets every prompt token attend to the whole prompt, question "
     "included, so no part of prompts that differ can be encoded once and shared",
 }
-
-
-def looks_like_path(name: str) -> bool:
-    """A hub id is `name` or `owner/name`; anything else (absolute, ./, ~, deeper) names a folder."""
-    return name.startswith(("/", ".", "~")) or name.count("/") > 1
 
 
 def hub_unreachable() -> bool:
@@ -167,11 +163,10 @@ class TransformersBackend(Backend):
         torch_dtype = DTYPES[dtype]
         quantization = quantization_config(quant, torch_dtype)
         spec = f"hf:{name}"
+        check_local_model(spec)
         folder = Path(name).expanduser()
         if folder.is_dir():
             name = str(folder)
-        elif looks_like_path(name):
-            raise ConvswapError(f"cannot load model {spec}: the folder {folder} does not exist")
         else:
             local_files_only = local_files_only or hub_unreachable()
         hub_options = dict(
