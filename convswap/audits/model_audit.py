@@ -154,9 +154,8 @@ def _look_at_first_tokens(backend: Backend, alphabet: Alphabet, probes: Query) -
     except SurfaceRefused as error:
         verdict = Verdict("first_token", False, _refused_mass(error, alphabet, first_tokens, backend))
     else:
-        read = [first_token_readout(row, surface, backend.decode_token, TOP_TOKENS).slot for row in logits]
-        verdict = _first_token_verdict(surface, read)
-        slots = [*read]
+        slots = [first_token_readout(row, surface, backend.decode_token, TOP_TOKENS).slot for row in logits]
+        verdict = _first_token_verdict(surface, slots)
     return _FirstTokenLook(first_tokens, tuple(shared), masses, surface, tops, slots, verdict)
 
 
