@@ -23,6 +23,7 @@ from convswap.conventions import (
     option_order,
     render,
 )
+from convswap.conventions.cells import has_english_names
 from convswap.core import ColorAnchor, ConvswapError, ImageSpec, Trial
 
 
@@ -154,8 +155,8 @@ def test_cell_outside_the_grid_is_refused():
         render(trial, "cell_name")
     with pytest.raises(ConvswapError, match="outside the 3x3 grid"):
         cell_center_px(3, 0, 100, 100, 3)
-    with pytest.raises(ConvswapError, match="grid 5 is not supported"):
-        cell_names(5)
+    with pytest.raises(ConvswapError, match="grid 7 is not supported"):
+        cell_names(7)
 
 
 def test_options_that_do_not_match_k_are_refused():
@@ -192,3 +193,25 @@ def test_trial_json_round_trip_keeps_mappings_and_lists_of_pairs_apart():
     }
     assert Trial.from_json(json.loads(json.dumps(data))) == trial
     assert Trial.from_json(data).to_json() == data
+
+
+def test_every_grid_from_2_to_6_has_distinct_canonical_cells():
+    names = {n: cell_names(n) for n in (2, 3, 4, 5, 6)}
+    assert names[2] == ("upper left", "upper right", "lower left", "lower right")
+    assert names[5][:6] == ("A1", "B1", "C1", "D1", "E1", "A2")
+    assert names[6][-1] == "F6"
+    assert [has_english_names(n) for n in names] == [True, True, True, False, False]
+    # No English name of one grid is a name of another, so a name alone says its grid.
+    english = [name for n in (2, 3, 4) for name in names[n]]
+    assert len(english) == len(set(english)) == 4 + 9 + 16
+
+
+def test_grid_references_on_a_6x6_grid():
+    trial = Trial("t6", "locate", cell_names(6), "F6", ImageSpec.of("file", path="x"), 600, 600, grid=6,
+                  subject="dog", cell="F6")  # fmt: skip
+    prompt = render(trial, "grid_ref")
+    assert prompt.text.startswith(
+        "Positions are given as grid references on a 6 by 6 grid over this image, where columns are lettered "
+        "A to F from left to right and rows are numbered 1 to 6 from top to bottom. "
+    )
+    assert cell_center_px(5, 5, 600, 600, 6) == (550, 550)

@@ -108,7 +108,7 @@ def test_plan_sha256_is_the_file_bytes(tmp_path):
         ('id = "demo"', 'id = "other"', "id", "'other'"),
         ("version = 1", "version = 0", "version", "0"),
         ("n = 200", 'n = "200"', "design.n", "'200'"),
-        ("grid = 3", "grid = 5", "design.grid", "5"),
+        ("grid = 3", "grid = 7", "design.grid", "7"),
         ('stimuli = "coco"', 'stimuli = "photos"', "design.stimuli", "'photos'"),
         ('tasks = ["locate"]', 'tasks = ["locate", "locate"]', "design.tasks", "['locate']"),
         ('conditions = ["visible"]', 'conditions = ["seen"]', "design.conditions", "'seen'"),

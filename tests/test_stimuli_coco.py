@@ -213,8 +213,8 @@ def test_negative_seed_is_refused(coco_annotations):
 
 
 def test_unsupported_grid_is_refused(coco_annotations):
-    with pytest.raises(ConvswapError, match="grid 5 is not supported"):
-        admitted_objects(coco_annotations, 5)
+    with pytest.raises(ConvswapError, match="grid 7 is not supported"):
+        admitted_objects(coco_annotations, 7)
 
 
 def microwave_object(coco_annotations) -> GridObject:

@@ -86,7 +86,7 @@ def test_malformed_annotation_file(tmp_path, capsys):
 @pytest.mark.parametrize(
     ("option", "value", "message"),
     [
-        ("--grid", "5", "grid 5 is not supported; use one of (3, 4)"),
+        ("--grid", "7", "grid 7 is not supported; use one of (2, 3, 4, 5, 6)"),
         ("--n", "0", "number of objects to select must be a positive integer, got 0"),
         ("--n", "1000", "cannot select 1000 objects: only {available} images have an admissible object"),
         ("--seed", "-2", "seed = -2 is not a non-negative integer"),
@@ -171,12 +171,12 @@ def test_console_script_is_deterministic_across_hash_seeds(coco_annotations, tmp
 def test_console_script_exit_status_on_a_bad_grid(coco_annotations, tmp_path):
     out = tmp_path / "coco.jsonl"
     result = subprocess.run(
-        [str(CONVSWAP), "coco-select", "--annotations", str(coco_annotations), "--grid", "5", "--n", "3",
+        [str(CONVSWAP), "coco-select", "--annotations", str(coco_annotations), "--grid", "7", "--n", "3",
          "--out", str(out)],
         capture_output=True, text=True, check=False,
     )  # fmt: skip
     assert result.returncode == 2
-    assert result.stderr == "convswap coco-select: error: grid 5 is not supported; use one of (3, 4)\n"
+    assert result.stderr == "convswap coco-select: error: grid 7 is not supported; use one of (2, 3, 4, 5, 6)\n"
     assert not out.exists()
 
 

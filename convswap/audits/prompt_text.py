@@ -11,7 +11,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from convswap.conventions.cells import NORMALIZED_SCALE, cell_names, cell_of_point, grid_of
+from convswap.conventions.cells import COLUMN_LETTERS, NORMALIZED_SCALE, cell_names, cell_of_point, grid_of
 from convswap.conventions.color import DESCRIBED_BY
 from convswap.conventions.render import Coordinate
 from convswap.conventions.spatial import PairScale, pair_scale
@@ -19,7 +19,7 @@ from convswap.core import Trial
 
 _GLOSS = re.compile(r"^(?P<body>.*?)\s*(?:\[(?P<square>[^\]]+)\]|\((?P<round>[A-Za-z][^)]*)\))$")
 _PAIR = re.compile(r"^\((?P<x>\d+)%?, (?P<y>\d+)%?\)$")
-_GRID_REF = re.compile(r"^(?P<col>[A-D])(?P<row>[1-4])$")
+_GRID_REF = re.compile(rf"^(?P<col>[{COLUMN_LETTERS}])(?P<row>[1-{len(COLUMN_LETTERS)}])$")
 _LEGEND = re.compile(r"on a color wheel where (?P<pairs>.*?)\. ")
 _POSITION = re.compile(r"what object is at position (?P<position>.*?)\? ")
 _OPTION_LISTS = ("one of these positions: ", "It is one of these: ", "one of these colors: ", "one of these hues: ")
@@ -99,7 +99,7 @@ def cell_named_by(description: str, trial: Trial, scale: PairScale = "pixels") -
         return description
     grid_ref = _GRID_REF.match(description)
     if grid_ref:
-        row, col = int(grid_ref["row"]) - 1, "ABCD".index(grid_ref["col"])
+        row, col = int(grid_ref["row"]) - 1, COLUMN_LETTERS.index(grid_ref["col"])
         return cell_names(n)[row * n + col] if row < n and col < n else None
     pair = _PAIR.match(description)
     if not pair:

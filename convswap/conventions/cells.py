@@ -1,12 +1,20 @@
 """Grid geometry: cell names, cell centers and the coordinate systems that describe them.
 
-Cells are numbered row-major.  The 3x3 names are the spec's.  The 4x4 names
-compose a row word and a column word with a space, so that no 4x4 name can be
-mistaken for a 3x3 one:
+Grids run from 2x2 to 6x6.  Cells are numbered row-major and named:
 
-    rows:    top, upper-middle, lower-middle, bottom
-    columns: left, center-left, center-right, right
-    e.g.     "top left", "upper-middle center-right", "bottom right"
+- 3x3: the spec's names, "top-left" ... "bottom-right";
+- 4x4: a row word and a column word with a space, so that no 4x4 name can be
+  mistaken for a 3x3 one:
+
+      rows:    top, upper-middle, lower-middle, bottom
+      columns: left, center-left, center-right, right
+      e.g.     "top left", "upper-middle center-right", "bottom right"
+
+- 2x2: "upper left", "upper right", "lower left", "lower right", again unlike
+  every 3x3 and 4x4 name;
+- 5x5 and 6x6: English has no short names that stay unambiguous, so a cell's
+  canonical name is its grid reference ("A1" ... "F6") and the `cell_name`
+  convention cannot describe these grids (`has_english_names`).
 
 Grid references follow spreadsheet use: the letter is the column (A at the
 left), the number the row (1 at the top), so A1 is the top-left cell.
@@ -18,10 +26,12 @@ import math
 
 from convswap.core import ConvswapError, Trial
 
-GRID_SIZES = (3, 4)
+GRID_SIZES = (2, 3, 4, 5, 6)
+COLUMN_LETTERS = "ABCDEF"
 NORMALIZED_SCALE = 1000  # normalized coordinates run 0 to 999 across the image
 
-_CELL_NAMES = {
+_ENGLISH_NAMES = {
+    2: ("upper left", "upper right", "lower left", "lower right"),
     3: (
         "top-left", "top-center", "top-right",
         "middle-left", "center", "middle-right",
@@ -41,9 +51,16 @@ def check_grid(n: int | None) -> int:
     return n
 
 
+def has_english_names(n: int) -> bool:
+    """Whether the cells of an n x n grid have English names (2x2 to 4x4), not only grid references."""
+    return check_grid(n) in _ENGLISH_NAMES
+
+
 def cell_names(n: int) -> tuple[str, ...]:
-    """All cell names of an n x n grid, row-major."""
-    return _CELL_NAMES[check_grid(n)]
+    """The canonical names of an n x n grid's cells, row-major: English names to 4x4, grid references beyond."""
+    if has_english_names(n):
+        return _ENGLISH_NAMES[n]
+    return tuple(grid_reference(row, col) for row in range(n) for col in range(n))
 
 
 def cell_position(name: str, n: int) -> tuple[int, int]:
@@ -95,4 +112,4 @@ def percent(pixel: int, size: int) -> int:
 
 
 def grid_reference(row: int, col: int) -> str:
-    return f"{'ABCD'[col]}{row + 1}"
+    return f"{COLUMN_LETTERS[col]}{row + 1}"

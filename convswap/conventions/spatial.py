@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from typing import Literal, cast, get_args
 
 from convswap.conventions.cells import (
+    COLUMN_LETTERS,
     NORMALIZED_SCALE,
     cell_center_px,
     cell_position,
@@ -51,7 +52,7 @@ def _percent_preamble(trial: Trial, n: int) -> str:
 
 
 def _grid_ref_preamble(trial: Trial, n: int) -> str:
-    last_column = "ABCD"[n - 1]
+    last_column = COLUMN_LETTERS[n - 1]
     return (
         f"Positions are given as grid references on a {n} by {n} grid over this image, "
         f"where columns are lettered A to {last_column} from left to right "

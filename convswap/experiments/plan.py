@@ -22,6 +22,7 @@ from typing import Annotated, Any, Literal, get_args
 from pydantic import BeforeValidator, Field, ValidationError, ValidationInfo, field_validator, model_validator
 
 from convswap.conventions import CONVENTIONS, conventions_for
+from convswap.conventions.cells import GRID_SIZES
 from convswap.core import CONDITIONS, TASKS, Condition, ConvswapError, Task, sha256_hex
 from convswap.validation import Table, at_least, checked, first_problem, is_integer, is_number, one_of, problem
 
@@ -151,8 +152,8 @@ class Design(Table):
     @classmethod
     def _grid_required(cls, grid: int | None, info: ValidationInfo) -> int | None:
         stimuli = info.data.get("stimuli")
-        if grid is not None and grid not in (3, 4):
-            raise problem("must be 3 or 4", grid)
+        if grid is not None and grid not in GRID_SIZES:
+            raise problem(f"must be one of {', '.join(map(str, GRID_SIZES))}", grid)
         if grid is None and stimuli not in (None, "calibration"):
             raise problem(f"is required for {stimuli} stimuli", None)
         return grid

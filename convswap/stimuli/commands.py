@@ -27,7 +27,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         help="folder holding the images; default: val2017 beside the annotation file's folder "
         "(annotations/instances_val2017.json -> val2017/)",
     )
-    parser.add_argument("--grid", required=True, type=int, metavar="{3,4}", help="grid size: 3 (3x3) or 4 (4x4)")
+    parser.add_argument("--grid", required=True, type=int, metavar="N", help="grid size n (an n x n grid), 2 to 6")
     parser.add_argument("--n", required=True, type=int, metavar="N", help="number of objects (one per image) to select")
     parser.add_argument(
         "--seed", type=int, default=0, metavar="S", help="seed of the selection and distractors (default 0)"
