@@ -33,7 +33,7 @@ def imports_after(statement: str, env: dict[str, str] | None = None) -> list[str
 def test_the_help_states_every_registered_spec_form():
     result = subprocess.run([sys.executable, "-m", "convswap", "run", "--help"], cwd=REPO_ROOT, capture_output=True,
                             text=True, check=True, env={**os.environ, "COLUMNS": "400"})  # fmt: skip
-    assert "model spec: hf:<path or hub id>, openai:<model>, gemini:<model> or sim:<preset>" in result.stdout
+    assert "model spec: hf:<path or hub id>, openai:<model>, gemini:<model> or sim:<preset or FILE.toml>" in result.stdout
 
 
 def test_a_simulated_run_imports_no_model_library_and_an_api_run_no_torch(tmp_path):
@@ -49,7 +49,7 @@ def test_one_entry_adds_a_backend_to_loading_the_help_and_the_refusal(monkeypatc
     monkeypatch.setitem(sys.modules, module.__name__, module)
     monkeypatch.setitem(BACKENDS, "echo", BackendEntry(module.__name__, "EchoBackend", "<anything>"))
     assert load_backend("echo:hello", quant="8bit") == ("echo", "hello", {"quant": "8bit"})
-    assert spec_forms().endswith(", sim:<preset> or echo:<anything>")
+    assert spec_forms().endswith(", sim:<preset or FILE.toml> or echo:<anything>")
     with pytest.raises(ConvswapError, match=r"^model spec 'ech:o' is not one of hf:<name>, .*, echo:<name>$"):
         load_backend("ech:o")
 

@@ -38,7 +38,7 @@ BACKENDS: dict[str, BackendEntry] = {
     ),  # fmt: skip
     "openai": BackendEntry("convswap.readout.openai_backend", "OpenAIBackend", "<model>"),
     "gemini": BackendEntry("convswap.readout.gemini_backend", "GeminiBackend", "<model>"),
-    "sim": BackendEntry("convswap.readout.sim", "SimulatedObserver", "<preset>"),
+    "sim": BackendEntry("convswap.readout.sim", "SimulatedObserver", "<preset or FILE.toml>"),
 }
 
 

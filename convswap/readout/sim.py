@@ -1,10 +1,12 @@
-"""The simulated observer (`sim:<preset>`): a backend that perceives the real stimulus and answers by planted parameters.
+"""The simulated observer (`sim:<preset>` or `sim:FILE.toml`): a backend that perceives the real stimulus and answers
+by planted parameters.
 
 It exists so that every part of the pipeline -- calibration, surfaces, both
 readouts, the runner, the analysis, the audits -- can be run end to end and
 checked against known answers: whatever the analysis measures (accuracy,
 readership, name pull, misread units, rank inversions) can be compared with
-the parameters planted in `convswap.readout.sim_presets`.
+the parameters planted in `convswap.readout.sim_presets`, or in an observer
+file (`convswap.readout.sim_files`).
 
 Perception, from the pixels wherever a model would need them:
 - color trials: the color at the center pixel of the cued cell (trial.subject),
@@ -12,16 +14,16 @@ Perception, from the pixels wherever a model would need them:
   then to the nearest anchor angle of trial.anchors;
 - synthetic locate ("green square"): the cell-center pixels of the grid, each
   named by the preset's own hue names, and the cell whose name is the subject's;
-- COCO locate: trial.cell (the observer cannot recognize objects); identify:
-  trial.target;
+- COCO locate: trial.cell (the observer cannot recognize objects); identify,
+  and every other task (a benchmark's own items): trial.target;
 - free report (a prompt with no slots and word output, as in calibration): the
   swatch's color named by the preset's hue ranges; within hue_margin of a
   boundary the name depends on the render (the swatch's box), so three renders
   of one angle can disagree and calibration discards it;
 - surface probes: the answer the probe states (its target key).
 
-Every random choice is a pure function of sha256(preset, trial id, convention,
-condition, purpose): never Python's hash() or a global generator, so runs,
+Every random choice is a pure function of sha256(preset name, trial id,
+convention, condition, purpose): never Python's hash() or a global generator, so runs,
 processes and shards agree.
 
 Its tokenizer is a small greedy longest-match vocabulary of real token strings:
@@ -40,6 +42,7 @@ import hashlib
 import math
 from dataclasses import asdict, dataclass
 from functools import lru_cache
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -48,6 +51,7 @@ from convswap.conventions import cell_center_px, cell_names, cell_position, norm
 from convswap.conventions.cells import NORMALIZED_SCALE, grid_of
 from convswap.core import ConvswapError, Generation, Prompt, Trial, canonical_json, sha256_hex
 from convswap.readout.base import DEFAULT_MAX_NEW_TOKENS, Backend, ModelInfo, Query
+from convswap.readout.sim_files import is_observer_file, load_observer
 from convswap.readout.sim_presets import Preset, Units, get_preset
 from convswap.readout.surface import PROBE_CONVENTION, VARIANTS, variant_strings
 from convswap.stimuli.arrays import GRID as ARRAY_GRID
@@ -146,20 +150,26 @@ class SimulatedObserver(Backend):
 
     has_logits = True
 
-    def __init__(self, preset: Preset) -> None:
+    def __init__(self, preset: Preset, spec: str | None = None, revision: str | None = None) -> None:
+        """`spec` and `revision` name an observer read from a file (default: the preset's name and a hash of it)."""
         self.preset = preset
-        self.spec = f"sim:{preset.name}"
+        self.spec = spec or f"sim:{preset.name}"
+        self.revision = revision or sha256_hex(canonical_json(asdict(preset)))
         self.tokenizer = SimTokenizer()
 
     @classmethod
     def from_spec(cls, name: str, **options: Any) -> SimulatedObserver:
+        """`name`: a preset's, or a path ending in .toml to an observer file (`convswap.readout.sim_files`)."""
         given = sorted(key for key, value in options.items() if value is not None)
         if given:
             raise ConvswapError(f"sim:{name} takes no options; got {', '.join(given)}")
+        if is_observer_file(name):
+            preset, file_sha256 = load_observer(Path(name))
+            return cls(preset, f"sim:{name}", file_sha256)
         return cls(get_preset(name))
 
     def info(self) -> ModelInfo:
-        return ModelInfo(spec=self.spec, backend="sim", revision=sha256_hex(canonical_json(asdict(self.preset))))
+        return ModelInfo(spec=self.spec, backend="sim", revision=self.revision)
 
     def encode(self, text: str) -> list[int]:
         return self.tokenizer.encode(text)
@@ -231,7 +241,10 @@ class SimulatedObserver(Backend):
 
     def _choose(self, trial: Trial, prompt: Prompt, condition: str, percept: str | None, draw) -> int:
         """The 0-based slot answered, by the planted reading of this (task, convention, condition)."""
-        reading = self.preset.reading(prompt.task, prompt.convention, condition)
+        try:
+            reading = self.preset.reading(prompt.task, prompt.convention, condition)
+        except ConvswapError as error:
+            raise ConvswapError(f"{self.spec}: {error}") from None
         if percept is not None:
             u = draw("read")
             if u < reading.p_read:
@@ -262,15 +275,15 @@ class SimulatedObserver(Backend):
 
     def _percept(self, trial: Trial, pixels: np.ndarray) -> str | None:
         """The referent the observer takes to be right, or None when it perceives nothing usable."""
-        if trial.task == "identify":
-            return trial.target
         if trial.task == "locate":
             return trial.cell if trial.image.kind == "file" else self._find_square(trial, pixels)
-        rgb = _cell_rgb(pixels, trial.subject, ARRAY_GRID)
-        if _is_background(rgb) or not trial.anchors:
-            return None
-        angle = perceived_angle(rgb, _stimulus_wheel(trial))
-        return min(trial.anchors, key=lambda a: (circular_distance(angle, a.angle), a.angle)).word
+        if trial.task == "color":
+            rgb = _cell_rgb(pixels, trial.subject, ARRAY_GRID)
+            if _is_background(rgb) or not trial.anchors:
+                return None
+            angle = perceived_angle(rgb, _stimulus_wheel(trial))
+            return min(trial.anchors, key=lambda a: (circular_distance(angle, a.angle), a.angle)).word
+        return trial.target  # what it cannot see for itself (an object's category, a benchmark item's answer)
 
     def _find_square(self, trial: Trial, pixels: np.ndarray) -> str | None:
         wanted = trial.subject.removesuffix(" square")

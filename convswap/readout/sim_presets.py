@@ -32,12 +32,15 @@ not fitted.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
-from typing import Literal, get_args
+from dataclasses import MISSING, dataclass, fields, replace
+from typing import Annotated, Any, Literal, get_args
+
+from pydantic import ValidationError, field_validator, model_validator
 
 from convswap.conventions import CONVENTIONS
-from convswap.core import CONDITIONS, ConvswapError
+from convswap.core import CONDITIONS, TASKS, ConvswapError
 from convswap.readout.surface import VARIANTS
+from convswap.validation import Table, at_least, checked, first_problem, is_integer, is_number, one_of, problem
 
 Units = Literal["as_pixels", "as_thousandths"]
 UNITS: tuple[Units, ...] = get_args(Units)
@@ -50,12 +53,20 @@ class Reading:
     p_misread: float = 0.0
     units: Units | None = None
 
+    def table(self) -> dict[str, Any]:
+        """The reading as an observer file spells it: p_read, and every other field that is not its default."""
+        return {
+            field.name: getattr(self, field.name)
+            for field in fields(self)
+            if field.default is MISSING or getattr(self, field.name) != field.default
+        }
+
 
 @dataclass(frozen=True)
 class Preset:
-    name: str
+    name: str  # seeds every random draw: two observers of one name draw alike wherever their parameters agree
     readings: tuple[tuple[tuple[str, str, str], Reading], ...]  # ((task, convention, condition), reading)
-    perception_noise: tuple[tuple[str, float], ...]  # (condition, chance)
+    perception_noise: tuple[tuple[str, float], ...]  # (condition, chance); a condition not listed: none
     bias: tuple[float, ...] = ()
     agreement: float = 1.0
     word_surface: str = "bare"
@@ -63,34 +74,147 @@ class Preset:
     hues: tuple[tuple[int, str], ...] = ()  # (start angle, word), ascending; empty: cannot name colors
     hue_margin: float = 0.0
     reasoning_tokens: int = 0
+    default_reading: Reading | None = None  # of every (task, convention, condition) that readings do not list
+    summary: str = ""  # one line: what kind of model it stands for
 
     def __post_init__(self) -> None:
-        for (task, convention, condition), reading in self.readings:
-            where = f"preset {self.name!r}, {task}/{convention}/{condition}"
-            if not 0 <= reading.p_read + reading.p_misread <= 1 or min(reading.p_read, reading.p_misread) < 0:
-                raise ConvswapError(f"{where}: p_read + p_misread must lie in [0, 1]")
-            if not 0 <= reading.name_pull <= 1:
-                raise ConvswapError(f"{where}: name_pull must lie in [0, 1]")
-            if (reading.p_misread > 0) != (reading.units in UNITS):
-                raise ConvswapError(f"{where}: a misreading needs units, one of {', '.join(UNITS)}")
-        if any(w <= 0 for w in self.bias) or not 0 <= self.agreement <= 1:
-            raise ConvswapError(f"preset {self.name!r}: bias weights must be positive and agreement in [0, 1]")
-        if self.reasoning_tokens < 0:
-            raise ConvswapError(f"preset {self.name!r}: reasoning_tokens must be at least 0")
-        if self.word_surface not in VARIANTS or self.digit_surface not in VARIANTS:
-            raise ConvswapError(f"preset {self.name!r}: surfaces must be among {', '.join(VARIANTS)}")
-        starts = [start for start, _ in self.hues]
-        if starts != sorted(starts) or not all(0 <= s < 360 for s in starts):
-            raise ConvswapError(f"preset {self.name!r}: hue start angles must ascend within [0, 360)")
+        """A preset is valid when its file form is: one set of checks for presets and observer files."""
+        try:
+            ObserverTable.model_validate(self.table())
+        except ValidationError as error:
+            field, reason, value = first_problem(error)
+            raise ConvswapError(f"preset {self.name!r}: {field}: {reason}, got {value!r}") from None
 
     def reading(self, task: str, convention: str, condition: str) -> Reading:
         for key, reading in self.readings:
             if key == (task, convention, condition):
                 return reading
-        raise ConvswapError(f"sim:{self.name} has no planted reading for {task}/{convention}/{condition}")
+        if self.default_reading is not None:
+            return self.default_reading
+        raise ConvswapError(f"no planted reading for {task}/{convention}/{condition} and no default_reading")
 
     def noise(self, condition: str) -> float:
-        return dict(self.perception_noise)[condition]
+        return dict(self.perception_noise).get(condition, 0.0)
+
+    def table(self) -> dict[str, Any]:
+        """The preset as an observer file holds it (`ObserverTable`); `from_table` reads it back."""
+        readings: dict[str, dict[str, dict[str, Any]]] = {}
+        for (task, convention, condition), reading in self.readings:
+            readings.setdefault(task, {}).setdefault(convention, {})[condition] = reading.table()
+        data = {
+            "name": self.name,
+            "summary": self.summary,
+            "bias": list(self.bias),
+            "agreement": self.agreement,
+            "word_surface": self.word_surface,
+            "digit_surface": self.digit_surface,
+            "hues": [{"start": start, "word": word} for start, word in self.hues],
+            "hue_margin": self.hue_margin,
+            "reasoning_tokens": self.reasoning_tokens,
+            "perception_noise": dict(self.perception_noise),
+            "default_reading": self.default_reading.table() if self.default_reading is not None else None,
+            "readings": readings,
+        }
+        return {key: value for key, value in data.items() if value is not None}
+
+    @classmethod
+    def from_table(cls, table: ObserverTable) -> Preset:
+        readings = tuple(
+            ((task, convention, condition), Reading(**reading.model_dump()))
+            for task, conventions in table.readings.items()
+            for convention, conditions in conventions.items()
+            for condition, reading in conditions.items()
+        )
+        default = Reading(**table.default_reading.model_dump()) if table.default_reading is not None else None
+        return cls(
+            table.name, readings, tuple(table.perception_noise.items()), table.bias, table.agreement,
+            table.word_surface, table.digit_surface, tuple((hue.start, hue.word) for hue in table.hues),
+            table.hue_margin, table.reasoning_tokens, default, table.summary,
+        )  # fmt: skip
+
+
+# -- the file form of an observer, and every check a preset passes ---------------------------
+
+Probability = Annotated[float, checked(lambda value: is_number(value) and 0 <= value <= 1,
+                                       "must be a number from 0 to 1")]  # fmt: skip
+Text = Annotated[str, checked(lambda value: isinstance(value, str), "must be a string")]
+NonEmpty = Annotated[str, checked(lambda value: isinstance(value, str) and value != "", "must be a non-empty string")]
+
+
+def _table_of(value: Any, keys: tuple[str, ...] | None, what: str, where: tuple[str, ...] = ()) -> dict[str, Any]:
+    """`value` as a table whose keys are `what`s (any name when `keys` is None; else one of `keys`)."""
+    if not isinstance(value, dict):
+        raise problem(f"must be a table of {what}s", value, where)
+    for key in value:
+        if keys is not None and key not in keys:
+            raise problem(f"unknown {what} (one of {', '.join(keys)})", key, (*where, key))
+    return value
+
+
+class ReadingTable(Table):
+    p_read: Probability
+    name_pull: Probability = 0.0
+    p_misread: Probability = 0.0
+    units: Annotated[Units | None, one_of(UNITS)] = None
+
+    @model_validator(mode="after")
+    def _misreading_has_units(self) -> ReadingTable:
+        if self.p_read + self.p_misread > 1:
+            raise problem(f"p_read + p_misread must lie in [0, 1] (p_read is {self.p_read})", self.p_misread,
+                          ("p_misread",))  # fmt: skip
+        if self.p_misread > 0 and self.units is None:
+            raise problem(f"a misreading needs units, one of {', '.join(UNITS)}", self.units, ("units",))
+        if self.p_misread == 0 and self.units is not None:
+            raise problem("units apply only to a misreading (p_misread > 0)", self.units, ("units",))
+        return self
+
+
+class HueTable(Table):
+    start: Annotated[int, checked(lambda value: is_integer(value) and 0 <= value < 360,
+                                  "must be an integer angle from 0 to 359")]  # fmt: skip
+    word: NonEmpty
+
+
+class ObserverTable(Table):
+    """An observer file (`sim:FILE.toml`), key by key as the README's table of observer parameters."""
+
+    name: NonEmpty
+    summary: Text = ""
+    # task -> convention -> condition -> reading; a convention may be any name, a plan folder's own included
+    readings: dict[str, dict[str, dict[str, ReadingTable]]] = {}
+    default_reading: ReadingTable | None = None
+    perception_noise: dict[str, Probability] = {}
+    bias: Annotated[tuple[float, ...], checked(
+        lambda value: isinstance(value, list | tuple) and all(is_number(w) and w > 0 for w in value),
+        "must be a list of positive numbers")] = ()  # fmt: skip
+    agreement: Probability = 1.0
+    word_surface: Annotated[str, one_of(VARIANTS)] = "bare"
+    digit_surface: Annotated[str, one_of(VARIANTS)] = "bare"
+    hues: Annotated[tuple[HueTable, ...], checked(lambda value: isinstance(value, list | tuple),
+                                                  "must be a list of {start, word} tables")] = ()  # fmt: skip
+    hue_margin: Annotated[float, checked(lambda value: is_number(value) and value >= 0,
+                                         "must be a number of degrees >= 0")] = 0.0  # fmt: skip
+    reasoning_tokens: Annotated[int, at_least(0)] = 0
+
+    @field_validator("readings", mode="before")
+    @classmethod
+    def _reading_keys(cls, value: Any) -> Any:
+        for task, conventions in _table_of(value, TASKS, "task").items():
+            for convention, conditions in _table_of(conventions, None, "convention", (task,)).items():
+                _table_of(conditions, CONDITIONS, "condition", (task, convention))
+        return value
+
+    @field_validator("perception_noise", mode="before")
+    @classmethod
+    def _noise_keys(cls, value: Any) -> Any:
+        return _table_of(value, CONDITIONS, "condition")
+
+    @model_validator(mode="after")
+    def _hues_ascend(self) -> ObserverTable:
+        starts = [hue.start for hue in self.hues]
+        if starts != sorted(set(starts)):
+            raise problem("start angles must ascend", starts, ("hues",))
+        return self
 
 
 def _table(*rows: tuple) -> tuple[tuple[tuple[str, str, str], Reading], ...]:
@@ -212,21 +336,27 @@ REASONS_FIRST_TOKENS = 12
 
 NO_NOISE = tuple((condition, 0.0) for condition in CONDITIONS)
 
-QWEN3VL_PRESET = Preset("qwen3vl-like", QWEN3VL_LIKE, (("visible", 0.02), ("cached", 0.03)), bias=(1.3, 1.1),
-                        hues=QWEN3VL_HUES, hue_margin=6.0)  # fmt: skip
+QWEN3VL_PRESET = Preset(
+    "qwen3vl-like", QWEN3VL_LIKE, (("visible", 0.02), ("cached", 0.03)), bias=(1.3, 1.1), hues=QWEN3VL_HUES,
+    hue_margin=6.0,
+    summary="reads color words and cell names well, normalized coordinates nearly as well, pixels barely",
+)  # fmt: skip
 
 PRESETS: dict[str, Preset] = {
     p.name: p
     for p in (
         QWEN3VL_PRESET,
         Preset("qwen25vl-like", QWEN25VL_LIKE, (("visible", 0.02), ("cached", 0.03)), bias=(1.2,),
-               hues=QWEN25VL_HUES, hue_margin=6.0),
+               hues=QWEN25VL_HUES, hue_margin=6.0,
+               summary="reads pixels; takes normalized numbers for pixels, which lands below chance"),
         Preset("smolvlm-like", SMOLVLM_LIKE, (("visible", 0.05), ("cached", 0.05)), bias=(1.5,), agreement=0.97,
-               word_surface="space_capitalized", hues=SMOLVLM_HUES, hue_margin=8.0),
-        # The qwen3vl-like observer, thinking before it answers.
-        replace(QWEN3VL_PRESET, name="reasons-first", reasoning_tokens=REASONS_FIRST_TOKENS),
-        Preset("perfect", _everywhere(1.0), NO_NOISE, hues=QWEN3VL_HUES),
-        Preset("blind", _everywhere(0.0), NO_NOISE),
+               word_surface="space_capitalized", hues=SMOLVLM_HUES, hue_margin=8.0,
+               summary='near chance everywhere (below the capability gate); says " Green", not "green"'),
+        replace(QWEN3VL_PRESET, name="reasons-first", reasoning_tokens=REASONS_FIRST_TOKENS,
+                summary=f"the qwen3vl-like observer, reasoning {REASONS_FIRST_TOKENS} hidden tokens before it answers"),
+        Preset("perfect", _everywhere(1.0), NO_NOISE, hues=QWEN3VL_HUES,
+               summary="reads every convention and names every hue: every answer right"),
+        Preset("blind", _everywhere(0.0), NO_NOISE, summary="reads nothing and names no color: every answer a guess"),
     )
 }  # fmt: skip
 
