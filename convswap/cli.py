@@ -31,6 +31,7 @@ COMMAND_MODULES = (
     "convswap.stimuli.commands",
     "convswap.experiments.plan_commands",
     "convswap.calibration.commands",
+    "convswap.readout.sim_commands",
     "convswap.experiments.commands",
     "convswap.analysis.demo",
     "convswap.audits.commands",
