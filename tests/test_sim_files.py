@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import re
 from pathlib import Path
 
 import numpy as np
@@ -21,7 +22,7 @@ from convswap.core import CONDITIONS, ColorAnchor, ConvswapError, Prompt
 from convswap.readout.base import Query
 from convswap.readout.registry import load_backend
 from convswap.readout.sim import SimulatedObserver
-from convswap.readout.sim_presets import PRESETS
+from convswap.readout.sim_presets import PRESETS, ObserverTable, ReadingTable
 from convswap.stimuli.coco import admitted_objects, coco_trials
 from convswap.stimuli.color import DEFAULT_WHEEL
 from convswap.stimuli.render import render_image
@@ -237,6 +238,19 @@ def test_one_log_folder_refuses_a_second_file_under_the_same_name(tmp_path, caps
         "write this run to another --out, or move that log away\n"
     )
     assert log.read_bytes() == written
+
+
+def test_the_readme_documents_every_key_of_an_observer_file_and_its_example_loads(tmp_path):
+    readme = (Path(__file__).resolve().parents[1] / "README.md").read_text()
+    section = readme.split("## Simulated observers\n", 1)[1].split("\n## ", 1)[0]
+    example = tmp_path / "example.toml"
+    example.write_text(re.search(r"```toml\n(.*?)```", section, re.DOTALL).group(1))
+    observer = load_backend(f"sim:{example}")
+    assert observer.preset.reading("locate", "pixels", "cached").p_read == 0.9
+    assert observer.preset.reading("identify", "cell_name", "visible").p_read == 0.5  # the default reading
+    first_cells = [line.split("|")[1] for line in section.splitlines() if line.startswith("| `")]
+    documented = {key.split(".")[0] for cell in first_cells for key in re.findall(r"`([^`]+)`", cell)}
+    assert documented == set(ObserverTable.model_fields) | set(ReadingTable.model_fields)
 
 
 # -- planted parameters, recovered from a registered experiment -----------------------------------

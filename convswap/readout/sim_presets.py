@@ -10,6 +10,7 @@ A preset says how the observer answers once it has perceived the stimulus
   as pixels, or pixel numbers as thousandths of the image) and picks the slot
   they then point at; name_pull, for glossed and mispaired prompts, the chance,
   when it did neither, that it follows the glossed name (the name key);
+- default_reading: the reading of every (task, convention, condition) not listed;
 - per condition, perception_noise: the chance that the percept itself is wrong
   (replaced by another referent, the same one under every convention of a trial);
 - bias: relative weights of slots 1, 2, ... (later slots weigh 1) for every
@@ -28,6 +29,10 @@ A preset says how the observer answers once it has perceived the stimulus
 The qualitative pattern of each "-like" preset follows the spec's findings for
 the model it is named after; the numbers are chosen to reproduce them roughly,
 not fitted.
+
+Every preset has a file form (`Preset.table`, checked by `ObserverTable`), which
+`sim:FILE.toml` reads (`convswap.readout.sim_files`); a preset in Python passes
+the same checks as a file, so there is one set of them.
 """
 
 from __future__ import annotations
