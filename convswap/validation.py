@@ -7,11 +7,15 @@ A check states its problem in the toolkit's words through `problem`; `first_prob
 
 from __future__ import annotations
 
+import tomllib
 from collections.abc import Callable, Sequence
-from typing import Any, ClassVar
+from pathlib import Path
+from typing import Any, ClassVar, TypeVar
 
 from pydantic import BaseModel, BeforeValidator, ConfigDict, ValidationError, ValidationInfo, model_validator
 from pydantic_core import PydanticCustomError
+
+from convswap.core import ConvswapError
 
 Location = tuple[str | int, ...]
 
@@ -77,3 +81,29 @@ class Table(BaseModel):
                 raise problem(f"unknown field (known: {', '.join(known)})", value, (key,))
         required = {name: None for name, field in cls.model_fields.items() if field.is_required()}
         return {**required, **data, **{name: (info.context or {})[name] for name in cls.not_in_file}}
+
+
+Model = TypeVar("Model", bound=BaseModel)
+
+
+def read_toml(path: Path, kind: str) -> tuple[dict[str, Any], bytes]:
+    """A TOML file's table and its bytes; a file that cannot be read or parsed is one ConvswapError naming it (as a
+    `kind` file when it cannot be read)."""
+    try:
+        raw = path.read_bytes()
+    except OSError as error:
+        raise ConvswapError(f"cannot read {kind} file {path}: {error.strerror}") from error
+    try:
+        return tomllib.loads(raw.decode("utf-8")), raw
+    except (UnicodeDecodeError, tomllib.TOMLDecodeError) as error:
+        raise ConvswapError(f"{path}: not valid TOML: {error}") from error
+
+
+def validate_file(model: type[Model], data: dict[str, Any], path: Path, context: dict[str, Any] | None = None) -> Model:
+    """`data`, read from `path`, validated by `model`: its first problem is one ConvswapError naming the file, the
+    field and the value."""
+    try:
+        return model.model_validate(data, context=context)
+    except ValidationError as error:
+        field, reason, value = first_problem(error)
+        raise ConvswapError(f"{path}: {field}: {reason}, got {value!r}") from None

@@ -8,16 +8,14 @@ records of a different file under the same name.
 
 from __future__ import annotations
 
-import tomllib
 from pathlib import Path
 
 import tomli_w
-from pydantic import ValidationError
 
 from convswap.core import ConvswapError, sha256_hex
 from convswap.fileio import atomic_write_text
 from convswap.readout.sim_presets import ObserverTable, Preset, get_preset
-from convswap.validation import first_problem
+from convswap.validation import read_toml, validate_file
 
 OBSERVER_SUFFIX = ".toml"
 
@@ -29,20 +27,8 @@ def is_observer_file(name: str) -> bool:
 
 def load_observer(path: Path) -> tuple[Preset, str]:
     """The observer a file describes, and the sha256 of the file's bytes."""
-    try:
-        raw = path.read_bytes()
-    except OSError as error:
-        raise ConvswapError(f"cannot read observer file {path}: {error.strerror}") from error
-    try:
-        data = tomllib.loads(raw.decode("utf-8"))
-    except (UnicodeDecodeError, tomllib.TOMLDecodeError) as error:
-        raise ConvswapError(f"{path}: not valid TOML: {error}") from error
-    try:
-        table = ObserverTable.model_validate(data)
-    except ValidationError as error:
-        field, reason, value = first_problem(error)
-        raise ConvswapError(f"{path}: {field}: {reason}, got {value!r}") from None
-    return Preset.from_table(table), sha256_hex(raw)
+    data, raw = read_toml(path, "observer")
+    return Preset.from_table(validate_file(ObserverTable, data, path)), sha256_hex(raw)
 
 
 def observer_text(preset: Preset) -> str:
