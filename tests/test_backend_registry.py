@@ -33,7 +33,8 @@ def imports_after(statement: str, env: dict[str, str] | None = None) -> list[str
 def test_the_help_states_every_registered_spec_form():
     result = subprocess.run([sys.executable, "-m", "convswap", "run", "--help"], cwd=REPO_ROOT, capture_output=True,
                             text=True, check=True, env={**os.environ, "COLUMNS": "400"})  # fmt: skip
-    assert "model spec: hf:<path or hub id>, openai:<model>, gemini:<model> or sim:<preset or FILE.toml>" in result.stdout
+    forms = "hf:<path or hub id>, openai:<model>, gemini:<model> or sim:<preset or FILE.toml>"
+    assert f"model spec: {forms}" in result.stdout
 
 
 def test_a_simulated_run_imports_no_model_library_and_an_api_run_no_torch(tmp_path):
