@@ -23,8 +23,8 @@ Perception, from the pixels wherever a model would need them:
 - surface probes: the answer the probe states (its target key).
 
 Every random choice is a pure function of sha256(preset name, trial id,
-convention, condition, purpose): never Python's hash() or a global generator, so runs,
-processes and shards agree.
+convention, condition, purpose): never Python's hash() or a global generator,
+so runs, processes and shards agree.
 
 Its tokenizer is a small greedy longest-match vocabulary of real token strings:
 single characters, digits as single tokens ("12" is "1" then "2"), " 0".." 9",

@@ -132,10 +132,19 @@ class Preset:
         )
         default = Reading(**table.default_reading.model_dump()) if table.default_reading is not None else None
         return cls(
-            table.name, readings, tuple(table.perception_noise.items()), table.bias, table.agreement,
-            table.word_surface, table.digit_surface, tuple((hue.start, hue.word) for hue in table.hues),
-            table.hue_margin, table.reasoning_tokens, default, table.summary,
-        )  # fmt: skip
+            name=table.name,
+            readings=readings,
+            perception_noise=tuple(table.perception_noise.items()),
+            bias=table.bias,
+            agreement=table.agreement,
+            word_surface=table.word_surface,
+            digit_surface=table.digit_surface,
+            hues=tuple((hue.start, hue.word) for hue in table.hues),
+            hue_margin=table.hue_margin,
+            reasoning_tokens=table.reasoning_tokens,
+            default_reading=default,
+            summary=table.summary,
+        )
 
 
 # -- the file form of an observer, and every check a preset passes ---------------------------
