@@ -6,6 +6,7 @@ from __future__ import annotations
 import hashlib
 import json
 import re
+from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
@@ -18,7 +19,7 @@ from statsmodels.stats.proportion import proportion_confint
 from convswap.calibration.vocabulary import CALIBRATION_PROMPT
 from convswap.cli import main
 from convswap.conventions import CONVENTIONS, render
-from convswap.core import CONDITIONS, ColorAnchor, ConvswapError, Prompt
+from convswap.core import CONDITIONS, ColorAnchor, ConvswapError, ImageSpec, Prompt, Trial
 from convswap.readout.base import Query
 from convswap.readout.registry import load_backend
 from convswap.readout.sim import SimulatedObserver
@@ -30,6 +31,9 @@ from convswap.stimuli.synthetic_trials import color_trials, spatial_trials
 
 ANCHORS = (ColorAnchor("orange", 55), ColorAnchor("yellow", 100), ColorAnchor("green", 160),
            ColorAnchor("blue", 230), ColorAnchor("purple", 290), ColorAnchor("pink", 355))  # fmt: skip
+
+
+BLANK = Image.new("RGB", (8, 8), (128, 128, 128))
 
 
 def write_preset(name: str, path: Path) -> None:
@@ -123,6 +127,27 @@ def test_the_default_reading_covers_what_the_readings_do_not_list(tmp_path, coco
     assert answer(load_backend(f"sim:{path}"), coco_locate, "cell_name") == str(
         render(coco_locate, "cell_name").key("target")
     )
+
+
+def test_a_convention_of_ones_own_and_a_task_it_cannot_perceive_answer_as_planted(tmp_path):
+    """A reading may name a convention the shipped set lacks (a plan folder's own); a benchmark's item is perceived
+    as its target, which the observer then reads by the planted reading."""
+    path = tmp_path / "obs.toml"
+    path.write_text('name = "x"\n[readings.identify.my_boxes.visible]\np_read = 1.0\n[default_reading]\np_read = 1.0\n')
+    observer = load_backend(f"sim:{path}")
+    photo = ImageSpec.of("file", path=str(next((COCO_MINI / "val2017").glob("*.jpg"))))
+    referents = ("cat", "dog", "bus", "cup")
+    slots = referents[::-1]
+    options = ", ".join(f"{slot}={name}" for slot, name in enumerate(slots, 1))
+    for task in ("identify", "choice"):
+        for target in referents:
+            trial = Trial(f"item-{target}", task, referents, target, photo, 640, 480)
+            prompt = Prompt(trial.trial_id, "my_boxes", task, f"Which? {options}. Answer 1 to 4.", slots,
+                            ("1", "2", "3", "4"), (("target", slots.index(target) + 1),), "integer")  # fmt: skip
+            (generation,) = observer.generate(Query(BLANK, (prompt,), "visible", trial))
+            assert generation.text == str(slots.index(target) + 1)
+    with pytest.raises(ConvswapError, match="no planted reading for identify/my_boxes/cached and no default"):
+        replace(observer.preset, default_reading=None).reading("identify", "my_boxes", "cached")
 
 
 @pytest.mark.parametrize(
