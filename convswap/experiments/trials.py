@@ -12,7 +12,9 @@ every process of a sharded run builds the same list and takes its own slice.
 - `synthetic_spatial`: per seed, `n` locate trials on four-square arrays drawn
   from the vocabulary's anchor colors.
 - `coco`: per seed, `n` admitted objects from `n` different photographs, then
-  one trial per object and task, in the design's task order.
+  one trial per object and task, in the design's task order; identify offers
+  the plan's K (`design.k.identify`, 2 to 9) categories, and an image that
+  leaves fewer than K - 1 categories absent is not admitted, so `n` is always met.
 
 `limit` runs the first `limit` items of each builder instead of `n`; every
 builder draws item i from (seed, i) alone, so a limited list is a prefix of the
@@ -29,7 +31,14 @@ from convswap.calibration.vocabulary import Vocabulary
 from convswap.core import ConvswapError, Trial
 from convswap.experiments.plan import CALIBRATED_K, Plan
 from convswap.stimuli.arrays import ROLES
-from convswap.stimuli.coco import admitted_objects, coco_trials, default_images_dir, select_objects
+from convswap.stimuli.coco import (
+    IDENTIFY_K,
+    IDENTIFY_K_RANGE,
+    admitted_objects,
+    coco_trials,
+    default_images_dir,
+    select_objects,
+)
 from convswap.stimuli.synthetic_trials import color_trials, crossover_trials, spatial_trials
 
 VOCABULARY_STIMULI = ("color_arrays", "synthetic_spatial")
@@ -104,10 +113,29 @@ def _seed_trials(plan: Plan, sources: Sources, n: int, seed: int) -> list[Trial]
     if design.stimuli == "coco":
         assert sources.coco is not None and design.grid is not None
         annotations = coco_annotations(sources.coco)
-        objects = select_objects(admitted_objects(annotations, design.grid), n, seed)
+        identify_k = coco_identify_k(plan)
+        objects = select_objects(admitted_objects(annotations, design.grid, identify_k), n, seed)
         images = default_images_dir(annotations)
-        return [trial for task in design.tasks for trial in coco_trials(objects, images, task, seed)]
+        return [
+            trial
+            for task in design.tasks
+            for trial in coco_trials(objects, images, task, seed, IDENTIFY_K if identify_k is None else identify_k)
+        ]
     raise ConvswapError(f"{plan.id}: {design.stimuli} stimuli have no trial list")
+
+
+def coco_identify_k(plan: Plan) -> int | None:
+    """The plan's identify K, which also admits the objects (an image must leave K - 1 categories absent); None
+    when the plan does not run identify."""
+    if "identify" not in plan.design.tasks:
+        return None
+    k = plan.design.k_for("identify")
+    if k not in IDENTIFY_K_RANGE:  # the plan reader refuses such a K; a plan built in code may still hold one
+        raise ConvswapError(
+            f"{plan.path}: design.k.identify: COCO identify offers {IDENTIFY_K_RANGE.start} to "
+            f"{IDENTIFY_K_RANGE.stop - 1} categories, got {k!r}"
+        )
+    return int(k)
 
 
 def _check(plan: Plan, trials: list[Trial]) -> None:

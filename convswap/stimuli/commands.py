@@ -32,12 +32,20 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument(
         "--seed", type=int, default=0, metavar="S", help="seed of the selection and distractors (default 0)"
     )
+    parser.add_argument(
+        "--identify-k",
+        type=int,
+        metavar="K",
+        help="options of the identify trials, 2 to 9: the target and K - 1 categories absent from the image; an "
+        "image with fewer absent categories is not admitted (default: the spec's 6)",
+    )
     parser.add_argument("--out", required=True, type=Path, metavar="FILE.jsonl", help="JSON-lines file to write")
     parser.set_defaults(handler=coco_select)
 
 
 def coco_select(args: argparse.Namespace) -> int:
     from convswap.stimuli.coco import (
+        IDENTIFY_K,
         CocoSelection,
         admitted_objects,
         default_images_dir,
@@ -46,14 +54,15 @@ def coco_select(args: argparse.Namespace) -> int:
         write_selection,
     )
 
-    admitted = admitted_objects(args.annotations, args.grid)
+    identify_k = IDENTIFY_K if args.identify_k is None else args.identify_k
+    admitted = admitted_objects(args.annotations, args.grid, identify_k)
     selected = select_objects(admitted, args.n, args.seed)
     images_dir = args.images if args.images is not None else default_images_dir(args.annotations)
     if not images_dir.is_dir():
         raise ConvswapError(f"image folder {images_dir} does not exist")
     for placed in selected:  # the file must never name an image its trials cannot open
         image_path(images_dir, placed)
-    write_selection(args.out, CocoSelection(tuple(selected), images_dir.resolve(), args.seed))
+    write_selection(args.out, CocoSelection(tuple(selected), images_dir.resolve(), args.seed, identify_k))
     admitted_images = len({placed.image_id for placed in admitted})
     print(
         f"admitted {len(admitted)} objects in {admitted_images} images on a {args.grid}x{args.grid} grid; "
