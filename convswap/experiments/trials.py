@@ -1,7 +1,8 @@
 """An experiment's trial list, built from its plan design, and each process's shard of it.
 
 The list depends only on the plan, the model's vocabulary (color and synthetic
-spatial stimuli), the COCO folder (COCO stimuli) and the number of items, so
+spatial stimuli), the COCO folder (COCO stimuli), the items file (items
+stimuli) and the number of items, so
 every process of a sharded run builds the same list and takes its own slice.
 
 - `color_arrays`: per seed, `n` color-report trials on the plan's angle set
@@ -15,6 +16,9 @@ every process of a sharded run builds the same list and takes its own slice.
   one trial per object and task, in the design's task order; identify offers
   the plan's K (`design.k.identify`, 2 to 9) categories, and an image that
   leaves fewer than K - 1 categories absent is not admitted, so `n` is always met.
+- `items`: per seed, `n` items of the plan's JSONL items file (`design.items`,
+  relative to the plan's folder), one "choice" trial each
+  (`convswap.stimuli.items`).
 
 `limit` runs the first `limit` items of each builder instead of `n`; every
 builder draws item i from (seed, i) alone, so a limited list is a prefix of the
@@ -29,7 +33,7 @@ from pathlib import Path
 
 from convswap.calibration.vocabulary import Vocabulary
 from convswap.core import ConvswapError, Trial
-from convswap.experiments.plan import CALIBRATED_K, Plan
+from convswap.experiments.plan import CALIBRATED_K, ITEMS_STIMULI, Plan, items_path
 from convswap.stimuli.arrays import ROLES
 from convswap.stimuli.coco import (
     IDENTIFY_K,
@@ -39,6 +43,7 @@ from convswap.stimuli.coco import (
     default_images_dir,
     select_objects,
 )
+from convswap.stimuli.items import item_trials
 from convswap.stimuli.synthetic_trials import color_trials, crossover_trials, spatial_trials
 
 VOCABULARY_STIMULI = ("color_arrays", "synthetic_spatial")
@@ -121,6 +126,9 @@ def _seed_trials(plan: Plan, sources: Sources, n: int, seed: int) -> list[Trial]
             for task in design.tasks
             for trial in coco_trials(objects, images, task, seed, IDENTIFY_K if identify_k is None else identify_k)
         ]
+    if design.stimuli == ITEMS_STIMULI:
+        assert design.items is not None  # the plan reader requires the items file for items stimuli
+        return item_trials(items_path(plan.path, design.items), n, seed)
     raise ConvswapError(f"{plan.id}: {design.stimuli} stimuli have no trial list")
 
 

@@ -1,4 +1,4 @@
-"""Stimulus subcommands: `convswap coco-select`."""
+"""Stimulus subcommands: `convswap coco-select` and `convswap coco-items`."""
 
 from __future__ import annotations
 
@@ -42,6 +42,21 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument("--out", required=True, type=Path, metavar="FILE.jsonl", help="JSON-lines file to write")
     parser.set_defaults(handler=coco_select)
 
+    items = subparsers.add_parser(
+        "coco-items",
+        help="write an example items file (a multiple-choice benchmark of your own) from COCO photographs",
+        description="Write N admitted COCO objects (3x3 grid, one per image, drawn by the seed) as an items file: "
+        "per line an image path relative to the file, a question holding {options}, the nine cells as referents, "
+        "each described by its cell name, its pixel center and its percent center, and the object's cell as "
+        'target. An items plan (stimuli = "items") runs it.',
+    )
+    items.add_argument("--coco", required=True, type=Path, metavar="DIR",
+                       help="COCO folder holding annotations/instances_val2017.json and val2017/")  # fmt: skip
+    items.add_argument("--n", type=int, default=12, metavar="N", help="number of items (default 12)")
+    items.add_argument("--seed", type=int, default=0, metavar="S", help="seed of the selection (default 0)")
+    items.add_argument("--out", required=True, type=Path, metavar="FILE.jsonl", help="items file to write")
+    items.set_defaults(handler=coco_items)
+
 
 def coco_select(args: argparse.Namespace) -> int:
     from convswap.stimuli.coco import (
@@ -68,4 +83,15 @@ def coco_select(args: argparse.Namespace) -> int:
         f"admitted {len(admitted)} objects in {admitted_images} images on a {args.grid}x{args.grid} grid; "
         f"wrote {len(selected)} to {args.out}"
     )
+    return 0
+
+
+def coco_items(args: argparse.Namespace) -> int:
+    from convswap.experiments.trials import coco_annotations
+    from convswap.stimuli.coco import default_images_dir
+    from convswap.stimuli.coco_items import write_coco_items
+
+    annotations = coco_annotations(args.coco)
+    admitted = write_coco_items(annotations, default_images_dir(annotations), args.out, args.n, args.seed)
+    print(f"admitted {admitted} objects on a 3x3 grid; wrote {args.n} items to {args.out}")
     return 0
