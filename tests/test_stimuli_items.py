@@ -291,3 +291,46 @@ def test_coco_items_refuses_a_folder_without_annotations(tmp_path, capsys):
         f"convswap coco-items: error: --coco {tmp_path}: no annotations/instances_val2017.json inside it"
     )
     assert not out.exists()
+
+
+@needs_choice
+def test_the_example_benchmark_runs_on_the_simulated_observer(coco_annotations, coco_images, tmp_path):
+    """items file -> plan -> conventions.toml -> register -> run on sim: -> records with their keys."""
+    from runner_support import records_in
+
+    from convswap.experiments.ledger import Ledger
+    from convswap.experiments.runner import RunRequest, run_experiment
+
+    coco = make_example_folder(coco_annotations, coco_images, tmp_path / "coco")
+    plans = tmp_path / "plans"
+    plans.mkdir()
+    for name in ("coco_items.toml", "conventions.toml"):
+        (plans / name).write_bytes((SHIPPED_ITEMS.parent / name).read_bytes())
+    assert main(["coco-items", "--coco", str(coco), "--out", str(plans / "coco_mini_items.jsonl")]) == 0
+    Ledger(plans).register(plans / "coco_items.toml")
+    request = RunRequest("coco_items", "sim:qwen3vl-like", out=tmp_path / "runs", plan_dir=plans, limit=5)
+    result = run_experiment(request, progress=False)
+    records = records_in(result.folder)
+    conventions = ("cell_words", "pixel_centers", "percent_centers", "pixel_centers_mispaired")
+    assert sorted((r.convention, r.trial_id) for r in records) == sorted(
+        (c, t.trial_id) for c in conventions for t in item_trials(plans / "coco_mini_items.jsonl", 5, 0)
+    )
+    field = {"cell_words": "cell", "pixel_centers": "pixels", "percent_centers": "percent"}
+    for record in records:
+        trial = record.trial
+        descriptions = {referent: dict(fields) for referent, fields in trial.meta_value("descriptions")}
+        assert record.task == "choice" and len(record.slots) == 9
+        if record.convention in field:
+            assert record.slots[record.keys["target"] - 1] == trial.target
+            options = ", ".join(
+                f"{slot}={descriptions[referent][field[record.convention]]}"
+                for slot, referent in enumerate(record.slots, start=1)
+            )
+            question = trial.meta_value("question").replace("{options}", options)
+            assert record.prompt == f"{question} Answer with a single integer 1 to 9 and nothing else."
+        else:  # mispaired: the pixels are the target's, the name beside another slot's pixels is
+            assert record.slots[record.keys["coord"] - 1] == trial.target
+            assert record.glosses[record.keys["name"] - 1] == trial.target
+            assert record.keys["coord"] != record.keys["name"]
+            assert all(gloss != slot for gloss, slot in zip(record.glosses, record.slots, strict=True))
+        assert record.parse_status == "ok"
