@@ -213,7 +213,7 @@ def check_request(request: RunRequest) -> None:
     """Everything `run_experiment` refuses before a file is touched, without touching one (the demo checks every
     experiment's request before the first of them runs)."""
     plan, _ = registered_plan(request.plan_dir, request.experiment)
-    _conditions(plan, request.conditions)
+    run_conditions(plan, request.conditions)
     _check_request(plan, request)
 
 
@@ -245,7 +245,7 @@ def run_experiment(request: RunRequest, backend: Backend | None = None, progress
     """
     plan, plan_hash = registered_plan(request.plan_dir, request.experiment)
     shard = request.shard or launcher_shard()
-    conditions = _conditions(plan, request.conditions)
+    conditions = run_conditions(plan, request.conditions)
     _check_request(plan, request)
     vocabulary = load_vocabulary(request.vocabulary) if request.vocabulary is not None else None
     if vocabulary is not None:
@@ -417,7 +417,8 @@ def _check_request(plan: Plan, request: RunRequest) -> None:
         coco_annotations(request.coco)
 
 
-def _conditions(plan: Plan, asked: Sequence[str]) -> tuple[Condition, ...]:
+def run_conditions(plan: Plan, asked: Sequence[str]) -> tuple[Condition, ...]:
+    """The conditions a run reads, in the plan's order: those asked for (each one the plan's), else all."""
     for condition in asked:
         if condition not in plan.design.conditions:
             raise ConvswapError(
@@ -527,11 +528,12 @@ def _expected(plan: Plan, plan_hash: str, request: RunRequest, condition: str, t
         quant=request.quant,
         condition=condition,
         trials=tuple((trial.trial_id, trial.task) for trial in trials),
-        conventions=tuple((task, _conventions(plan, task)) for task in plan.design.tasks),
+        conventions=tuple((task, task_conventions(plan, task)) for task in plan.design.tasks),
     )
 
 
-def _conventions(plan: Plan, task: str) -> tuple[str, ...]:
+def task_conventions(plan: Plan, task: str) -> tuple[str, ...]:
+    """The plan's conventions that apply to a task, in the plan's order: one unit each per trial and condition."""
     return tuple(name for name in plan.design.conventions if name in conventions_for(task))
 
 
@@ -585,7 +587,7 @@ def _pending(
         for condition in conditions:
             prompts = [
                 render(trial, name)
-                for name in _conventions(plan, trial.task)
+                for name in task_conventions(plan, trial.task)
                 if (model, condition, name, trial.trial_id) not in done
             ]
             if prompts:
@@ -596,7 +598,7 @@ def _pending(
 
 
 def _unit_count(plan: Plan, trials: Iterable[Trial], conditions: Sequence[str]) -> int:
-    return sum(len(_conventions(plan, trial.task)) for trial in trials) * len(conditions)
+    return sum(len(task_conventions(plan, trial.task)) for trial in trials) * len(conditions)
 
 
 def _describe(experiment: str, model: str, shard: tuple[int, int]) -> str:
