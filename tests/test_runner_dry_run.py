@@ -121,3 +121,23 @@ def test_a_calibration_dry_run_names_the_vocabulary_file(tmp_path, capsys):
         f"{out / 'calibration' / 'sim-qwen3vl-like' / 'vocabulary.json'}\n"
     )
     assert not out.exists()
+
+
+def test_a_coco_dry_run_counts_each_task(coco_annotations, coco_images, tmp_path, capsys):
+    coco = tmp_path / "coco"
+    coco.mkdir()
+    (coco / "annotations").symlink_to(coco_annotations.parent)
+    (coco / "val2017").symlink_to(coco_images)
+    out = tmp_path / "runs"
+    code = main(["run", "coco_locate_identify", "--model", SIM, "--coco", str(coco), "--limit", "3", "--out", str(out),
+                 "--plan-dir", str(PLAN_DIR), "--dry-run"])  # fmt: skip
+    assert code == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert lines[1:5] == [
+        "trials: 6 (locate 3, identify 3)",
+        "units, locate: 3 trials x 1 condition x 6 conventions = 18",
+        "units, identify: 3 trials x 1 condition x 6 conventions = 18",
+        "prompts and records to write: 36 (0 of 36 units already on disk)",
+    ]
+    assert sum(line.startswith("[") for line in lines) == 12
+    assert not out.exists()

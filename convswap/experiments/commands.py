@@ -91,8 +91,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 
 def run_command(args: argparse.Namespace) -> int:
-    from convswap.experiments.dry_run import dry_run
-    from convswap.experiments.runner import RunRequest, run_experiment
+    from convswap.experiments.runner import RunRequest, dry_run, run_experiment
 
     request = RunRequest(
         experiment=args.experiment,

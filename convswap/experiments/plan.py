@@ -46,6 +46,8 @@ Key = Literal["target", "coord", "name"]
 GateReadout = Literal["same_as_contrast", "first_token", "generate"]
 
 STIMULI: tuple[Stimuli, ...] = get_args(Stimuli)
+ITEMS_STIMULI = "items"  # a user's own multiple-choice benchmark, read from a JSONL file
+ITEMS_TASK = "choice"
 READOUTS: tuple[PlanReadout, ...] = get_args(PlanReadout)
 ANGLE_SETS: tuple[AngleSet, ...] = get_args(AngleSet)
 ENDPOINTS: tuple[Endpoint, ...] = get_args(Endpoint)
@@ -54,8 +56,6 @@ DIRECTIONS: tuple[Direction, ...] = get_args(Direction)
 KEYS: tuple[Key, ...] = get_args(Key)
 GATE_READOUTS: tuple[GateReadout, ...] = get_args(GateReadout)
 CALIBRATED_K = "calibrated"  # color: K is the size of the model's calibrated vocabulary
-ITEMS_STIMULI = "items"  # a user's own multiple-choice benchmark, read from a JSONL file
-ITEMS_TASK = "choice"
 
 _NAME = re.compile(r"^[a-z][a-z0-9_]*$")
 _STRICT_FRACTION = "must be a number strictly between 0 and 1"
