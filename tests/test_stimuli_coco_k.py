@@ -210,9 +210,14 @@ def test_the_plan_sets_k_and_grid(coco_annotations, tmp_path, grid, k, n):
     assert limited == [*locate[:2], *identify[:2]]
 
 
-def test_a_plan_k_coco_cannot_offer_is_refused_naming_the_field(coco_annotations, tmp_path):
+def test_a_k_coco_cannot_offer_is_refused_naming_the_plan_field(coco_annotations, tmp_path):
     path = tmp_path / "coco_k.toml"
-    path.write_text(PLAN.format(k=10, grid=3, cells=9, n=2))
+    path.write_text(PLAN.format(k=3, grid=3, cells=9, n=2))
+    plan = load_plan(path)
+    # A plan built in code, past the plan reader's checks.
+    built = plan.model_copy(update={"design": plan.design.model_copy(update={"k": (("locate", 9), ("identify", 10))})})
     with pytest.raises(ConvswapError) as error:
-        build_trials(load_plan(path), Sources(coco=coco_annotations.parent.parent))
-    assert str(error.value) == f"{path}: design.k.identify: COCO identify offers 2 to 9 categories, got 10"
+        build_trials(built, Sources(coco=coco_annotations.parent.parent))
+    assert str(error.value) == (
+        f"{path}: design.k.identify: identify K = 10 is not supported; use 2 to 9 (the target and 1 to 8 distractors)"
+    )

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import os
 from pathlib import Path
@@ -165,19 +166,26 @@ failure_conditions = ["none"]
 [design]
 stimuli = "{stimuli}"
 tasks = {tasks}
-conventions = ["pixels"]
+conventions = {conventions}
 conditions = ["visible"]
 n = 2
 seeds = [0]
 readout = "generate"
-k = 3
+k = {k}
 {items}
 """
 
 
-def plan_file(folder: Path, stimuli="items", tasks='["choice"]', items='items = "bench/items.jsonl"') -> Path:
+def plan_file(
+    folder: Path,
+    stimuli="items",
+    tasks='["choice"]',
+    items='items = "bench/items.jsonl"',
+    conventions='["pixels"]',
+    k=3,
+) -> Path:
     path = folder / "my_items.toml"
-    path.write_text(PLAN.format(stimuli=stimuli, tasks=tasks, items=items))
+    path.write_text(PLAN.format(stimuli=stimuli, tasks=tasks, items=items, conventions=conventions, k=k))
     return path
 
 
@@ -194,7 +202,7 @@ def plan_file(folder: Path, stimuli="items", tasks='["choice"]', items='items = 
 )  # fmt: skip
 def test_the_plan_field_is_checked(tmp_path, stimuli, items, message):
     write_items(tmp_path / "bench", [item("q1")])
-    path = plan_file(tmp_path, stimuli, '["locate"]', items)
+    path = plan_file(tmp_path, stimuli, '["locate"]', items, k=9 if stimuli == "coco" else 3)
     with pytest.raises(ConvswapError) as error:
         load_plan(path)
     assert str(error.value) == f"{path}: " + message.replace("{folder}", str(tmp_path))
@@ -226,13 +234,16 @@ def choice_task_exists() -> bool:
 
 
 needs_choice = pytest.mark.skipif(not choice_task_exists(), reason="the choice task and its rendering are not here")
+needs_observer_files = pytest.mark.skipif(
+    importlib.util.find_spec("convswap.readout.sim_files") is None, reason="sim:FILE.toml observers are not here"
+)
 
 
 @needs_choice
 def test_an_items_plan_builds_its_trials(tmp_path):
     write_items(tmp_path / "bench", [item(f"q{i}") for i in range(5)])
     (tmp_path / "conventions.toml").write_text('[box]\ntasks = ["choice"]\noption = "{box}"\n')
-    path = plan_file(tmp_path)
+    path = plan_file(tmp_path, conventions='["box"]')
     plan = load_plan(path)
     trials = build_trials(plan, Sources())
     assert [t.trial_id for t in trials] == [
@@ -294,6 +305,7 @@ def test_coco_items_refuses_a_folder_without_annotations(tmp_path, capsys):
 
 
 @needs_choice
+@needs_observer_files
 def test_the_example_benchmark_runs_on_the_simulated_observer(coco_annotations, coco_images, tmp_path):
     """items file -> plan -> conventions.toml -> register -> run on sim: -> records with their keys."""
     from runner_support import records_in
@@ -308,7 +320,12 @@ def test_the_example_benchmark_runs_on_the_simulated_observer(coco_annotations, 
         (plans / name).write_bytes((SHIPPED_ITEMS.parent / name).read_bytes())
     assert main(["coco-items", "--coco", str(coco), "--out", str(plans / "coco_mini_items.jsonl")]) == 0
     Ledger(plans).register(plans / "coco_items.toml")
-    request = RunRequest("coco_items", "sim:qwen3vl-like", out=tmp_path / "runs", plan_dir=plans, limit=5)
+    # The shipped observer, reading every convention of a choice item the same way (a preset plants no reading for
+    # a user's conventions).
+    observer = tmp_path / "observer.toml"
+    assert main(["presets", "write", "qwen3vl-like", str(observer)]) == 0
+    observer.write_text(observer.read_text() + "\n[default_reading]\np_read = 0.8\nname_pull = 0.5\n")
+    request = RunRequest("coco_items", f"sim:{observer}", out=tmp_path / "runs", plan_dir=plans, limit=5)
     result = run_experiment(request, progress=False)
     records = records_in(result.folder)
     conventions = ("cell_words", "pixel_centers", "percent_centers", "pixel_centers_mispaired")

@@ -37,8 +37,8 @@ from convswap.experiments.plan import CALIBRATED_K, ITEMS_STIMULI, Plan, items_p
 from convswap.stimuli.arrays import ROLES
 from convswap.stimuli.coco import (
     IDENTIFY_K,
-    IDENTIFY_K_RANGE,
     admitted_objects,
+    check_identify_k,
     coco_trials,
     default_images_dir,
     select_objects,
@@ -137,13 +137,10 @@ def coco_identify_k(plan: Plan) -> int | None:
     when the plan does not run identify."""
     if "identify" not in plan.design.tasks:
         return None
-    k = plan.design.k_for("identify")
-    if k not in IDENTIFY_K_RANGE:  # the plan reader refuses such a K; a plan built in code may still hold one
-        raise ConvswapError(
-            f"{plan.path}: design.k.identify: COCO identify offers {IDENTIFY_K_RANGE.start} to "
-            f"{IDENTIFY_K_RANGE.stop - 1} categories, got {k!r}"
-        )
-    return int(k)
+    try:  # the plan reader refuses a K that COCO cannot offer; a plan built in code may still hold one
+        return check_identify_k(plan.design.k_for("identify"))
+    except ConvswapError as error:
+        raise ConvswapError(f"{plan.path}: design.k.identify: {error}") from None
 
 
 def _check(plan: Plan, trials: list[Trial]) -> None:

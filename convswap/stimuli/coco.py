@@ -252,7 +252,7 @@ def screen(
     return verdicts
 
 
-def check_identify_k(k: int) -> int:
+def check_identify_k(k: Any) -> int:
     if isinstance(k, bool) or not isinstance(k, int) or k not in IDENTIFY_K_RANGE:
         raise ConvswapError(
             f"identify K = {k!r} is not supported; use {IDENTIFY_K_RANGE.start} to {IDENTIFY_K_RANGE.stop - 1} "
