@@ -221,3 +221,17 @@ def test_a_k_coco_cannot_offer_is_refused_naming_the_plan_field(coco_annotations
     assert str(error.value) == (
         f"{path}: design.k.identify: identify K = 10 is not supported; use 2 to 9 (the target and 1 to 8 distractors)"
     )
+
+
+def test_prompts_shows_identify_with_the_chosen_k(coco_annotations, reference, capsys):
+    argv = ["prompts", "--annotations", str(coco_annotations), "--image-id", "139", "--category", "microwave"]
+    assert main([*argv, "--identify-k", "3"]) == 0
+    printed = capsys.readouterr().out
+    header = "[identify / cell_name] keys: target="
+    line = printed.split(header, 1)[1].splitlines()[1]
+    prefix = "In this image, what object is at position middle-right? It is one of these: "
+    suffix = ". Answer with a single integer 1 to 3 and nothing else."
+    assert line.startswith(prefix) and line.endswith(suffix)
+    options = [option.split("=", 1)[1] for option in line[len(prefix) : -len(suffix)].split(", ")]
+    assert len(options) == 3 and "microwave" in options
+    assert not (set(options) - {"microwave"}) & present_categories(reference, 139)
