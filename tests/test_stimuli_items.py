@@ -263,7 +263,8 @@ def make_example_folder(coco_annotations: Path, coco_images: Path, folder: Path)
 def test_the_shipped_example_is_what_coco_items_writes_for_coco_mini(coco_annotations, coco_images, tmp_path, capsys):
     coco = make_example_folder(coco_annotations, coco_images, tmp_path / "coco")
     out = coco / "items.jsonl"
-    assert main(["coco-items", "--coco", str(coco), "--out", str(out)]) == 0
+    annotations = coco / "annotations" / "instances_val2017.json"
+    assert main(["coco-items", "--annotations", str(annotations), "--out", str(out)]) == 0
     assert capsys.readouterr().out == f"admitted 53 objects on a 3x3 grid; wrote 12 items to {out}\n"
     assert out.read_bytes() == SHIPPED_ITEMS.read_bytes()
     items = read_items(out)
@@ -295,11 +296,17 @@ def test_the_shipped_example_is_what_coco_items_writes_for_coco_mini(coco_annota
         }
 
 
-def test_coco_items_refuses_a_folder_without_annotations(tmp_path, capsys):
+def test_coco_items_refuses_missing_annotations_or_images(coco_annotations, tmp_path, capsys):
     out = tmp_path / "items.jsonl"
-    assert main(["coco-items", "--coco", str(tmp_path), "--out", str(out)]) == 2
-    assert capsys.readouterr().err.strip() == (
-        f"convswap coco-items: error: --coco {tmp_path}: no annotations/instances_val2017.json inside it"
+    missing = tmp_path / "instances_val2017.json"
+    assert main(["coco-items", "--annotations", str(missing), "--out", str(out)]) == 2
+    assert capsys.readouterr().err.strip() == f"convswap coco-items: error: annotation file {missing} does not exist"
+    code = main(["coco-items", "--annotations", str(coco_annotations), "--images", str(tmp_path / "none"),
+                 "--out", str(out)])  # fmt: skip
+    assert code == 2
+    assert (
+        capsys.readouterr().err.strip()
+        == f"convswap coco-items: error: image folder {tmp_path / 'none'} does not exist"
     )
     assert not out.exists()
 
@@ -318,7 +325,9 @@ def test_the_example_benchmark_runs_on_the_simulated_observer(coco_annotations, 
     plans.mkdir()
     for name in ("coco_items.toml", "conventions.toml"):
         (plans / name).write_bytes((SHIPPED_ITEMS.parent / name).read_bytes())
-    assert main(["coco-items", "--coco", str(coco), "--out", str(plans / "coco_mini_items.jsonl")]) == 0
+    annotations = coco / "annotations" / "instances_val2017.json"
+    assert main(["coco-items", "--annotations", str(annotations), "--images", str(coco / "val2017"),
+                 "--out", str(plans / "coco_mini_items.jsonl")]) == 0  # fmt: skip
     Ledger(plans).register(plans / "coco_items.toml")
     # The shipped observer, reading every convention of a choice item the same way (a preset plants no reading for
     # a user's conventions).

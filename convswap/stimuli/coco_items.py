@@ -12,12 +12,13 @@ from __future__ import annotations
 
 import json
 import os
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
 from convswap.conventions.cells import cell_center_px, cell_names, cell_position, percent
 from convswap.fileio import atomic_open
-from convswap.stimuli.coco import GridObject, admitted_objects, image_path, select_objects
+from convswap.stimuli.coco import GridObject, image_path
 from convswap.stimuli.items import OPTIONS_PLACEHOLDER
 
 GRID = 3
@@ -45,15 +46,13 @@ def coco_item(placed: GridObject, image: Path, folder: Path) -> dict[str, Any]:
     }
 
 
-def write_coco_items(annotations: Path, images_dir: Path, out: Path, n: int, seed: int) -> int:
-    """Write n items drawn by the seed from the admitted objects; returns how many objects were admitted."""
-    admitted = admitted_objects(annotations, GRID)
+def write_coco_items(objects: Sequence[GridObject], images_dir: Path, out: Path) -> None:
+    """Write one item per object (objects admitted on the 3x3 grid)."""
     # Lexical paths, not resolved ones: images reached through a link stay reached through it.
     folder = Path(os.path.abspath(out)).parent
     lines = [
         json.dumps(coco_item(placed, Path(os.path.abspath(image_path(images_dir, placed))), folder), ensure_ascii=False)
-        for placed in select_objects(admitted, n, seed)
+        for placed in objects
     ]
     with atomic_open(out) as handle:
         handle.write("".join(line + "\n" for line in lines))
-    return len(admitted)

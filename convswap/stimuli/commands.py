@@ -50,8 +50,15 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "each described by its cell name, its pixel center and its percent center, and the object's cell as "
         'target. An items plan (stimuli = "items") runs it.',
     )
-    items.add_argument("--coco", required=True, type=Path, metavar="DIR",
-                       help="COCO folder holding annotations/instances_val2017.json and val2017/")  # fmt: skip
+    items.add_argument(
+        "--annotations", required=True, type=Path, metavar="FILE", help="COCO-format instances JSON file"
+    )
+    items.add_argument(
+        "--images",
+        type=Path,
+        metavar="DIR",
+        help="folder holding the images; default: val2017 beside the annotation file's folder",
+    )
     items.add_argument("--n", type=int, default=12, metavar="N", help="number of items (default 12)")
     items.add_argument("--seed", type=int, default=0, metavar="S", help="seed of the selection (default 0)")
     items.add_argument("--out", required=True, type=Path, metavar="FILE.jsonl", help="items file to write")
@@ -87,11 +94,13 @@ def coco_select(args: argparse.Namespace) -> int:
 
 
 def coco_items(args: argparse.Namespace) -> int:
-    from convswap.experiments.trials import coco_annotations
-    from convswap.stimuli.coco import default_images_dir
-    from convswap.stimuli.coco_items import write_coco_items
+    from convswap.stimuli.coco import admitted_objects, default_images_dir, select_objects
+    from convswap.stimuli.coco_items import GRID, write_coco_items
 
-    annotations = coco_annotations(args.coco)
-    admitted = write_coco_items(annotations, default_images_dir(annotations), args.out, args.n, args.seed)
-    print(f"admitted {admitted} objects on a 3x3 grid; wrote {args.n} items to {args.out}")
+    admitted = admitted_objects(args.annotations, GRID)
+    images_dir = args.images if args.images is not None else default_images_dir(args.annotations)
+    if not images_dir.is_dir():
+        raise ConvswapError(f"image folder {images_dir} does not exist")
+    write_coco_items(select_objects(admitted, args.n, args.seed), images_dir, args.out)
+    print(f"admitted {len(admitted)} objects on a {GRID}x{GRID} grid; wrote {args.n} items to {args.out}")
     return 0
