@@ -318,7 +318,7 @@ def test_the_example_benchmark_runs_on_the_simulated_observer(coco_annotations, 
     from runner_support import records_in
 
     from convswap.experiments.ledger import Ledger
-    from convswap.experiments.runner import RunRequest, run_experiment
+    from convswap.experiments.runner import RunRequest, dry_run, run_experiment
 
     coco = make_example_folder(coco_annotations, coco_images, tmp_path / "coco")
     plans = tmp_path / "plans"
@@ -335,6 +335,13 @@ def test_the_example_benchmark_runs_on_the_simulated_observer(coco_annotations, 
     assert main(["presets", "write", "qwen3vl-like", str(observer)]) == 0
     observer.write_text(observer.read_text() + "\n[default_reading]\np_read = 0.8\nname_pull = 0.5\n")
     request = RunRequest("coco_items", f"sim:{observer}", out=tmp_path / "runs", plan_dir=plans, limit=5)
+    looked = dry_run(request).splitlines()
+    assert looked[1:4] == [
+        "trials: 5 (choice 5)",
+        "units, choice: 5 trials x 1 condition x 4 conventions = 20",
+        "prompts and records to write: 20 (0 of 20 units already on disk)",
+    ]
+    assert not (tmp_path / "runs").exists()
     result = run_experiment(request, progress=False)
     records = records_in(result.folder)
     conventions = ("cell_words", "pixel_centers", "percent_centers", "pixel_centers_mispaired")

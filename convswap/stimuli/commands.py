@@ -17,16 +17,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "8% of the image inside its cell's borders), pick one object from each of N images by the seed, "
         "and write them as JSON lines from which the locate and identify trials are rebuilt.",
     )
-    parser.add_argument(
-        "--annotations", required=True, type=Path, metavar="FILE", help="COCO-format instances JSON file"
-    )
-    parser.add_argument(
-        "--images",
-        type=Path,
-        metavar="DIR",
-        help="folder holding the images; default: val2017 beside the annotation file's folder "
-        "(annotations/instances_val2017.json -> val2017/)",
-    )
+    add_coco_source(parser)
     parser.add_argument("--grid", required=True, type=int, metavar="N", help="grid size n (an n x n grid), 2 to 6")
     parser.add_argument("--n", required=True, type=int, metavar="N", help="number of objects (one per image) to select")
     parser.add_argument(
@@ -50,19 +41,35 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "each described by its cell name, its pixel center and its percent center, and the object's cell as "
         'target. An items plan (stimuli = "items") runs it.',
     )
-    items.add_argument(
-        "--annotations", required=True, type=Path, metavar="FILE", help="COCO-format instances JSON file"
-    )
-    items.add_argument(
-        "--images",
-        type=Path,
-        metavar="DIR",
-        help="folder holding the images; default: val2017 beside the annotation file's folder",
-    )
+    add_coco_source(items)
     items.add_argument("--n", type=int, default=12, metavar="N", help="number of items (default 12)")
     items.add_argument("--seed", type=int, default=0, metavar="S", help="seed of the selection (default 0)")
     items.add_argument("--out", required=True, type=Path, metavar="FILE.jsonl", help="items file to write")
     items.set_defaults(handler=coco_items)
+
+
+def add_coco_source(parser: argparse.ArgumentParser) -> None:
+    """--annotations and --images: the COCO objects a command reads."""
+    parser.add_argument(
+        "--annotations", required=True, type=Path, metavar="FILE", help="COCO-format instances JSON file"
+    )
+    parser.add_argument(
+        "--images",
+        type=Path,
+        metavar="DIR",
+        help="folder holding the images; default: val2017 beside the annotation file's folder "
+        "(annotations/instances_val2017.json -> val2017/)",
+    )
+
+
+def images_dir(args: argparse.Namespace) -> Path:
+    """The image folder of --images, or of the standard COCO layout beside --annotations; refused if missing."""
+    from convswap.stimuli.coco import default_images_dir
+
+    folder = args.images if args.images is not None else default_images_dir(args.annotations)
+    if not folder.is_dir():
+        raise ConvswapError(f"image folder {folder} does not exist")
+    return folder
 
 
 def coco_select(args: argparse.Namespace) -> int:
@@ -70,7 +77,6 @@ def coco_select(args: argparse.Namespace) -> int:
         IDENTIFY_K,
         CocoSelection,
         admitted_objects,
-        default_images_dir,
         image_path,
         select_objects,
         write_selection,
@@ -79,12 +85,10 @@ def coco_select(args: argparse.Namespace) -> int:
     identify_k = IDENTIFY_K if args.identify_k is None else args.identify_k
     admitted = admitted_objects(args.annotations, args.grid, identify_k)
     selected = select_objects(admitted, args.n, args.seed)
-    images_dir = args.images if args.images is not None else default_images_dir(args.annotations)
-    if not images_dir.is_dir():
-        raise ConvswapError(f"image folder {images_dir} does not exist")
+    folder = images_dir(args)
     for placed in selected:  # the file must never name an image its trials cannot open
-        image_path(images_dir, placed)
-    write_selection(args.out, CocoSelection(tuple(selected), images_dir.resolve(), args.seed, identify_k))
+        image_path(folder, placed)
+    write_selection(args.out, CocoSelection(tuple(selected), folder.resolve(), args.seed, identify_k))
     admitted_images = len({placed.image_id for placed in admitted})
     print(
         f"admitted {len(admitted)} objects in {admitted_images} images on a {args.grid}x{args.grid} grid; "
@@ -94,13 +98,10 @@ def coco_select(args: argparse.Namespace) -> int:
 
 
 def coco_items(args: argparse.Namespace) -> int:
-    from convswap.stimuli.coco import admitted_objects, default_images_dir, select_objects
+    from convswap.stimuli.coco import admitted_objects, select_objects
     from convswap.stimuli.coco_items import GRID, write_coco_items
 
     admitted = admitted_objects(args.annotations, GRID)
-    images_dir = args.images if args.images is not None else default_images_dir(args.annotations)
-    if not images_dir.is_dir():
-        raise ConvswapError(f"image folder {images_dir} does not exist")
-    write_coco_items(select_objects(admitted, args.n, args.seed), images_dir, args.out)
+    write_coco_items(select_objects(admitted, args.n, args.seed), images_dir(args), args.out)
     print(f"admitted {len(admitted)} objects on a {GRID}x{GRID} grid; wrote {args.n} items to {args.out}")
     return 0
