@@ -71,6 +71,12 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "is raised here",
     )
     run.add_argument("--no-progress", action="store_true", help="no progress bar")
+    run.add_argument(
+        "--dry-run",
+        action="store_true",
+        help="load no model and write nothing: print the trials, the units (trials x conditions x conventions), "
+        "the records the run would write and to which logs, and the first prompt of each convention",
+    )
     run.set_defaults(handler=run_command)
 
     merge = subparsers.add_parser(
@@ -85,7 +91,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 
 def run_command(args: argparse.Namespace) -> int:
-    from convswap.experiments.runner import RunRequest, run_experiment
+    from convswap.experiments.runner import RunRequest, dry_run, run_experiment
 
     request = RunRequest(
         experiment=args.experiment,
@@ -101,6 +107,9 @@ def run_command(args: argparse.Namespace) -> int:
         coco=args.coco,
         max_new_tokens=args.max_new_tokens,
     )
+    if args.dry_run:
+        print(dry_run(request))
+        return 0
     result = run_experiment(request, progress=not args.no_progress)
     print(report(result))
     if result.written and result.failed == result.written:

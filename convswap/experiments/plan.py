@@ -28,7 +28,7 @@ from convswap.validation import Table, at_least, checked, first_problem, is_inte
 
 PLAN_DIR_NAME = "analysis_plan"
 
-Stimuli = Literal["calibration", "color_arrays", "synthetic_spatial", "coco"]
+Stimuli = Literal["calibration", "color_arrays", "synthetic_spatial", "coco", "items"]
 PlanReadout = Literal["first_token", "generate", "both"]
 AngleSet = Literal["held_out", "calibration"]
 Endpoint = Literal["accuracy", "readership", "follows_coord", "follows_name", "crossover_interaction"]
@@ -46,6 +46,8 @@ Key = Literal["target", "coord", "name"]
 GateReadout = Literal["same_as_contrast", "first_token", "generate"]
 
 STIMULI: tuple[Stimuli, ...] = get_args(Stimuli)
+ITEMS_STIMULI = "items"  # a user's own multiple-choice benchmark, read from a JSONL file
+ITEMS_TASK = "choice"
 READOUTS: tuple[PlanReadout, ...] = get_args(PlanReadout)
 ANGLE_SETS: tuple[AngleSet, ...] = get_args(AngleSet)
 ENDPOINTS: tuple[Endpoint, ...] = get_args(Endpoint)
@@ -132,6 +134,8 @@ class Design(Table):
     models: Texts = ()  # the registered model set of a cross-model comparison
     crossover: bool = False  # color arrays: also run the cue-crossover pairs
     angles: AngleSet | None = Field(None, validate_default=True)  # color arrays: held-out or calibration angles
+    # items stimuli: the JSONL items file, relative to the plan's folder
+    items: str | None = Field(None, validate_default=True)
 
     @field_validator("conventions")
     @classmethod
@@ -154,7 +158,7 @@ class Design(Table):
         stimuli = info.data.get("stimuli")
         if grid is not None and grid not in GRID_SIZES:
             raise problem(f"must be one of {', '.join(map(str, GRID_SIZES))}", grid)
-        if grid is None and stimuli not in (None, "calibration"):
+        if grid is None and stimuli not in (None, "calibration", ITEMS_STIMULI):
             raise problem(f"is required for {stimuli} stimuli", None)
         return grid
 
@@ -191,6 +195,28 @@ class Design(Table):
         if angles is not None and angles not in ANGLE_SETS:
             raise problem(f"must be one of {', '.join(ANGLE_SETS)}", angles)
         return angles
+
+    @field_validator("items", mode="before")
+    @classmethod
+    def _items_file(cls, items: Any, info: ValidationInfo) -> Any:
+        stimuli, tasks = info.data.get("stimuli"), info.data.get("tasks")
+        if (stimuli == ITEMS_STIMULI) != (items is not None):
+            raise problem(f"is required for {ITEMS_STIMULI} stimuli and only for them", items)
+        if items is None:
+            return None
+        if not isinstance(items, str) or not items.strip():
+            raise problem("must be a file name relative to the plan's folder", items)
+        plan_path = info.context["path"] if info.context else Path(".")
+        path = items_path(plan_path, items)
+        if not path.is_file():
+            raise problem(f"no such file {path}", items)
+        from convswap.stimuli.items import read_items  # pillow and numpy, needed only by items plans
+
+        k = dict(info.data.get("k", ())).get(ITEMS_TASK)
+        read_items(path, k if is_integer(k) else None)  # a bad line is a ConvswapError naming file, line, field, value
+        if tasks is not None and tasks != (ITEMS_TASK,):
+            raise problem(f"items stimuli run the task {ITEMS_TASK!r} alone, not {list(tasks)}", items)
+        return items
 
     def k_for(self, task: str) -> int | str:
         for name, value in self.k:
@@ -352,6 +378,11 @@ class Plan(Table):
             if hypothesis.id == hypothesis_id:
                 return hypothesis
         raise ConvswapError(f"{self.path}: no hypothesis {hypothesis_id!r}")
+
+
+def items_path(plan_path: Path, items: str) -> Path:
+    """An items file named by a plan: relative to the plan's folder."""
+    return plan_path.parent / items
 
 
 def registered_names(plan: Plan) -> frozenset[str]:

@@ -59,6 +59,7 @@ from convswap.experiments.logs import (
     Expected,
     RecordWriter,
     Unit,
+    expected_name,
     log_files,
     log_name,
     model_folder,
@@ -602,3 +603,75 @@ def _unit_count(plan: Plan, trials: Iterable[Trial], conditions: Sequence[str]) 
 def _describe(experiment: str, model: str, shard: tuple[int, int]) -> str:
     index, count = shard
     return f"{experiment} {model}" + (f" shard {index + 1}/{count}" if count > 1 else "")
+
+
+def dry_run(request: RunRequest) -> str:
+    """What `run_experiment(request)` would do, as `convswap run --dry-run` prints it: no model loaded, no file
+    written.
+
+    It refuses what the run refuses before loading, builds the same trials and renders the same prompts, and
+    reports the trials, the units per task (trials x conditions x conventions), the records left to write beside
+    those already on disk, the logs they would go to, and the first prompt of each convention.  Color and
+    synthetic spatial stimuli are drawn from --vocabulary or the vocabulary kept under OUT: a dry run cannot
+    calibrate.  It speaks for one process (a sharded run splits the same units).
+    """
+    plan, _ = registered_plan(request.plan_dir, request.experiment)
+    conditions = _conditions(plan, request.conditions)
+    _check_request(plan, request)
+    head = (
+        f"dry run of {plan.id} (plan {plan.path}, version {plan.version}) on {request.model}: no model loaded, "
+        "no file written"
+    )
+    if plan.design.stimuli == CALIBRATION_EXPERIMENT:
+        path = vocabulary_path(request.out, request.model, request.quant)
+        return f"{head}\nfree-report calibration of the model's color vocabulary; it would write {path}"
+    trials = build_trials(plan, Sources(_dry_run_vocabulary(plan, request), request.coco), request.limit)
+    folder = model_folder(request.out, plan.id, request.model, request.quant, weight_dtype(request))
+    by_task = {task: [trial for trial in trials if trial.task == task] for task in plan.design.tasks}
+    # Each task's first trial under every convention, rendered as the run renders it.
+    first = {
+        task: (trial, [prompt for _, prompts in asks for prompt in prompts])
+        for task, of in by_task.items()
+        for trial, asks in _pending(plan, request.model, of[:1], conditions[:1], set())
+    }
+    lines = [head, f"trials: {len(trials)} ({', '.join(f'{task} {len(of)}' for task, of in by_task.items())})"]
+    for task, (_, prompts) in first.items():
+        lines.append(
+            f"units, {task}: {len(by_task[task])} trials x {_plural(len(conditions), 'condition')} x "
+            f"{_plural(len(prompts), 'convention')} = {_unit_count(plan, by_task[task], conditions)}"
+        )
+    done = {record.unit for path in log_files(folder) for record in read_records(path)}  # read only: no repair
+    pending = _pending(plan, request.model, trials, conditions, done)
+    to_write = {c: sum(len(prompts) for _, asks in pending for condition, prompts in asks if condition == c)
+                for c in conditions}  # fmt: skip
+    units = _unit_count(plan, trials, conditions)
+    lines.append(
+        f"prompts and records to write: {sum(to_write.values())} "
+        f"({units - sum(to_write.values())} of {units} units already on disk)"
+    )
+    for condition in conditions:
+        lines.append(f"log: {folder / log_name(condition, (0, 1))} ({to_write[condition]} records)")
+        lines.append(f"expected units: {folder / expected_name(condition)}")
+    for task, (trial, prompts) in first.items():
+        lines.append(f"first prompt of each convention ({task}, trial {trial.trial_id}):")
+        lines += [f"[{prompt.convention}] {prompt.text}" for prompt in prompts]
+    return "\n".join(lines)
+
+
+def _plural(count: int, noun: str) -> str:
+    return f"{count} {noun}{'' if count == 1 else 's'}"
+
+
+def _dry_run_vocabulary(plan: Plan, request: RunRequest) -> Vocabulary | None:
+    """The vocabulary a run would draw the stimuli from: --vocabulary, else the one kept under OUT."""
+    if not needs_vocabulary(plan):
+        return None
+    path = request.vocabulary or vocabulary_path(request.out, request.model, request.quant)
+    if not path.is_file():
+        raise ConvswapError(
+            f"--dry-run: {plan.id} draws its stimuli from the model's color vocabulary and {path} does not exist; "
+            f"give --vocabulary FILE, or calibrate first (convswap run {CALIBRATION_EXPERIMENT} ...)"
+        )
+    vocabulary = load_vocabulary(path)
+    check_vocabulary_size(vocabulary, plan.id, str(path))
+    return vocabulary

@@ -1,7 +1,8 @@
 """An experiment's trial list, built from its plan design, and each process's shard of it.
 
 The list depends only on the plan, the model's vocabulary (color and synthetic
-spatial stimuli), the COCO folder (COCO stimuli) and the number of items, so
+spatial stimuli), the COCO folder (COCO stimuli), the items file (items
+stimuli) and the number of items, so
 every process of a sharded run builds the same list and takes its own slice.
 
 - `color_arrays`: per seed, `n` color-report trials on the plan's angle set
@@ -12,7 +13,12 @@ every process of a sharded run builds the same list and takes its own slice.
 - `synthetic_spatial`: per seed, `n` locate trials on four-square arrays drawn
   from the vocabulary's anchor colors.
 - `coco`: per seed, `n` admitted objects from `n` different photographs, then
-  one trial per object and task, in the design's task order.
+  one trial per object and task, in the design's task order; identify offers
+  the plan's K (`design.k.identify`, 2 to 9) categories, and an image that
+  leaves fewer than K - 1 categories absent is not admitted, so `n` is always met.
+- `items`: per seed, `n` items of the plan's JSONL items file (`design.items`,
+  relative to the plan's folder), one "choice" trial each
+  (`convswap.stimuli.items`).
 
 `limit` runs the first `limit` items of each builder instead of `n`; every
 builder draws item i from (seed, i) alone, so a limited list is a prefix of the
@@ -27,9 +33,17 @@ from pathlib import Path
 
 from convswap.calibration.vocabulary import Vocabulary
 from convswap.core import ConvswapError, Trial
-from convswap.experiments.plan import CALIBRATED_K, Plan
+from convswap.experiments.plan import CALIBRATED_K, ITEMS_STIMULI, Plan, items_path
 from convswap.stimuli.arrays import ROLES
-from convswap.stimuli.coco import admitted_objects, coco_trials, default_images_dir, select_objects
+from convswap.stimuli.coco import (
+    IDENTIFY_K,
+    admitted_objects,
+    check_identify_k,
+    coco_trials,
+    default_images_dir,
+    select_objects,
+)
+from convswap.stimuli.items import item_trials
 from convswap.stimuli.synthetic_trials import color_trials, crossover_trials, spatial_trials
 
 VOCABULARY_STIMULI = ("color_arrays", "synthetic_spatial")
@@ -104,10 +118,29 @@ def _seed_trials(plan: Plan, sources: Sources, n: int, seed: int) -> list[Trial]
     if design.stimuli == "coco":
         assert sources.coco is not None and design.grid is not None
         annotations = coco_annotations(sources.coco)
-        objects = select_objects(admitted_objects(annotations, design.grid), n, seed)
+        identify_k = coco_identify_k(plan)
+        objects = select_objects(admitted_objects(annotations, design.grid, identify_k), n, seed)
         images = default_images_dir(annotations)
-        return [trial for task in design.tasks for trial in coco_trials(objects, images, task, seed)]
+        return [
+            trial
+            for task in design.tasks
+            for trial in coco_trials(objects, images, task, seed, IDENTIFY_K if identify_k is None else identify_k)
+        ]
+    if design.stimuli == ITEMS_STIMULI:
+        assert design.items is not None  # the plan reader requires the items file for items stimuli
+        return item_trials(items_path(plan.path, design.items), n, seed)
     raise ConvswapError(f"{plan.id}: {design.stimuli} stimuli have no trial list")
+
+
+def coco_identify_k(plan: Plan) -> int | None:
+    """The plan's identify K, which also admits the objects (an image must leave K - 1 categories absent); None
+    when the plan does not run identify."""
+    if "identify" not in plan.design.tasks:
+        return None
+    try:  # the plan reader refuses a K that COCO cannot offer; a plan built in code may still hold one
+        return check_identify_k(plan.design.k_for("identify"))
+    except ConvswapError as error:
+        raise ConvswapError(f"{plan.path}: design.k.identify: {error}") from None
 
 
 def _check(plan: Plan, trials: list[Trial]) -> None:

@@ -18,6 +18,11 @@ Admission follows the spec's criteria, fixed before any model sees the data:
    misread-units analysis measures distances to ("the object's box center"),
    it always lies on the object's extent (a mask centroid can fall outside a
    concave or fragmented object), and it is read straight from the file.
+4. Only when the trials include identify with K options: the image leaves at
+   least K - 1 categories of the file unannotated, so that every admitted
+   object yields its identify trial (reason ``few_absent``).  Without this
+   criterion an object drawn into a selection of N could fail at trial
+   building, and "N items" would not hold.
 
 The cell of a point is row = floor(y * n / H), col = floor(x * n / W), named by
 `convswap.conventions.cell_names(n)` (row-major).  The margin of the center is
@@ -25,8 +30,11 @@ its distance to the nearest vertical border of its cell divided by W
 (``margin_x``) and to the nearest horizontal border divided by H
 (``margin_y``); ``margin`` is the smaller of the two.
 
-Identify trials offer the target category and five distractors: categories of
-the file with no annotation at all in the image (crowd annotations included).
+Identify trials offer the target category and K - 1 distractors (K from 2 to 9,
+by default the spec's 6): categories of the file with no annotation at all in
+the image (crowd annotations included).  The distractors are drawn by one
+generator seeded by (seed, image id, annotation id), so for K = 6 they are the
+spec's draw, and a plan's K changes nothing else about the trial.
 
 Every random choice is drawn from numpy generators seeded by the user's seed
 together with image and annotation ids, so one seed always gives the same
@@ -39,7 +47,7 @@ import contextlib
 import io
 import json
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -57,13 +65,15 @@ from convswap.stimuli.arrays import check_non_negative
 
 MAX_AREA_FRACTION = 0.25
 MIN_MARGIN = 0.08
-IDENTIFY_DISTRACTORS = 5
+IDENTIFY_K = 6  # the spec's identify: the target and five distractors
+IDENTIFY_K_RANGE = range(2, 10)
 COCO_TASKS: tuple[Task, ...] = ("locate", "identify")
 
 NOT_UNIQUE = "not_unique"
 CROWD = "crowd"
 TOO_LARGE = "too_large"
 NEAR_BORDER = "near_border"
+FEW_ABSENT = "few_absent"
 
 # The fields admission reads, per list of a COCO-format file.
 _REQUIRED_FIELDS = {
@@ -217,9 +227,16 @@ def _check_dataset(path: Path, dataset: Any) -> None:
                 )
 
 
-def screen(coco: COCO, grid: int, image_ids: Iterable[int] | None = None) -> list[Verdict]:
-    """One verdict per (image, category) pair annotated in the file (or in `image_ids`), in id order."""
+def screen(
+    coco: COCO, grid: int, image_ids: Iterable[int] | None = None, identify_k: int | None = None
+) -> list[Verdict]:
+    """One verdict per (image, category) pair annotated in the file (or in `image_ids`), in id order.
+
+    identify_k: the K of the identify trials to be built, which criterion 4 checks; None when there are none.
+    """
     check_grid(grid)
+    if identify_k is not None:
+        check_identify_k(identify_k)
     category_names = {category_id: coco.cats[category_id]["name"] for category_id in sorted(coco.cats)}
     verdicts = []
     for image_id in tqdm(sorted(coco.imgs if image_ids is None else image_ids), desc="screening images", disable=None):
@@ -228,8 +245,20 @@ def screen(coco: COCO, grid: int, image_ids: Iterable[int] | None = None) -> lis
             by_category.setdefault(annotation["category_id"], []).append(annotation)
         absent = tuple(name for category_id, name in category_names.items() if category_id not in by_category)
         for category_id in sorted(by_category):
-            verdicts.append(_judge(coco, image_id, category_names[category_id], by_category[category_id], absent, grid))
+            verdict = _judge(coco, image_id, category_names[category_id], by_category[category_id], absent, grid)
+            if identify_k is not None and len(absent) < identify_k - 1:
+                verdict = replace(verdict, reasons=(*verdict.reasons, FEW_ABSENT))
+            verdicts.append(verdict)
     return verdicts
+
+
+def check_identify_k(k: Any) -> int:
+    if isinstance(k, bool) or not isinstance(k, int) or k not in IDENTIFY_K_RANGE:
+        raise ConvswapError(
+            f"identify K = {k!r} is not supported; use {IDENTIFY_K_RANGE.start} to {IDENTIFY_K_RANGE.stop - 1} "
+            "(the target and 1 to 8 distractors)"
+        )
+    return k
 
 
 def _judge(
@@ -288,10 +317,15 @@ def _border_distance(coordinate: float, index: int, size: int, grid: int) -> flo
     return min(coordinate - low, high - coordinate)
 
 
-def admitted_objects(annotations_path: str | Path, grid: int) -> list[GridObject]:
-    """Every object of the file admitted on an n x n grid, in image-id then category-id order."""
+def admitted_objects(annotations_path: str | Path, grid: int, identify_k: int | None = None) -> list[GridObject]:
+    """Every object of the file admitted on an n x n grid (and for identify with K options, when given), in
+    image-id then category-id order."""
     coco = load_annotations(annotations_path)
-    return [verdict.object for verdict in screen(coco, grid) if verdict.admitted and verdict.object is not None]
+    return [
+        verdict.object
+        for verdict in screen(coco, grid, identify_k=identify_k)
+        if verdict.admitted and verdict.object is not None
+    ]
 
 
 def default_images_dir(annotations_path: str | Path) -> Path:
@@ -306,8 +340,9 @@ def trials_for_image(
     category: str | None = None,
     grid: int = 3,
     seed: int = 0,
+    identify_k: int = IDENTIFY_K,
 ) -> list[Trial]:
-    """The locate and identify trials of one image's admitted object.
+    """The locate and identify trials (K options) of one image's admitted object.
 
     `category` may be omitted when the image has exactly one admitted object;
     images_dir None means `default_images_dir(annotations_path)`.
@@ -315,7 +350,7 @@ def trials_for_image(
     coco = load_annotations(annotations_path)
     if image_id not in coco.imgs:
         raise ConvswapError(f"COCO image {image_id} is not in {annotations_path}")
-    verdicts = screen(coco, grid, [image_id])
+    verdicts = screen(coco, grid, [image_id], identify_k)
     if category is None:
         admitted = [v for v in verdicts if v.admitted]
         if len(admitted) != 1:
@@ -338,7 +373,7 @@ def trials_for_image(
     images_dir = default_images_dir(annotations_path) if images_dir is None else images_dir
     placed = verdict.object
     assert placed is not None  # an admitted verdict carries its measured object
-    return [trial for task in COCO_TASKS for trial in coco_trials([placed], images_dir, task, seed)]
+    return [trial for task in COCO_TASKS for trial in coco_trials([placed], images_dir, task, seed, identify_k)]
 
 
 def select_objects(objects: Sequence[GridObject], n: int, seed: int) -> list[GridObject]:
@@ -387,22 +422,25 @@ def image_path(images_dir: str | Path, placed: GridObject) -> Path:
     return path
 
 
-def identify_referents(placed: GridObject, seed: int) -> tuple[str, ...]:
-    """The target category and five categories absent from the image, in an order drawn by the seed."""
+def identify_referents(placed: GridObject, seed: int, k: int = IDENTIFY_K) -> tuple[str, ...]:
+    """The target category and K - 1 categories absent from the image, in an order drawn by the seed."""
     seed = check_non_negative(seed, "seed")
-    if len(placed.absent_categories) < IDENTIFY_DISTRACTORS:
+    distractors = check_identify_k(k) - 1
+    if len(placed.absent_categories) < distractors:
         raise ConvswapError(
             f"COCO image {placed.image_id} leaves only {len(placed.absent_categories)} absent categories; "
-            f"identify needs {IDENTIFY_DISTRACTORS} distractors"
+            f"identify with K = {k} needs {distractors} distractors"
         )
     rng = np.random.default_rng((seed, placed.image_id, placed.annotation_id))
-    picks = rng.choice(len(placed.absent_categories), size=IDENTIFY_DISTRACTORS, replace=False)
+    picks = rng.choice(len(placed.absent_categories), size=distractors, replace=False)
     options = [placed.category, *(placed.absent_categories[i] for i in picks)]
     return tuple(options[i] for i in rng.permutation(len(options)))
 
 
-def coco_trials(objects: Iterable[GridObject], images_dir: str | Path, task: Task, seed: int) -> list[Trial]:
-    """One trial per object: locate (referents: the grid's cells) or identify (referents: six categories)."""
+def coco_trials(
+    objects: Iterable[GridObject], images_dir: str | Path, task: Task, seed: int, identify_k: int = IDENTIFY_K
+) -> list[Trial]:
+    """One trial per object: locate (referents: the grid's cells) or identify (referents: K categories)."""
     if task not in COCO_TASKS:
         raise ConvswapError(f"COCO task {task!r} is not one of {', '.join(COCO_TASKS)}")
     trials = []
@@ -410,7 +448,7 @@ def coco_trials(objects: Iterable[GridObject], images_dir: str | Path, task: Tas
         if task == "locate":
             referents, target = cell_names(placed.grid), placed.cell
         else:
-            referents, target = identify_referents(placed, seed), placed.category
+            referents, target = identify_referents(placed, seed, identify_k), placed.category
         trials.append(
             Trial(
                 trial_id=trial_id(placed, task),
@@ -452,17 +490,25 @@ class CocoSelection:
     objects: tuple[GridObject, ...]
     images_dir: Path
     seed: int
+    identify_k: int = IDENTIFY_K
 
     def trials(self, task: Task) -> list[Trial]:
-        return coco_trials(self.objects, self.images_dir, task, self.seed)
+        return coco_trials(self.objects, self.images_dir, task, self.seed, self.identify_k)
 
 
 def write_selection(path: str | Path, selection: CocoSelection) -> None:
-    """One JSON line per object: its fields, plus the seed and image folder its trials are rebuilt from."""
+    """One JSON line per object: its fields, plus the seed, image folder and identify K its trials are rebuilt
+    from."""
     # Field order as GridObject.to_json gives it, so each line reads image first, distractor pool last.
     lines = [
         json.dumps(
-            {**placed.to_json(), "seed": selection.seed, "images": str(selection.images_dir)}, ensure_ascii=False
+            {
+                **placed.to_json(),
+                "seed": selection.seed,
+                "images": str(selection.images_dir),
+                "identify_k": selection.identify_k,
+            },
+            ensure_ascii=False,
         )
         for placed in selection.objects
     ]
@@ -479,7 +525,8 @@ def read_selection(path: str | Path) -> CocoSelection:
         try:
             data = json.loads(line)
             objects.append(GridObject.from_json(data))
-            sources.add((int(data["seed"]), data["images"]))
+            # A file written before identify K could be chosen holds the spec's K.
+            sources.add((int(data["seed"]), data["images"], int(data.get("identify_k", IDENTIFY_K))))
         except (json.JSONDecodeError, KeyError, TypeError, ValueError) as error:
             raise ConvswapError(
                 f"selection file {path} line {number} is not a selected COCO object: {error}"
@@ -487,6 +534,8 @@ def read_selection(path: str | Path) -> CocoSelection:
     if not objects:
         raise ConvswapError(f"selection file {path} holds no objects")
     if len(sources) != 1:
-        raise ConvswapError(f"selection file {path} mixes {len(sources)} (seed, image folder) pairs; expected one")
-    ((seed, images),) = sources
-    return CocoSelection(tuple(objects), Path(images), seed)
+        raise ConvswapError(
+            f"selection file {path} mixes {len(sources)} (seed, image folder, identify K) triples; expected one"
+        )
+    ((seed, images, identify_k),) = sources
+    return CocoSelection(tuple(objects), Path(images), seed, check_identify_k(identify_k))

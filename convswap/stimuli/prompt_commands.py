@@ -14,14 +14,16 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         help="print every convention's prompt for one trial",
         description="Print every convention's prompt for one trial, with its slots and keys, so a researcher can "
         "read exactly what a model will see. COCO form: --annotations FILE --image-id ID [--category NAME] "
-        "--grid 3|4. Color form: --anchors word:angle,... --where CELL --target WORD.",
+        "[--grid N] [--identify-k K]. Color form: --anchors word:angle,... --where CELL --target WORD.",
     )
     coco = parser.add_argument_group("COCO trial")
     coco.add_argument("--annotations", type=Path, help="COCO-format annotation file")
     coco.add_argument("--images", type=Path, help="image folder (default: val2017 beside the annotations folder)")
     coco.add_argument("--image-id", type=int, help="COCO image id")
     coco.add_argument("--category", help="object category (may be omitted where the image has one admissible object)")
-    coco.add_argument("--grid", type=int, default=3, help="grid size, 3 or 4 (default 3)")
+    coco.add_argument("--grid", type=int, default=3, help="grid size n of an n x n grid, 2 to 6 (default 3)")
+    coco.add_argument("--identify-k", type=int, metavar="K",
+                      help="options of the identify trial, 2 to 9 (default: the spec's 6)")  # fmt: skip
     coco.add_argument("--seed", type=int, default=0, help="seed for the identify distractors (default 0)")
     color = parser.add_argument_group("color trial")
     color.add_argument("--anchors", help="calibrated vocabulary as word:angle pairs, e.g. red:20,green:145,blue:230")
@@ -67,8 +69,9 @@ def coco_trials_from_args(args: argparse.Namespace) -> list[Trial]:
 
     if args.image_id is None:
         raise ConvswapError("a COCO trial needs --image-id")
+    identify_k = coco.IDENTIFY_K if args.identify_k is None else args.identify_k
     return coco.trials_for_image(
-        args.annotations, args.images, args.image_id, category=args.category, grid=args.grid, seed=args.seed
+        args.annotations, args.images, args.image_id, args.category, args.grid, args.seed, identify_k
     )
 
 
