@@ -105,14 +105,14 @@ def prompt_target(records: Sequence[Record]) -> CheckResult:
 
 def _prompt_target_problem(record: Record) -> str | None:
     trial = record.trial
-    coordinate = convention(record).coordinate
+    reading = convention(record).reading
     if record.task == "identify":
         position, _ = split_gloss(question_position(record.prompt))
-        described = referent_of(position, trial, coordinate)
+        described = referent_of(position, trial, reading)
         if described != trial.cell:
             return f"the question's position {position!r} denotes {described!r}, not the object's cell {trial.cell!r}"
-        coordinate = "label"  # the options are plain category names
-    options = read_options(record.prompt, trial, coordinate)
+        reading = "word"  # the options are plain category names
+    options = read_options(record.prompt, trial, reading)
     for key, slot in record.keys.items():
         if not 1 <= slot <= len(options):
             return f"key {key}={slot} is not an option of the prompt (1..{len(options)})"
@@ -356,7 +356,7 @@ def _derangement_problem(record: Record) -> str | None:
         return None
     if record.keys.get("coord") == record.keys.get("name"):
         return f"coord and name keys coincide at slot {record.keys.get('coord')}"
-    options = read_options(record.prompt, trial, convention(record).coordinate)
+    options = read_options(record.prompt, trial, convention(record).reading)
     fixed = [slot for slot, option in enumerate(options, start=1) if option.referent == option.gloss]
     if fixed:
         return f"slot(s) {fixed} glossed with their own name: {[options[s - 1].description for s in fixed]}"

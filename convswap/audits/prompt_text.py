@@ -12,9 +12,7 @@ import re
 from dataclasses import dataclass
 
 from convswap.conventions.cells import COLUMN_LETTERS, NORMALIZED_SCALE, cell_names, cell_of_point, grid_of
-from convswap.conventions.color import DESCRIBED_BY
-from convswap.conventions.render import Coordinate
-from convswap.conventions.spatial import PairScale, pair_scale
+from convswap.conventions.fields import Reading
 from convswap.core import Trial
 
 _GLOSS = re.compile(r"^(?P<body>.*?)\s*(?:\[(?P<square>[^\]]+)\]|\((?P<round>[A-Za-z][^)]*)\))$")
@@ -89,10 +87,10 @@ def legend_pairs(text: str) -> dict[int, str]:
     return pairs
 
 
-def cell_named_by(description: str, trial: Trial, scale: PairScale = "pixels") -> str | None:
+def cell_named_by(description: str, trial: Trial, normalized: bool = False) -> str | None:
     """The grid cell a spatial description denotes under the stored trial's image size, or None.
 
-    scale: how a bare "(x, y)" pair is read -- "pixels" or "normalized" (0-999).
+    normalized: a bare "(x, y)" pair is on the 0-999 scale, not in pixels.
     """
     n, width, height = grid_of(trial), trial.width, trial.height
     if description in cell_names(n):
@@ -108,26 +106,25 @@ def cell_named_by(description: str, trial: Trial, scale: PairScale = "pixels") -
     y: float = int(pair["y"])
     if "%" in description:
         x, y = x * width / 100, y * height / 100
-    elif scale == "normalized":
+    elif normalized:
         x, y = x * width / NORMALIZED_SCALE, y * height / NORMALIZED_SCALE
     if not (0 <= x < width and 0 <= y < height):
         return None
     return cell_of_point(x, y, width, height, n)
 
 
-def referent_of(description: str, trial: Trial, coordinate: Coordinate) -> str | None:
-    """The referent an option description names, decoded by the convention's coordinate system.
-
-    coordinate: the convention's coordinate ("cell_name", "pixels", "normalized",
-    "grid_ref", "percent", "word", "label", "hue").
-    """
+def referent_of(description: str, trial: Trial, reading: Reading | None) -> str | None:
+    """The referent an option description names, decoded as the convention's option fields are read
+    (`Convention.reading`); None when it names none, or when the convention's fields cannot be read back."""
     body, _ = split_gloss(description)
-    if coordinate in DESCRIBED_BY:
-        if DESCRIBED_BY[coordinate] == "word":
-            return body if body in trial.referents else None
+    if reading == "word":
+        return body if body in trial.referents else None
+    if reading == "angle":
         angle_words = {anchor.angle: anchor.word for anchor in trial.anchors}
         return angle_words.get(int(body)) if body.isdigit() else None
-    return cell_named_by(body, trial, scale=pair_scale(coordinate))
+    if reading is None:
+        return None
+    return cell_named_by(body, trial, normalized=reading == "cell_normalized")
 
 
 @dataclass(frozen=True)
@@ -140,13 +137,13 @@ class ReadOption:
     gloss: str | None
 
 
-def read_options(text: str, trial: Trial, coordinate: Coordinate) -> tuple[ReadOption, ...]:
-    """The trial's K options in slot order, each decoded from `text` by the convention's coordinate system."""
+def read_options(text: str, trial: Trial, reading: Reading | None) -> tuple[ReadOption, ...]:
+    """The trial's K options in slot order, each decoded from `text` as the convention's option is read."""
     legend = legend_pairs(text)
     options = []
     for description in option_descriptions(text, trial.k):
         body, gloss = split_gloss(description)
         if gloss is None and body.isdigit():
             gloss = legend.get(int(body))
-        options.append(ReadOption(description, referent_of(body, trial, coordinate), gloss))
+        options.append(ReadOption(description, referent_of(body, trial, reading), gloss))
     return tuple(options)
