@@ -74,7 +74,8 @@ def test_console_script_exit_status():
 def test_conventions_lists_shipped_and_declared_conventions_with_an_example(capsys, tmp_path):
     (tmp_path / "conventions.toml").write_text(
         '[thousandths]\ntasks = ["locate", "identify"]\noption = "({normalized_x}/1000, {normalized_y}/1000)"\n\n'
-        '[box_named]\ntasks = ["choice"]\noption = "{box}"\ngloss = "name"\nmispaired = true\n',
+        '[box_named]\ntasks = ["choice"]\noption = "{box}"\ngloss = "name"\nmispaired = true\n\n'
+        '[row_column]\ntasks = ["identify"]\noption = "row {row}, column {column}"\n',
         encoding="utf-8",
     )
     assert main(["conventions", "--plan-dir", str(tmp_path)]) == 0
@@ -93,9 +94,11 @@ def test_conventions_lists_shipped_and_declared_conventions_with_an_example(caps
     assert lines[index + 1] == "  locate: 6=(833/1000, 500/1000)"  # 1000 * 533 / 640 = 832.8, 1000 * 213 / 426 = 500
     index = lines.index("box_named  tasks: choice (answer side)  gloss: name, mispaired  output: integer")
     assert lines[index + 1] == "  choice (template; the items supply its fields): {box} [{name}]"
+    index = lines.index("row_column  tasks: identify (question side)  gloss: none  output: integer")
+    assert lines[index + 1] == "  identify: position row 2, column 3"
     assert lines.index("hue_legend_mispaired  tasks: color (answer side)  gloss: color_word, mispaired, in a legend  "
-                       "output: integer") == len(lines) - 6  # fmt: skip
-    assert len(lines) == 2 + 2 * (17 + 2)
+                       "output: integer") == len(lines) - 8  # fmt: skip
+    assert len(lines) == 2 + 2 * (17 + 3)
 
 
 def test_conventions_without_a_plan_dir_lists_the_shipped_ones(capsys):

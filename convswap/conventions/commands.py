@@ -52,8 +52,7 @@ def example_trial(task: str) -> Trial:
 
 def describe(convention: Convention) -> list[str]:
     """Two lines: what the convention is, and its example."""
-    from convswap.audits.prompt_text import legend_pairs, option_descriptions, question_position
-    from convswap.conventions.render import render
+    from convswap.conventions.render import describe
 
     tasks = ", ".join(f"{task} ({convention.side(task)} side)" for task in convention.tasks)
     gloss = convention.gloss_field or "none"
@@ -69,15 +68,14 @@ def describe(convention: Convention) -> list[str]:
     trial = example_trial(task)
     # Canonical order, and a mispaired gloss naming the next option's referent: an example anyone can check by hand.
     size = EXAMPLE_GRID * EXAMPLE_GRID if task == "identify" else trial.k
-    prompt = render(trial, convention, order=trial.referents, mispairing=[(i + 1) % size for i in range(size)])
+    described = describe(trial, convention, trial.referents, [(i + 1) % size for i in range(size)])
     if task == "identify":
-        example = f"position {question_position(prompt.text)}"
-    else:
-        slot = prompt.slots.index(trial.target) + 1
-        description = option_descriptions(prompt.text, prompt.k)[slot - 1]
-        example = description if convention.output == "word" else f"{slot}={description}"
-        if convention.legend:
-            example += f"; the legend: {description} is {legend_pairs(prompt.text)[int(description)]}"
+        return [head, f"  identify: position {described.shown[0]}"]
+    index = trial.referents.index(trial.target)
+    shown = described.shown[index]
+    example = shown if convention.output == "word" else f"{index + 1}={shown}"
+    if convention.legend:
+        example += f"; the legend: {shown} is {described.glosses[index]}"
     return [head, f"  {task}: {example}"]
 
 

@@ -12,6 +12,7 @@ color.py and choice.py.
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 
 from convswap.conventions import choice, color, spatial
 from convswap.conventions.cells import cell_names, grid_of
@@ -27,7 +28,7 @@ from convswap.conventions.fields import Referent, referent_value, trial_value
 from convswap.conventions.order import check_derangement, derangement, option_order
 from convswap.core import ConvswapError, Prompt, Trial
 
-__all__ = ["CONVENTIONS", "Convention", "conventions_for", "get_convention", "render"]
+__all__ = ["CONVENTIONS", "Convention", "Described", "conventions_for", "describe", "get_convention", "render"]
 
 
 def render(
@@ -110,68 +111,93 @@ def _mispaired_keys(slots: tuple[str, ...], glosses: tuple[str, ...], target: st
     return (("coord", coord), ("name", name))
 
 
-def _render_options(trial: Trial, convention: Convention, slots: tuple[str, ...], mapping: tuple[int, ...]) -> Prompt:
-    """locate, color and choice: the description sits in each option."""
-    described = [_option(convention, Referent(trial, name, slot)) for slot, name in enumerate(slots, start=1)]
-    # named[i]: the referent whose gloss field is attached to slot i+1, its own or, mispaired, another slot's.
+@dataclass(frozen=True)
+class Described:
+    """How a prompt describes its referents, before the question is put around them.
+
+    shown[i]: the text at slot i+1, its gloss attached unless a legend states it (identify: the one position the
+    question asks about).  named[i]: the referent whose gloss field is attached there, its own or, mispaired,
+    another's; glosses[i]: that gloss's text.  Both empty without a gloss field.
+    """
+
+    shown: tuple[str, ...]
     named: tuple[str, ...] = ()
-    gloss_texts: list[str] = []
-    if convention.gloss_field is not None:
-        named = tuple(slots[j] for j in mapping) if convention.mispaired else slots
-        gloss_texts = [_gloss(convention, Referent(trial, name, slots.index(name) + 1)) for name in named]
-        if not convention.legend:
-            attach = color.glossed if trial.task == "color" else spatial.glossed
-            described = [attach(text, gloss) for text, gloss in zip(described, gloss_texts, strict=True)]
-    k = trial.k
-    preamble = _preamble(convention, trial)
-    if trial.task == "locate":
-        text = spatial.locate_text(preamble, trial.subject, _numbered(described), k)
-    elif trial.task == "choice":
-        text = choice.choice_text(preamble, choice.question_template(trial), _numbered(described), k)
-    else:
-        text = preamble + _color_text(trial, convention, described, gloss_texts)
-    if convention.output == "word":
-        if len(set(described)) != k:
-            raise ConvswapError(f"trial {trial.trial_id}: a word answer needs distinct options, got {described}")
-        alphabet = tuple(described)
-    else:
-        alphabet = _integer_alphabet(k)
-    if convention.mispaired:
-        keys = _mispaired_keys(slots, named, trial.target)
-    else:
-        keys = (("target", slots.index(trial.target) + 1),)
-    glosses = named if convention.gloss != "none" else ()
-    return Prompt(trial.trial_id, convention.name, trial.task, text, slots, alphabet, keys, convention.output, glosses)
+    glosses: tuple[str, ...] = ()
 
 
-def _color_text(trial: Trial, convention: Convention, described: list[str], gloss_texts: list[str]) -> str:
-    color.anchor_angles(trial)  # every referent has a calibrated angle, whatever the rung shows
-    where, which_text, k = trial.subject, color.which(trial), trial.k
-    if convention.output == "word":
-        return color.word_text(where, ", ".join(described), which_text)
-    if "hue_angle" not in convention.option_fields:
-        return color.label_text(where, _numbered(described), which_text, k)
-    legend_text = ""
-    if convention.legend:
-        # The legend is a property of the wheel, so it lists angles in wheel order, not slot order.
-        legend_text = color.legend(
-            sorted((int(angle), word) for angle, word in zip(described, gloss_texts, strict=True))
-        )
-    return color.hue_text(legend_text, where, _numbered(described), which_text, k)
+def describe(trial: Trial, convention: Convention, slots: Sequence[str], mapping: Sequence[int]) -> Described:
+    """The descriptions of `trial`'s referents in slot order under `convention`, `mapping` its derangement."""
+    if trial.task == "identify":
+        return _describe_position(trial, convention, mapping)
+    slots = tuple(slots)
+    shown = [_option(convention, Referent(trial, name, slot)) for slot, name in enumerate(slots, start=1)]
+    if convention.gloss_field is None:
+        return Described(tuple(shown))
+    named = tuple(slots[j] for j in mapping) if convention.mispaired else slots
+    glosses = tuple(_gloss(convention, Referent(trial, name, slots.index(name) + 1)) for name in named)
+    if not convention.legend:
+        attach = color.glossed if trial.task == "color" else spatial.glossed
+        shown = [attach(text, gloss) for text, gloss in zip(shown, glosses, strict=True)]
+    return Described(tuple(shown), named, glosses)
 
 
-def _render_identify(trial: Trial, convention: Convention, slots: tuple[str, ...], mapping: tuple[int, ...]) -> Prompt:
-    # The options are object categories; the coordinate sits in the question.  A
-    # mispaired question glosses the target's coordinate with another cell's name,
-    # drawn by the trial's derangement of the grid's cells.  No option sits at that
-    # other cell, so a mispaired identify prompt has a coord key and no name key.
+def _describe_position(trial: Trial, convention: Convention, mapping: Sequence[int]) -> Described:
+    # A mispaired question glosses the target's coordinate with another cell's name, drawn by the trial's
+    # derangement of the grid's cells.
     if trial.cell is None:
         raise ConvswapError(f"trial {trial.trial_id}: an identify trial needs the cell it asks about")
     position = _option(convention, Referent(trial, trial.cell))
-    if convention.gloss_field is not None:
-        cells = cell_names(grid_of(trial))
-        named = cells[mapping[cells.index(trial.cell)]] if convention.mispaired else trial.cell
-        position = spatial.glossed(position, _gloss(convention, Referent(trial, named)))
+    if convention.gloss_field is None:
+        return Described((position,))
+    cells = cell_names(grid_of(trial))
+    named = cells[mapping[cells.index(trial.cell)]] if convention.mispaired else trial.cell
+    gloss = _gloss(convention, Referent(trial, named))
+    return Described((spatial.glossed(position, gloss),), (named,), (gloss,))
+
+
+def _render_options(trial: Trial, convention: Convention, slots: tuple[str, ...], mapping: tuple[int, ...]) -> Prompt:
+    """locate, color and choice: the description sits in each option."""
+    described = describe(trial, convention, slots, mapping)
+    shown, k = described.shown, trial.k
+    preamble = _preamble(convention, trial)
+    if trial.task == "locate":
+        text = spatial.locate_text(preamble, trial.subject, _numbered(shown), k)
+    elif trial.task == "choice":
+        text = choice.choice_text(preamble, choice.question_template(trial), _numbered(shown), k)
+    else:
+        text = preamble + _color_text(trial, convention, described)
+    if convention.output == "word":
+        if len(set(shown)) != k:
+            raise ConvswapError(f"trial {trial.trial_id}: a word answer needs distinct options, got {list(shown)}")
+        alphabet = shown
+    else:
+        alphabet = _integer_alphabet(k)
+    if convention.mispaired:
+        keys = _mispaired_keys(slots, described.named, trial.target)
+    else:
+        keys = (("target", slots.index(trial.target) + 1),)
+    glosses = described.named if convention.gloss != "none" else ()
+    return Prompt(trial.trial_id, convention.name, trial.task, text, slots, alphabet, keys, convention.output, glosses)
+
+
+def _color_text(trial: Trial, convention: Convention, described: Described) -> str:
+    color.anchor_angles(trial)  # every referent has a calibrated angle, whatever the rung shows
+    where, which_text, k, shown = trial.subject, color.which(trial), trial.k, described.shown
+    if convention.output == "word":
+        return color.word_text(where, ", ".join(shown), which_text)
+    if "hue_angle" not in convention.option_fields:
+        return color.label_text(where, _numbered(shown), which_text, k)
+    legend_text = ""
+    if convention.legend:
+        # The legend is a property of the wheel, so it lists angles in wheel order, not slot order.
+        legend_text = color.legend(sorted(zip(map(int, shown), described.glosses, strict=True)))
+    return color.hue_text(legend_text, where, _numbered(shown), which_text, k)
+
+
+def _render_identify(trial: Trial, convention: Convention, slots: tuple[str, ...], mapping: tuple[int, ...]) -> Prompt:
+    # The options are object categories; the coordinate sits in the question.  No option sits at the cell a
+    # mispaired gloss names, so a mispaired identify prompt has a coord key and no name key.
+    (position,) = describe(trial, convention, slots, mapping).shown
     text = spatial.identify_text(_preamble(convention, trial), position, _numbered(slots), trial.k)
     target = slots.index(trial.target) + 1
     keys = (("coord", target),) if convention.mispaired else (("target", target),)
