@@ -6,9 +6,8 @@ Every expected prompt below is written out by hand from the declaration and the 
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import pytest
+from convention_support import CHOICE, choice_item, declare
 
 from convswap.conventions import CONVENTIONS, cell_names, conventions_of, load_conventions, render
 from convswap.conventions.declarations import SHIPPED_FILE
@@ -37,12 +36,6 @@ PREAMBLE = "Positions are given as (x, y) thousandths of the 800 by 600 image, f
 # Cell centers of an 800 by 600 image on a 4x4 grid: x = 100, 300, 500, 700 and y = 75, 225, 375, 525, which are
 # 125, 375, 625 and 875 thousandths of the image on both axes.
 TARGET = "upper-middle center-right"  # row 2, column 3: center (500, 225), i.e. (625/1000, 375/1000)
-
-
-def declare(folder: Path, text: str) -> Path:
-    path = folder / "conventions.toml"
-    path.write_text(text, encoding="utf-8")
-    return path
 
 
 @pytest.fixture
@@ -195,32 +188,6 @@ def test_a_folder_without_declarations_has_the_shipped_conventions(tmp_path):
 
 
 # --- choice: a user's own multiple-choice items ------------------------------------------------------------
-
-CHOICE = """\
-[box]
-tasks = ["choice"]
-option = "{box}"
-
-[box_named_mispaired]
-tasks = ["choice"]
-option = "{box}"
-gloss = "name"
-mispaired = true
-
-[mask]
-tasks = ["choice"]
-option = "{mask}"
-"""
-
-
-def choice_item() -> Trial:
-    descriptions = (
-        ("a", (("box", "[10, 20, 110, 220]"), ("name", "the dog on the left"))),
-        ("b", (("box", "[200, 40, 330, 250]"), ("name", "the sleeping dog"))),
-        ("c", (("box", "[400, 10, 600, 300]"), ("name", "the dog in the water"))),
-    )
-    return Trial("item-1", "choice", ("a", "b", "c"), "b", ImageSpec.of("file", path="park.jpg"), 640, 480,
-                 meta=(("descriptions", descriptions), ("question", "Which region shows the sleeping dog? {options}.")))  # fmt: skip
 
 
 def test_a_choice_item_renders_its_question_with_the_numbered_options(tmp_path):
