@@ -86,11 +86,6 @@ def _option(convention: Convention, referent: Referent) -> str:
     return _fill(convention.option, lambda name: referent_value(name, referent, convention.name))
 
 
-def _gloss(convention: Convention, referent: Referent) -> str:
-    assert convention.gloss_field is not None  # callers check
-    return referent_value(convention.gloss_field, referent, convention.name)
-
-
 def _preamble(convention: Convention, trial: Trial) -> str:
     return _fill(convention.preamble, lambda name: trial_value(name, trial, convention.name))
 
@@ -131,10 +126,12 @@ def describe(trial: Trial, convention: Convention, slots: Sequence[str], mapping
         return _describe_position(trial, convention, mapping)
     slots = tuple(slots)
     shown = [_option(convention, Referent(trial, name, slot)) for slot, name in enumerate(slots, start=1)]
-    if convention.gloss_field is None:
+    gloss_field = convention.gloss_field
+    if gloss_field is None:
         return Described(tuple(shown))
     named = tuple(slots[j] for j in mapping) if convention.mispaired else slots
-    glosses = tuple(_gloss(convention, Referent(trial, name, slots.index(name) + 1)) for name in named)
+    glosses = tuple(referent_value(gloss_field, Referent(trial, name, slots.index(name) + 1), convention.name)
+                    for name in named)  # fmt: skip
     if not convention.legend:
         attach = color.glossed if trial.task == "color" else spatial.glossed
         shown = [attach(text, gloss) for text, gloss in zip(shown, glosses, strict=True)]
@@ -147,11 +144,12 @@ def _describe_position(trial: Trial, convention: Convention, mapping: Sequence[i
     if trial.cell is None:
         raise ConvswapError(f"trial {trial.trial_id}: an identify trial needs the cell it asks about")
     position = _option(convention, Referent(trial, trial.cell))
-    if convention.gloss_field is None:
+    gloss_field = convention.gloss_field
+    if gloss_field is None:
         return Described((position,))
     cells = cell_names(grid_of(trial))
     named = cells[mapping[cells.index(trial.cell)]] if convention.mispaired else trial.cell
-    gloss = _gloss(convention, Referent(trial, named))
+    gloss = referent_value(gloss_field, Referent(trial, named), convention.name)
     return Described((spatial.glossed(position, gloss),), (named,), (gloss,))
 
 
