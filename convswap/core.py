@@ -16,7 +16,7 @@ from dataclasses import asdict, dataclass, field, fields
 from functools import cached_property
 from typing import Any, Literal, NamedTuple, get_args
 
-Task = Literal["locate", "identify", "color"]
+Task = Literal["locate", "identify", "color", "choice"]  # choice: a multiple-choice item of a user's benchmark
 Condition = Literal["visible", "cached"]
 Side = Literal["answer", "question"]
 Gloss = Literal["none", "glossed", "mispaired"]

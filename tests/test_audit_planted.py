@@ -108,10 +108,10 @@ def test_a_missing_vocabulary_fails_the_held_out_check(out, capsys):
     assert audit(capsys, logs, "--vocabulary", str(out / "vocabulary.json"))[0] == 0
 
 
-def canonical_word_keys(trial, name, *args, **kwargs):
+def canonical_word_keys(trial, convention, *args, **kwargs):
     """The cross-model bug: the word rung's key indexes the canonical referents, not the prompt's slots."""
-    prompt = render(trial, name, *args, **kwargs)
-    if name != "word":
+    prompt = render(trial, convention, *args, **kwargs)
+    if prompt.convention != "word":
         return prompt
     keys = tuple((key, trial.referents.index(prompt.slots[slot - 1]) + 1) for key, slot in prompt.keys)
     return replace(prompt, keys=keys)

@@ -1,5 +1,5 @@
 """Closed sets are Literals: the values a plan accepts are the values its fields are typed with, and every
-convention's coordinate has its description."""
+shipped coordinate system has its description and is read back."""
 
 from __future__ import annotations
 
@@ -9,10 +9,8 @@ import pytest
 from analysis_factory import locate_trial
 from plan_support import MINIMAL
 
-from convswap.conventions import CONVENTIONS
-from convswap.conventions.color import DESCRIBED_BY
-from convswap.conventions.render import Convention
-from convswap.conventions.spatial import COORDINATES, SYSTEMS, describe_cell, pair_scale, preamble
+from convswap.conventions import CONVENTIONS, render
+from convswap.conventions.fields import Referent, referent_value
 from convswap.core import ConvswapError
 from convswap.experiments.plan import Design, Gate, Hypothesis, load_plan
 
@@ -46,39 +44,36 @@ def test_every_direction_value_loads(tmp_path):
         assert load_plan(path).hypotheses[0].direction == direction
 
 
-SPATIAL = sorted({c.coordinate for c in CONVENTIONS.values() if "locate" in c.tasks})
+UNGLOSSED_SPATIAL = ("cell_name", "pixels", "normalized", "grid_ref", "percent")
 
 
-@pytest.mark.parametrize("coordinate", SPATIAL)
-def test_every_spatial_coordinate_has_a_preamble_and_a_description(coordinate):
+@pytest.mark.parametrize("name", UNGLOSSED_SPATIAL)
+def test_every_spatial_system_has_a_preamble_and_a_description(name):
     trial = locate_trial(5)  # middle-right of a 640x426 image on a 3x3 grid
-    text = preamble(coordinate, trial)
-    assert text == "" if coordinate == "cell_name" else text.startswith("Positions are given as ")
+    text = render(trial, name, order=trial.referents).text
+    preamble = text[: text.index("In this image")]
+    assert preamble == "" if name == "cell_name" else preamble.startswith("Positions are given as ")
     expected = {"cell_name": "middle-right", "pixels": "(533, 213)", "normalized": "(833, 500)", "grid_ref": "C2",
                 "percent": "(83%, 50%)"}  # fmt: skip
-    assert describe_cell(coordinate, trial, "middle-right") == expected[coordinate]
+    assert f", 6={expected[name]}, 7=" in text
 
 
-def test_every_convention_coordinate_is_one_of_the_literal():
-    allowed = set(get_args(get_type_hints(Convention)["coordinate"]))
-    assert {c.coordinate for c in CONVENTIONS.values()} == allowed
+def test_an_unknown_field_is_refused_naming_the_convention_and_the_field():
+    with pytest.raises(ConvswapError, match=r"convention 'demo' names field 'polar', which is neither a registered "
+                       r"field of task 'locate' nor a description of referent 'top-left'$"):  # fmt: skip
+        referent_value("polar", Referent(locate_trial(0), "top-left"), "demo")
+    with pytest.raises(ConvswapError, match="names field 'hue_angle'"):
+        referent_value("hue_angle", Referent(locate_trial(0), "top-left"), "demo")
 
 
-def test_an_unknown_spatial_coordinate_is_refused():
-    with pytest.raises(ConvswapError, match=r"unknown spatial coordinate 'polar'; known: cell_name, pixels, "
-                       r"normalized, grid_ref, percent$"):  # fmt: skip
-        describe_cell("polar", locate_trial(0), "top-left")
-    with pytest.raises(ConvswapError, match="unknown spatial coordinate 'hue'"):
-        preamble("hue", locate_trial(0))
-
-
-def test_every_coordinate_is_registered_exactly_once():
-    allowed = set(get_args(get_type_hints(Convention)["coordinate"]))
-    assert set(SYSTEMS) | set(DESCRIBED_BY) == allowed
-    assert not set(SYSTEMS) & set(DESCRIBED_BY)
-
-
-def test_a_pair_is_read_back_on_the_scale_its_system_registers():
-    assert [pair_scale(c) for c in COORDINATES] == ["pixels", "pixels", "normalized", "pixels", "pixels"]
-    with pytest.raises(ConvswapError, match="unknown spatial coordinate 'hue'"):
-        pair_scale("hue")
+def test_every_shipped_option_is_read_back_as_its_fields_are():
+    # Changed with conventions as data: the audits read an option back by its fields' registered reading,
+    # which replaces the per-coordinate tables (spatial.SYSTEMS' pair_scale, color.DESCRIBED_BY).
+    readings = {name: convention.reading for name, convention in CONVENTIONS.items()}
+    assert readings == {
+        "cell_name": "cell", "normalized": "cell_normalized", "pixels": "cell", "pixels_glossed": "cell",
+        "pixels_mispaired": "cell", "normalized_mispaired": "cell_normalized", "grid_ref": "cell", "percent": "cell",
+        "grid_ref_mispaired": "cell", "percent_mispaired": "cell", "word": "word", "label": "word",
+        "hue_bare": "angle", "hue_legend": "angle", "hue_glossed": "angle", "hue_glossed_mispaired": "angle",
+        "hue_legend_mispaired": "angle",
+    }  # fmt: skip

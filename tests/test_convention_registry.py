@@ -1,5 +1,8 @@
-"""A convention is one entry of the registry: rendering, the per-task lists, plan validation and the audits'
-prompt reader all take a new entry from there, and refuse a name that is not in it."""
+"""A convention is one declaration: rendering, the per-task lists, plan validation and the audits' prompt reader all
+take a new declaration from its plan folder's conventions.toml, and refuse a name that is declared nowhere.
+
+(Changed with conventions as data: the new convention used to be registered by adding a Python entry to
+CONVENTIONS; it is now declared in the plan folder, and read back by its option fields.)"""
 
 from __future__ import annotations
 
@@ -8,22 +11,30 @@ from analysis_factory import locate_trial
 from plan_support import MINIMAL
 
 from convswap.audits.prompt_text import read_options
-from convswap.conventions import CONVENTIONS, Convention, conventions_for, get_convention, render
+from convswap.conventions import CONVENTIONS, conventions_for, conventions_of, get_convention, render
 from convswap.core import ConvswapError
 from convswap.experiments.plan import load_plan
 
-NEW = Convention("grid_ref_glossed", ("locate", "identify"), "grid_ref", gloss="glossed")
+DECLARED = """\
+[grid_ref_glossed]
+tasks = ["locate", "identify"]
+preamble = "Positions are given as grid references on a {grid} by {grid} grid over this image, where columns are \
+lettered A to {last_column} from left to right and rows are numbered 1 to {grid} from top to bottom. "
+option = "{grid_ref}"
+gloss = "cell_name"
+"""
 
 
 @pytest.fixture
-def registered(monkeypatch):
-    monkeypatch.setitem(CONVENTIONS, NEW.name, NEW)
-    return NEW
+def catalog(tmp_path):
+    (tmp_path / "conventions.toml").write_text(DECLARED, encoding="utf-8")
+    return conventions_of(tmp_path)
 
 
-def test_a_registered_convention_renders_under_its_coordinate_and_gloss(registered):
+def test_a_declared_convention_renders_under_its_fields_and_gloss(catalog):
     trial = locate_trial(5)  # the cup at middle-right of a 640x426 3x3 grid
-    prompt = render(trial, registered.name, order=trial.referents)
+    declared = catalog["grid_ref_glossed"]
+    prompt = render(trial, declared, order=trial.referents)
     assert prompt.text == (
         "Positions are given as grid references on a 3 by 3 grid over this image, where columns are lettered A to C "
         "from left to right and rows are numbered 1 to 3 from top to bottom. In this image, the cup is at one of "
@@ -32,19 +43,21 @@ def test_a_registered_convention_renders_under_its_coordinate_and_gloss(register
         "a single integer 1 to 9 and nothing else."
     )
     assert prompt.keys == (("target", 6),) and prompt.glosses == trial.referents
-    assert registered.name in conventions_for("locate") and registered.name not in conventions_for("color")
-    assert get_convention(registered.name, "identify") is registered
+    assert "grid_ref_glossed" in conventions_for("locate", catalog)
+    assert "grid_ref_glossed" not in conventions_for("color", catalog) + conventions_for("locate")
+    assert get_convention("grid_ref_glossed", "identify", catalog) is declared
 
 
-def test_the_audits_read_a_registered_convention_back_by_its_coordinate(registered):
+def test_the_audits_read_a_declared_convention_back_by_its_fields(catalog):
     trial = locate_trial(5)
-    prompt = render(trial, registered.name)
-    options = read_options(prompt.text, trial, registered.coordinate)
+    declared = catalog["grid_ref_glossed"]
+    prompt = render(trial, declared)
+    options = read_options(prompt.text, trial, declared.reading)
     assert [option.referent for option in options] == list(prompt.slots)
     assert [option.gloss for option in options] == list(prompt.slots)
 
 
-def test_a_plan_may_run_a_registered_convention_and_not_an_unregistered_one(tmp_path, monkeypatch):
+def test_a_plan_may_run_a_convention_its_folder_declares_and_not_an_undeclared_one(tmp_path):
     path = tmp_path / "demo.toml"
     path.write_text(MINIMAL.replace('"pixels_mispaired"]', '"pixels_mispaired", "grid_ref_glossed"]', 1))
     with pytest.raises(ConvswapError) as caught:
@@ -52,11 +65,11 @@ def test_a_plan_may_run_a_registered_convention_and_not_an_unregistered_one(tmp_
     assert str(caught.value) == (
         f"{path}: design.conventions: unknown convention (known: {', '.join(CONVENTIONS)}), got 'grid_ref_glossed'"
     )
-    monkeypatch.setitem(CONVENTIONS, NEW.name, NEW)
+    (tmp_path / "conventions.toml").write_text(DECLARED, encoding="utf-8")
     assert load_plan(path).design.conventions[-1] == "grid_ref_glossed"
 
 
-def test_a_plan_refuses_a_registered_convention_for_a_task_it_does_not_apply_to(tmp_path):
+def test_a_plan_refuses_a_convention_for_a_task_it_does_not_apply_to(tmp_path):
     path = tmp_path / "demo.toml"
     path.write_text(MINIMAL.replace('"pixels_mispaired"]', '"pixels_mispaired", "hue_bare"]', 1))
     with pytest.raises(ConvswapError) as caught:

@@ -66,3 +66,57 @@ def test_console_script_exit_status():
     )  # fmt: skip
     assert result.returncode == 2
     assert "COCO image 424242 is not in" in result.stderr
+
+
+# --- `convswap conventions` ---------------------------------------------------------------------------
+
+
+def test_conventions_lists_shipped_and_declared_conventions_with_an_example(capsys, tmp_path):
+    (tmp_path / "conventions.toml").write_text(
+        '[thousandths]\ntasks = ["locate", "identify"]\noption = "({normalized_x}/1000, {normalized_y}/1000)"\n\n'
+        '[box_named]\ntasks = ["choice"]\noption = "{box}"\ngloss = "name"\nmispaired = true\n\n'
+        '[row_column]\ntasks = ["identify"]\noption = "row {row}, column {column}"\n',
+        encoding="utf-8",
+    )
+    assert main(["conventions", "--plan-dir", str(tmp_path)]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert lines[1] == f"# declared: {tmp_path / 'conventions.toml'}"
+    # The example: the microwave at middle-right (center (533, 213) of 640x426, option 6 of 9 in canonical order),
+    # a mispaired gloss naming the next cell, bottom-left.
+    index = lines.index(
+        "pixels_mispaired  tasks: locate (answer side), identify (question side)  gloss: cell_name, mispaired  "
+        "output: integer"
+    )
+    assert lines[index + 1] == "  locate: 6=(533, 213) [bottom-left]"
+    index = lines.index(
+        "thousandths  tasks: locate (answer side), identify (question side)  gloss: none  output: integer"
+    )
+    assert lines[index + 1] == "  locate: 6=(833/1000, 500/1000)"  # 1000 * 533 / 640 = 832.8, 1000 * 213 / 426 = 500
+    index = lines.index("box_named  tasks: choice (answer side)  gloss: name, mispaired  output: integer")
+    assert lines[index + 1] == "  choice (template; the items supply its fields): {box} [{name}]"
+    index = lines.index("row_column  tasks: identify (question side)  gloss: none  output: integer")
+    assert lines[index + 1] == "  identify: position row 2, column 3"
+    assert lines.index("hue_legend_mispaired  tasks: color (answer side)  gloss: color_word, mispaired, in a legend  "
+                       "output: integer") == len(lines) - 8  # fmt: skip
+    assert len(lines) == 2 + 2 * (17 + 3)
+
+
+def test_conventions_without_a_plan_dir_lists_the_shipped_ones(capsys):
+    assert main(["conventions"]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert len(lines) == 1 + 2 * 17
+    assert lines[lines.index("hue_glossed_mispaired  tasks: color (answer side)  gloss: color_word, mispaired  "
+                             "output: integer") + 1] == "  color: 4=145 (blue)"  # fmt: skip
+
+
+def test_conventions_refuses_a_bad_plan_dir_or_declaration_in_one_line(capsys, tmp_path):
+    assert main(["conventions", "--plan-dir", str(tmp_path / "missing")]) == 2
+    assert (
+        capsys.readouterr().err == f"convswap conventions: error: --plan-dir {tmp_path / 'missing'} is not a folder\n"
+    )
+    (tmp_path / "conventions.toml").write_text('[pixels]\ntasks = ["locate"]\noption = "{pixel_x}"\n')
+    assert main(["conventions", "--plan-dir", str(tmp_path)]) == 2
+    captured = capsys.readouterr()
+    assert captured.out == ""
+    assert captured.err == (f"convswap conventions: error: {tmp_path / 'conventions.toml'}: pixels: the name of a "
+                            "shipped convention; declare it under another name\n")  # fmt: skip

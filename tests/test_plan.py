@@ -20,6 +20,7 @@ from convswap.experiments.plan import (
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 PLAN_DIR = REPO_ROOT / "analysis_plan"
+K_LOCATE_IDENTIFY = "k = {locate = 9, identify = 6}"  # what a 3x3 COCO design produces for each task
 
 
 def write(tmp_path: Path, text: str, name: str = "demo") -> Path:
@@ -161,7 +162,7 @@ def test_duplicate_hypothesis_ids_are_refused(tmp_path):
 
 
 def test_hypothesis_task_must_be_named_when_the_design_has_several(tmp_path):
-    text = MINIMAL.replace('tasks = ["locate"]', 'tasks = ["locate", "identify"]').replace("k = 9", "k = 6")
+    text = MINIMAL.replace('tasks = ["locate"]', 'tasks = ["locate", "identify"]').replace("k = 9", K_LOCATE_IDENTIFY)
     with pytest.raises(ConvswapError, match=r"hypotheses\[0\]\.task: .*got None"):
         load_plan(write(tmp_path, text))
 
@@ -222,7 +223,7 @@ def test_a_bad_nested_field_is_one_line_naming_its_table(tmp_path, old, new, mes
 
 
 def test_a_hypothesis_of_a_two_task_design_must_name_its_task(tmp_path):
-    text = MINIMAL.replace('tasks = ["locate"]', 'tasks = ["locate", "identify"]').replace("k = 9", "k = 6")
+    text = MINIMAL.replace('tasks = ["locate"]', 'tasks = ["locate", "identify"]').replace("k = 9", K_LOCATE_IDENTIFY)
     path = write(tmp_path, text)
     with pytest.raises(ConvswapError) as caught:
         load_plan(path)

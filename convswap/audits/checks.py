@@ -18,10 +18,9 @@ import numpy as np
 from scipy.stats import binomtest
 
 from convswap.analysis.loading import group_by
-from convswap.analysis.mispaired import is_mispaired
 from convswap.audits.prompt_text import PromptUnreadable, question_position, read_options, referent_of, split_gloss
 from convswap.calibration.surfaces import MIN_CANDIDATE_MASS
-from convswap.conventions.render import CONVENTIONS, Convention
+from convswap.conventions.declarations import CONVENTIONS, Catalog, Convention
 from convswap.core import PART_ERRORS, ConvswapError, Generation, Prompt, Record, score_answer
 from convswap.experiments.scoring import is_tie, score_key
 from convswap.readout.parse import normalize_word, parse_generation
@@ -83,36 +82,37 @@ def readable(records: Sequence[Record]) -> list[Record]:
     return [record for record in records if not record.unreadable_parts()]
 
 
-def convention(record: Record) -> Convention:
-    if record.convention not in CONVENTIONS:
+def convention(record: Record, conventions: Catalog = CONVENTIONS) -> Convention:
+    """The record's convention among `conventions`: the shipped ones and those of the plan folder it ran under."""
+    if record.convention not in conventions:
         raise ConvswapError(f"unknown convention {record.convention!r}")
-    return CONVENTIONS[record.convention]
+    return conventions[record.convention]
 
 
-def prompt_of(record: Record) -> Prompt:
+def prompt_of(record: Record, conventions: Catalog = CONVENTIONS) -> Prompt:
     return Prompt(record.trial_id, record.convention, record.task, record.prompt, record.slots, record.alphabet,
-                  tuple(record.keys.items()), convention(record).output, record.glosses)  # fmt: skip
+                  tuple(record.keys.items()), convention(record, conventions).output, record.glosses)  # fmt: skip
 
 
 # --- prompt-target ---------------------------------------------------------------------------------
 
 
-def prompt_target(records: Sequence[Record]) -> CheckResult:
+def prompt_target(records: Sequence[Record], conventions: Catalog = CONVENTIONS) -> CheckResult:
     """The option at each stored key, read from the prompt text itself, names the target referent."""
     return per_record("prompt-target", "the option at each stored key names the target in the prompt text",
-                      records, _prompt_target_problem)  # fmt: skip
+                      records, lambda record: _prompt_target_problem(record, conventions))  # fmt: skip
 
 
-def _prompt_target_problem(record: Record) -> str | None:
+def _prompt_target_problem(record: Record, conventions: Catalog) -> str | None:
     trial = record.trial
-    coordinate = convention(record).coordinate
+    reading = convention(record, conventions).reading
     if record.task == "identify":
         position, _ = split_gloss(question_position(record.prompt))
-        described = referent_of(position, trial, coordinate)
+        described = referent_of(position, trial, reading)
         if described != trial.cell:
             return f"the question's position {position!r} denotes {described!r}, not the object's cell {trial.cell!r}"
-        coordinate = "label"  # the options are plain category names
-    options = read_options(record.prompt, trial, coordinate)
+        reading = "word"  # the options are plain category names
+    options = read_options(record.prompt, trial, reading)
     for key, slot in record.keys.items():
         if not 1 <= slot <= len(options):
             return f"key {key}={slot} is not an option of the prompt (1..{len(options)})"
@@ -127,15 +127,15 @@ def _prompt_target_problem(record: Record) -> str | None:
 # --- relabel ---------------------------------------------------------------------------------------
 
 
-def relabel(records: Sequence[Record]) -> CheckResult:
+def relabel(records: Sequence[Record], conventions: Catalog = CONVENTIONS) -> CheckResult:
     """Every parsed slot, first-token slot, answer slot and correctness flag recomputes from the raw output."""
     return per_record("relabel", "parsed slots and correctness recompute from the raw output with the current parser",
-                      records, _relabel_problem)  # fmt: skip
+                      records, lambda record: _relabel_problem(record, conventions))  # fmt: skip
 
 
-def _relabel_problem(record: Record) -> str | None:
+def _relabel_problem(record: Record, conventions: Catalog) -> str | None:
     if record.generation is not None:
-        parsed = parse_generation(record.generation, prompt_of(record))
+        parsed = parse_generation(record.generation, prompt_of(record, conventions))
         if (parsed.slot, parsed.status) != (record.parsed_slot, record.parse_status):
             return (f"stored parse (slot {record.parsed_slot}, {record.parse_status}) but the text parses to "
                     f"(slot {parsed.slot}, {parsed.status})")  # fmt: skip
@@ -252,7 +252,7 @@ def _alphabet_problem(record: Record) -> str | None:
 # --- truncation ------------------------------------------------------------------------------------
 
 
-def truncation(records: Sequence[Record]) -> CheckResult:
+def truncation(records: Sequence[Record], conventions: Catalog = CONVENTIONS) -> CheckResult:
     """Empty and length-stopped generations are counted apart and shown, never scored as answers or as wrong.
 
     A generation the budget cut before its answer must be recorded `truncated`
@@ -269,7 +269,7 @@ def truncation(records: Sequence[Record]) -> CheckResult:
     """
     generated = [record for record in records if record.generation is not None]
     result = per_record("truncation", "empty and length-stopped generations are counted apart, never as answers",
-                        generated, _truncation_problem)  # fmt: skip
+                        generated, lambda record: _truncation_problem(record, conventions))  # fmt: skip
     generated_readable = readable(generated)
     result.failures += _mixed_budgets(generated_readable)
     stopped = [r for r in generated_readable if _is_cut_or_empty(r.generation)]
@@ -315,7 +315,7 @@ def _mixed_budgets(generated: Sequence[Record]) -> list[CheckFailure]:
     return failures
 
 
-def _truncation_problem(record: Record) -> str | None:
+def _truncation_problem(record: Record, conventions: Catalog) -> str | None:
     generation = record.generation
     if generation is None:
         return None
@@ -324,7 +324,7 @@ def _truncation_problem(record: Record) -> str | None:
         return f"a generation of {used} tokens exceeds its token budget of {budget}"
     if not _is_cut_or_empty(generation):
         return None
-    expected = parse_generation(generation, prompt_of(record))
+    expected = parse_generation(generation, prompt_of(record, conventions))
     if expected.status in ("truncated", "empty") and record.parse_status != expected.status:
         return (f"a generation stopped by {generation.finish_reason!r} with text {generation.text!r} is recorded as "
                 f"{record.parse_status!r}, not {expected.status!r}")  # fmt: skip
@@ -340,14 +340,19 @@ def _truncation_problem(record: Record) -> str | None:
 # --- derangement -----------------------------------------------------------------------------------
 
 
-def derangement(records: Sequence[Record]) -> CheckResult:
+def derangement(records: Sequence[Record], conventions: Catalog = CONVENTIONS) -> CheckResult:
     """Every mispaired record, read from its prompt text, glosses no option with its own name and has
     distinct coord and name keys."""
+
+    def mispaired(record: Record) -> bool:
+        known = conventions.get(record.convention)
+        return known is not None and known.mispaired
+
     return per_record("derangement", "mispaired glosses have no fixed point and distinct keys", records,
-                      _derangement_problem, applies=is_mispaired)  # fmt: skip
+                      lambda record: _derangement_problem(record, conventions), applies=mispaired)  # fmt: skip
 
 
-def _derangement_problem(record: Record) -> str | None:
+def _derangement_problem(record: Record, conventions: Catalog) -> str | None:
     trial = record.trial
     if record.task == "identify":
         position, gloss = split_gloss(question_position(record.prompt))
@@ -356,7 +361,7 @@ def _derangement_problem(record: Record) -> str | None:
         return None
     if record.keys.get("coord") == record.keys.get("name"):
         return f"coord and name keys coincide at slot {record.keys.get('coord')}"
-    options = read_options(record.prompt, trial, convention(record).coordinate)
+    options = read_options(record.prompt, trial, convention(record, conventions).reading)
     fixed = [slot for slot, option in enumerate(options, start=1) if option.referent == option.gloss]
     if fixed:
         return f"slot(s) {fixed} glossed with their own name: {[options[s - 1].description for s in fixed]}"
@@ -371,13 +376,13 @@ def _derangement_problem(record: Record) -> str | None:
 # --- index space -----------------------------------------------------------------------------------
 
 
-def index_space(records: Sequence[Record]) -> CheckResult:
+def index_space(records: Sequence[Record], conventions: Catalog = CONVENTIONS) -> CheckResult:
     """Answer slots, keys and the alphabet all index one list: the prompt's own options, in slot order."""
     return per_record("index-space", "answers and keys index the prompt's own option list", records,
-                      _index_space_problem)  # fmt: skip
+                      lambda record: _index_space_problem(record, conventions))  # fmt: skip
 
 
-def _index_space_problem(record: Record) -> str | None:
+def _index_space_problem(record: Record, conventions: Catalog) -> str | None:
     k = len(record.slots)
     if len(record.alphabet) != k:
         return f"alphabet has {len(record.alphabet)} answers for {k} slots"
@@ -388,7 +393,7 @@ def _index_space_problem(record: Record) -> str | None:
     for key, holds in (("target", record.slots), ("coord", record.slots), ("name", record.glosses)):
         if key in record.keys and holds[record.keys[key] - 1] != target:
             return f"key {key}={record.keys[key]} holds {holds[record.keys[key] - 1]!r}, not the target {target!r}"
-    if convention(record).output == "word":
+    if convention(record, conventions).output == "word":
         if record.alphabet != record.slots:
             return f"word alphabet {list(record.alphabet)} is not the options in slot order {list(record.slots)}"
         generation = record.generation

@@ -67,10 +67,11 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 def run_audit(args: argparse.Namespace) -> int:
     from convswap.audits.log_audit import audit_folder
     from convswap.audits.report import format_report
+    from convswap.conventions.declarations import conventions_of
 
     plan_dir = args.plan_dir if args.plan_dir is not None else default_plan_dir_or_none()
     provenance = checked_provenance(args.logdir, plan_dir, args.allow_unregistered)
-    records, results = audit_folder(args.logdir, args.vocabulary, seed=args.seed)
+    records, results = audit_folder(args.logdir, args.vocabulary, seed=args.seed, conventions=conventions_of(plan_dir))
     print(format_report(results))
     failed = [result.name for result in results if not result.passed]
     if provenance.torn:

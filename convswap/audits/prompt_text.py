@@ -12,9 +12,9 @@ import re
 from dataclasses import dataclass
 
 from convswap.conventions.cells import COLUMN_LETTERS, NORMALIZED_SCALE, cell_names, cell_of_point, grid_of
-from convswap.conventions.color import DESCRIBED_BY
-from convswap.conventions.render import Coordinate
-from convswap.conventions.spatial import PairScale, pair_scale
+from convswap.conventions.choice import OPTIONS_PLACEHOLDER, QUESTION_META
+from convswap.conventions.fields import DESCRIPTIONS_META, Reading
+from convswap.conventions.instructions import integer_answer
 from convswap.core import Trial
 
 _GLOSS = re.compile(r"^(?P<body>.*?)\s*(?:\[(?P<square>[^\]]+)\]|\((?P<round>[A-Za-z][^)]*)\))$")
@@ -39,6 +39,12 @@ def option_descriptions(text: str, k: int) -> list[str]:
         if len(words) != k:
             raise PromptUnreadable(f"expected {k} options, found {len(words)}")
         return words
+    return _numbered(body, k, whole=False)
+
+
+def _numbered(body: str, k: int, whole: bool) -> list[str]:
+    """The descriptions of a numbered list "1=..., 2=...", which `body` starts with.  whole: `body` is the list
+    itself, its last option running to its end; else the last option ends at the first ". " after it."""
     descriptions = []
     position = 0
     for slot in range(1, k + 1):
@@ -46,7 +52,10 @@ def option_descriptions(text: str, k: int) -> list[str]:
         if not body.startswith(marker, position):
             raise PromptUnreadable(f"option {slot} is missing")
         position += len(marker)
-        end = body.find(f", {slot + 1}=", position) if slot < k else body.find(". ", position)
+        if slot < k:
+            end = body.find(f", {slot + 1}=", position)
+        else:
+            end = len(body) if whole else body.find(". ", position)
         if end < 0:
             raise PromptUnreadable(f"option {slot} has no end")
         descriptions.append(body[position:end])
@@ -89,10 +98,10 @@ def legend_pairs(text: str) -> dict[int, str]:
     return pairs
 
 
-def cell_named_by(description: str, trial: Trial, scale: PairScale = "pixels") -> str | None:
+def cell_named_by(description: str, trial: Trial, normalized: bool = False) -> str | None:
     """The grid cell a spatial description denotes under the stored trial's image size, or None.
 
-    scale: how a bare "(x, y)" pair is read -- "pixels" or "normalized" (0-999).
+    normalized: a bare "(x, y)" pair is on the 0-999 scale, not in pixels.
     """
     n, width, height = grid_of(trial), trial.width, trial.height
     if description in cell_names(n):
@@ -108,26 +117,25 @@ def cell_named_by(description: str, trial: Trial, scale: PairScale = "pixels") -
     y: float = int(pair["y"])
     if "%" in description:
         x, y = x * width / 100, y * height / 100
-    elif scale == "normalized":
+    elif normalized:
         x, y = x * width / NORMALIZED_SCALE, y * height / NORMALIZED_SCALE
     if not (0 <= x < width and 0 <= y < height):
         return None
     return cell_of_point(x, y, width, height, n)
 
 
-def referent_of(description: str, trial: Trial, coordinate: Coordinate) -> str | None:
-    """The referent an option description names, decoded by the convention's coordinate system.
-
-    coordinate: the convention's coordinate ("cell_name", "pixels", "normalized",
-    "grid_ref", "percent", "word", "label", "hue").
-    """
+def referent_of(description: str, trial: Trial, reading: Reading | None) -> str | None:
+    """The referent an option description names, decoded as the convention's option fields are read
+    (`Convention.reading`); None when it names none, or when the convention's fields cannot be read back."""
     body, _ = split_gloss(description)
-    if coordinate in DESCRIBED_BY:
-        if DESCRIBED_BY[coordinate] == "word":
-            return body if body in trial.referents else None
+    if reading == "word":
+        return body if body in trial.referents else None
+    if reading == "angle":
         angle_words = {anchor.angle: anchor.word for anchor in trial.anchors}
         return angle_words.get(int(body)) if body.isdigit() else None
-    return cell_named_by(body, trial, scale=pair_scale(coordinate))
+    if reading is None:
+        return None
+    return cell_named_by(body, trial, normalized=reading == "cell_normalized")
 
 
 @dataclass(frozen=True)
@@ -140,13 +148,42 @@ class ReadOption:
     gloss: str | None
 
 
-def read_options(text: str, trial: Trial, coordinate: Coordinate) -> tuple[ReadOption, ...]:
-    """The trial's K options in slot order, each decoded from `text` by the convention's coordinate system."""
+def read_options(text: str, trial: Trial, reading: Reading | None) -> tuple[ReadOption, ...]:
+    """The trial's K options in slot order, each decoded from `text` as the convention's option is read (a choice
+    item's, through the item's own descriptions)."""
+    if trial.task == "choice":
+        return _choice_options(text, trial)
     legend = legend_pairs(text)
     options = []
     for description in option_descriptions(text, trial.k):
         body, gloss = split_gloss(description)
         if gloss is None and body.isdigit():
             gloss = legend.get(int(body))
-        options.append(ReadOption(description, referent_of(body, trial, coordinate), gloss))
+        options.append(ReadOption(description, referent_of(body, trial, reading), gloss))
     return tuple(options)
+
+
+def _choice_options(text: str, trial: Trial) -> tuple[ReadOption, ...]:
+    """A choice item's options: the list its question holds in place of {options}, each option and its gloss
+    (" [...]" after it) read back to the one referent the item describes in those words."""
+    question = trial.meta_value(QUESTION_META)
+    if not isinstance(question, str) or question.count(OPTIONS_PLACEHOLDER) != 1:
+        raise PromptUnreadable(f"the item's question {question!r} holds no {OPTIONS_PLACEHOLDER}")
+    before, _, after = question.partition(OPTIONS_PLACEHOLDER)
+    start, end = text.find(before), text.rfind(f"{after} {integer_answer(trial.k)}")
+    if start < 0 or end < start + len(before):
+        raise PromptUnreadable("the prompt does not hold the item's question")
+    options = []
+    for description in _numbered(text[start + len(before) : end], trial.k, whole=True):
+        referent, gloss = _described_by(description, trial), None
+        if referent is None and description.endswith("]") and " [" in description:
+            body, _, glossed = description[:-1].rpartition(" [")
+            referent, gloss = _described_by(body, trial), _described_by(glossed, trial)
+        options.append(ReadOption(description, referent, gloss))
+    return tuple(options)
+
+
+def _described_by(text: str, trial: Trial) -> str | None:
+    """The one referent a choice item describes as `text` under some field, else None."""
+    found = [referent for referent, fields in trial.meta_value(DESCRIPTIONS_META, ()) if text in dict(fields).values()]
+    return found[0] if len(found) == 1 else None

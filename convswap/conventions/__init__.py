@@ -9,8 +9,16 @@ from convswap.conventions.cells import (
     normalized,
     percent,
 )
+from convswap.conventions.declarations import (
+    CONVENTIONS,
+    Convention,
+    conventions_for,
+    conventions_of,
+    get_convention,
+    load_conventions,
+)
 from convswap.conventions.order import check_derangement, derangement, option_order
-from convswap.conventions.render import CONVENTIONS, Convention, conventions_for, get_convention, render
+from convswap.conventions.render import render
 
 __all__ = [
     "CONVENTIONS",
@@ -21,9 +29,11 @@ __all__ = [
     "cell_position",
     "check_derangement",
     "conventions_for",
+    "conventions_of",
     "derangement",
     "get_convention",
     "grid_reference",
+    "load_conventions",
     "normalized",
     "option_order",
     "percent",

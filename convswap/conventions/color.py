@@ -1,20 +1,14 @@
-"""Color conventions: the rungs of the color ladder (spec appendix "Color ladder").
+"""Color questions: the sentences around the rungs of the color ladder (spec appendix "Color ladder").
 
 {where} is the cued cell's name; {which} depends on whether the stimulus angle
-is held out.  Every sentence a model sees is written out in full below.
+is held out.  Every sentence a model sees is written out in full below; how an
+option is described is the convention's declaration (conventions.toml).
 """
 
 from __future__ import annotations
 
-from typing import Literal
-
 from convswap.conventions.instructions import WORD_ANSWER, integer_answer
 from convswap.core import ConvswapError, Trial
-
-ColorCoordinate = Literal["word", "label", "hue"]
-# What each color coordinate writes for a referent: the color word itself, or the model's calibrated angle for it.
-# The audits read stored options back by this entry.
-DESCRIBED_BY: dict[ColorCoordinate, Literal["word", "angle"]] = {"word": "word", "label": "word", "hue": "angle"}
 
 WHICH_HELD_OUT = "Which of these is it closest to?"
 WHICH_CALIBRATION = "Which one?"
@@ -41,8 +35,8 @@ def legend(pairs: list[tuple[int, str]]) -> str:
     return f"Colors are described by a hue angle from 0 to 359 on a color wheel where {stated}. "
 
 
-def glossed(angle: int, word: str) -> str:
-    return f"{angle} ({word})"
+def glossed(description: str, name: str) -> str:
+    return f"{description} ({name})"
 
 
 def word_text(where: str, options: str, which_text: str) -> str:

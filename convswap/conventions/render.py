@@ -1,107 +1,58 @@
-"""Conventions as data, and rendering a trial under one of them into a Prompt.
+"""Rendering a trial under a convention into a Prompt.
 
-A convention fixes what describes each referent (`coordinate`), whether a name
-is attached (`gloss`: none, glossed, or mispaired through a derangement), whether
-a color legend is stated once, and what the answer looks like (`output`).
-Everything else -- image, question, candidate set, candidate order, output
-format within a comparison -- is the trial's and stays fixed across conventions.
+A convention (declared in conventions.toml, see `declarations`) fixes what
+describes each referent, whether a name is attached (none, glossed, or
+mispaired through a derangement), whether a color legend is stated once, and
+what the answer looks like.  Everything else -- image, question, candidate set,
+candidate order, output format within a comparison -- is the trial's and stays
+fixed across conventions; the question frames are written out in spatial.py,
+color.py and choice.py.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Literal
 
-from convswap.conventions import color, spatial
+from convswap.conventions import choice, color, spatial
 from convswap.conventions.cells import cell_names, grid_of
+from convswap.conventions.declarations import (
+    CONVENTIONS,
+    Convention,
+    check_task,
+    conventions_for,
+    get_convention,
+    template_fields,
+)
+from convswap.conventions.fields import Referent, referent_value, trial_value
 from convswap.conventions.order import check_derangement, derangement, option_order
-from convswap.core import ConvswapError, Gloss, OutputFormat, Prompt, Side, Trial
+from convswap.core import ConvswapError, Prompt, Trial
 
-SPATIAL_TASKS = ("locate", "identify")
-Coordinate = Literal[spatial.SpatialCoordinate, color.ColorCoordinate]
-
-
-@dataclass(frozen=True)
-class Convention:
-    name: str
-    tasks: tuple[str, ...]
-    coordinate: Coordinate
-    gloss: Gloss = "none"
-    legend: bool = False
-    output: OutputFormat = "integer"
-
-    def side(self, task: str) -> Side:
-        """Where the description sits: in the options (locate, color) or in the question (identify)."""
-        return "question" if task == "identify" else "answer"
-
-
-# Every convention, registered once: rendering, the per-task lists, plan validation and the audits read it here.
-CONVENTIONS: dict[str, Convention] = {
-    c.name: c
-    for c in (
-        Convention("cell_name", SPATIAL_TASKS, "cell_name"),
-        Convention("normalized", SPATIAL_TASKS, "normalized"),
-        Convention("pixels", SPATIAL_TASKS, "pixels"),
-        Convention("pixels_glossed", SPATIAL_TASKS, "pixels", gloss="glossed"),
-        Convention("pixels_mispaired", SPATIAL_TASKS, "pixels", gloss="mispaired"),
-        Convention("normalized_mispaired", SPATIAL_TASKS, "normalized", gloss="mispaired"),
-        Convention("grid_ref", SPATIAL_TASKS, "grid_ref"),
-        Convention("percent", SPATIAL_TASKS, "percent"),
-        Convention("grid_ref_mispaired", SPATIAL_TASKS, "grid_ref", gloss="mispaired"),
-        Convention("percent_mispaired", SPATIAL_TASKS, "percent", gloss="mispaired"),
-        Convention("word", ("color",), "word", output="word"),
-        Convention("label", ("color",), "label"),
-        Convention("hue_bare", ("color",), "hue"),
-        Convention("hue_legend", ("color",), "hue", legend=True),
-        Convention("hue_glossed", ("color",), "hue", gloss="glossed"),
-        Convention("hue_glossed_mispaired", ("color",), "hue", gloss="mispaired"),
-        Convention("hue_legend_mispaired", ("color",), "hue", gloss="mispaired", legend=True),
-    )
-}
-
-
-def get_convention(name: str, task: str | None = None) -> Convention:
-    if name not in CONVENTIONS:
-        raise ConvswapError(f"unknown convention {name!r}; known: {', '.join(CONVENTIONS)}")
-    convention = CONVENTIONS[name]
-    if task is not None and task not in convention.tasks:
-        raise ConvswapError(f"convention {name!r} does not apply to task {task!r} (it applies to {convention.tasks})")
-    return convention
-
-
-def conventions_for(task: str) -> tuple[str, ...]:
-    return tuple(name for name, c in CONVENTIONS.items() if task in c.tasks)
+__all__ = ["CONVENTIONS", "Convention", "Described", "conventions_for", "describe", "get_convention", "render"]
 
 
 def render(
     trial: Trial,
-    convention_name: str,
+    convention: str | Convention,
     order: Sequence[str] | None = None,
     mispairing: Sequence[int] | None = None,
 ) -> Prompt:
-    """Render `trial` under a convention.
+    """Render `trial` under a convention: a shipped one by name, or any declared `Convention`.
 
     order: the referents in slot order; defaults to the trial's seeded option order.
     mispairing: for a mispaired gloss, slot i+1 is glossed with the name of slot
     mispairing[i]+1; defaults to the trial's seeded derangement.  Both exist as
     arguments so that a published prompt can be reproduced exactly.
     """
-    convention = get_convention(convention_name, trial.task)
-    slots = _slots(trial, order)
-    if convention.gloss == "mispaired":
-        size = len(cell_names(grid_of(trial))) if trial.task == "identify" else trial.k
-        mapping = derangement(trial.trial_id, size) if mispairing is None else tuple(mispairing)
-        check_derangement(tuple(mapping), trial.trial_id)
-        if len(mapping) != size:
-            raise ConvswapError(f"trial {trial.trial_id}: mispairing has {len(mapping)} entries, expected {size}")
+    if isinstance(convention, Convention):
+        convention = check_task(convention, trial.task)
     else:
-        mapping = ()
-    if trial.task == "locate":
-        return _render_locate(trial, convention, slots, mapping)
+        convention = get_convention(convention, trial.task)
+    slots = _slots(trial, order)
+    mapping = _mapping(trial, convention, mispairing)
     if trial.task == "identify":
         return _render_identify(trial, convention, slots, mapping)
-    return _render_color(trial, convention, slots, mapping)
+    return _render_options(trial, convention, slots, mapping)
 
 
 def _slots(trial: Trial, order: Sequence[str] | None) -> tuple[str, ...]:
@@ -113,6 +64,30 @@ def _slots(trial: Trial, order: Sequence[str] | None) -> tuple[str, ...]:
             f"trial {trial.trial_id}: options {list(slots)} do not match its {trial.k} referents {list(trial.referents)}"
         )
     return slots
+
+
+def _mapping(trial: Trial, convention: Convention, mispairing: Sequence[int] | None) -> tuple[int, ...]:
+    """The derangement a mispaired gloss follows (identify: of the grid's cells, else of the options)."""
+    if not convention.mispaired:
+        return ()
+    size = len(cell_names(grid_of(trial))) if trial.task == "identify" else trial.k
+    mapping = derangement(trial.trial_id, size) if mispairing is None else tuple(mispairing)
+    check_derangement(mapping, trial.trial_id)
+    if len(mapping) != size:
+        raise ConvswapError(f"trial {trial.trial_id}: mispairing has {len(mapping)} entries, expected {size}")
+    return mapping
+
+
+def _fill(template: str, value_of: Callable[[str], str]) -> str:
+    return template.format_map({name: value_of(name) for name in template_fields(template)})
+
+
+def _option(convention: Convention, referent: Referent) -> str:
+    return _fill(convention.option, lambda name: referent_value(name, referent, convention.name))
+
+
+def _preamble(convention: Convention, trial: Trial) -> str:
+    return _fill(convention.preamble, lambda name: trial_value(name, trial, convention.name))
 
 
 def _numbered(descriptions: Sequence[str]) -> str:
@@ -131,73 +106,97 @@ def _mispaired_keys(slots: tuple[str, ...], glosses: tuple[str, ...], target: st
     return (("coord", coord), ("name", name))
 
 
-def _render_locate(trial: Trial, convention: Convention, slots: tuple[str, ...], mapping: tuple[int, ...]) -> Prompt:
-    descriptions = [spatial.describe_cell(convention.coordinate, trial, cell) for cell in slots]
-    if convention.gloss == "glossed":
-        glosses = slots
-    elif convention.gloss == "mispaired":
-        glosses = tuple(slots[j] for j in mapping)
-    else:
-        glosses = ()
-    if glosses:
-        descriptions = [spatial.glossed(d, name) for d, name in zip(descriptions, glosses, strict=True)]
-    text = spatial.locate_text(
-        spatial.preamble(convention.coordinate, trial), trial.subject, _numbered(descriptions), trial.k
-    )
-    if convention.gloss == "mispaired":
-        keys = _mispaired_keys(slots, glosses, trial.target)
-    else:
-        keys = (("target", slots.index(trial.target) + 1),)
-    return Prompt(trial.trial_id, convention.name, "locate", text, slots, _integer_alphabet(trial.k), keys,
-                  "integer", glosses)  # fmt: skip
+@dataclass(frozen=True)
+class Described:
+    """How a prompt describes its referents, before the question is put around them.
+
+    shown[i]: the text at slot i+1, its gloss attached unless a legend states it (identify: the one position the
+    question asks about).  named[i]: the referent whose gloss field is attached there, its own or, mispaired,
+    another's; glosses[i]: that gloss's text.  Both empty without a gloss field.
+    """
+
+    shown: tuple[str, ...]
+    named: tuple[str, ...] = ()
+    glosses: tuple[str, ...] = ()
 
 
-def _render_identify(trial: Trial, convention: Convention, slots: tuple[str, ...], mapping: tuple[int, ...]) -> Prompt:
-    # The options are object categories; the coordinate sits in the question.  A
-    # mispaired question glosses the target's coordinate with another cell's name,
-    # drawn by the trial's derangement of the grid's cells.  No option sits at that
-    # other cell, so a mispaired identify prompt has a coord key and no name key.
+def describe(trial: Trial, convention: Convention, slots: Sequence[str], mapping: Sequence[int]) -> Described:
+    """The descriptions of `trial`'s referents in slot order under `convention`, `mapping` its derangement."""
+    if trial.task == "identify":
+        return _describe_position(trial, convention, mapping)
+    slots = tuple(slots)
+    shown = [_option(convention, Referent(trial, name, slot)) for slot, name in enumerate(slots, start=1)]
+    gloss_field = convention.gloss_field
+    if gloss_field is None:
+        return Described(tuple(shown))
+    named = tuple(slots[j] for j in mapping) if convention.mispaired else slots
+    glosses = tuple(referent_value(gloss_field, Referent(trial, name, slots.index(name) + 1), convention.name)
+                    for name in named)  # fmt: skip
+    if not convention.legend:
+        attach = color.glossed if trial.task == "color" else spatial.glossed
+        shown = [attach(text, gloss) for text, gloss in zip(shown, glosses, strict=True)]
+    return Described(tuple(shown), named, glosses)
+
+
+def _describe_position(trial: Trial, convention: Convention, mapping: Sequence[int]) -> Described:
+    # A mispaired question glosses the target's coordinate with another cell's name, drawn by the trial's
+    # derangement of the grid's cells.
     if trial.cell is None:
         raise ConvswapError(f"trial {trial.trial_id}: an identify trial needs the cell it asks about")
-    position = spatial.describe_cell(convention.coordinate, trial, trial.cell)
+    position = _option(convention, Referent(trial, trial.cell))
+    gloss_field = convention.gloss_field
+    if gloss_field is None:
+        return Described((position,))
     cells = cell_names(grid_of(trial))
-    if convention.gloss == "glossed":
-        position = spatial.glossed(position, trial.cell)
-    elif convention.gloss == "mispaired":
-        position = spatial.glossed(position, cells[mapping[cells.index(trial.cell)]])
-    text = spatial.identify_text(spatial.preamble(convention.coordinate, trial), position, _numbered(slots), trial.k)
-    target = slots.index(trial.target) + 1
-    keys = (("coord", target),) if convention.gloss == "mispaired" else (("target", target),)
-    return Prompt(trial.trial_id, convention.name, "identify", text, slots, _integer_alphabet(trial.k), keys, "integer")
+    named = cells[mapping[cells.index(trial.cell)]] if convention.mispaired else trial.cell
+    gloss = referent_value(gloss_field, Referent(trial, named), convention.name)
+    return Described((spatial.glossed(position, gloss),), (named,), (gloss,))
 
 
-def _render_color(trial: Trial, convention: Convention, slots: tuple[str, ...], mapping: tuple[int, ...]) -> Prompt:
-    angles = color.anchor_angles(trial)
-    where, which_text, k = trial.subject, color.which(trial), trial.k
-    target_key = (("target", slots.index(trial.target) + 1),)
-    if convention.coordinate == "word":
-        text = color.word_text(where, ", ".join(slots), which_text)
-        return Prompt(trial.trial_id, convention.name, "color", text, slots, slots, target_key, "word")
-    if convention.coordinate == "label":
-        text = color.label_text(where, _numbered(slots), which_text, k)
-        return Prompt(
-            trial.trial_id, convention.name, "color", text, slots, _integer_alphabet(k), target_key, "integer"
-        )
-    # Hue rungs.  named[i] is the word paired with slot i+1's angle, by gloss or legend.
-    named = tuple(slots[j] for j in mapping) if convention.gloss == "mispaired" else slots
+def _render_options(trial: Trial, convention: Convention, slots: tuple[str, ...], mapping: tuple[int, ...]) -> Prompt:
+    """locate, color and choice: the description sits in each option."""
+    described = describe(trial, convention, slots, mapping)
+    shown, k = described.shown, trial.k
+    preamble = _preamble(convention, trial)
+    if trial.task == "locate":
+        text = spatial.locate_text(preamble, trial.subject, _numbered(shown), k)
+    elif trial.task == "choice":
+        text = choice.choice_text(preamble, choice.question_template(trial), _numbered(shown), k)
+    else:
+        text = preamble + _color_text(trial, convention, described)
+    if convention.output == "word":
+        if len(set(shown)) != k:
+            raise ConvswapError(f"trial {trial.trial_id}: a word answer needs distinct options, got {list(shown)}")
+        alphabet = shown
+    else:
+        alphabet = _integer_alphabet(k)
+    if convention.mispaired:
+        keys = _mispaired_keys(slots, described.named, trial.target)
+    else:
+        keys = (("target", slots.index(trial.target) + 1),)
+    glosses = described.named if convention.gloss != "none" else ()
+    return Prompt(trial.trial_id, convention.name, trial.task, text, slots, alphabet, keys, convention.output, glosses)
+
+
+def _color_text(trial: Trial, convention: Convention, described: Described) -> str:
+    color.anchor_angles(trial)  # every referent has a calibrated angle, whatever the rung shows
+    where, which_text, k, shown = trial.subject, color.which(trial), trial.k, described.shown
+    if convention.output == "word":
+        return color.word_text(where, ", ".join(shown), which_text)
+    if "hue_angle" not in convention.option_fields:
+        return color.label_text(where, _numbered(shown), which_text, k)
     legend_text = ""
     if convention.legend:
         # The legend is a property of the wheel, so it lists angles in wheel order, not slot order.
-        pairs = sorted((angles[slot], named[i]) for i, slot in enumerate(slots))
-        legend_text = color.legend(pairs)
-    if convention.gloss != "none" and not convention.legend:
-        descriptions = [color.glossed(angles[slot], named[i]) for i, slot in enumerate(slots)]
-    else:
-        descriptions = [str(angles[slot]) for slot in slots]
-    text = color.hue_text(legend_text, where, _numbered(descriptions), which_text, k)
-    if convention.gloss == "mispaired":
-        return Prompt(trial.trial_id, convention.name, "color", text, slots, _integer_alphabet(k),
-                      _mispaired_keys(slots, named, trial.target), "integer", named)  # fmt: skip
-    glosses = slots if convention.gloss == "glossed" else ()
-    return Prompt(trial.trial_id, convention.name, "color", text, slots, _integer_alphabet(k), target_key, "integer",
-                  glosses)  # fmt: skip
+        legend_text = color.legend(sorted(zip(map(int, shown), described.glosses, strict=True)))
+    return color.hue_text(legend_text, where, _numbered(shown), which_text, k)
+
+
+def _render_identify(trial: Trial, convention: Convention, slots: tuple[str, ...], mapping: tuple[int, ...]) -> Prompt:
+    # The options are object categories; the coordinate sits in the question.  No option sits at the cell a
+    # mispaired gloss names, so a mispaired identify prompt has a coord key and no name key.
+    (position,) = describe(trial, convention, slots, mapping).shown
+    text = spatial.identify_text(_preamble(convention, trial), position, _numbered(slots), trial.k)
+    target = slots.index(trial.target) + 1
+    keys = (("coord", target),) if convention.mispaired else (("target", target),)
+    return Prompt(trial.trial_id, convention.name, "identify", text, slots, _integer_alphabet(trial.k), keys, "integer")

@@ -21,8 +21,8 @@ from typing import Annotated, Any, Literal, get_args
 
 from pydantic import BeforeValidator, Field, ValidationError, ValidationInfo, field_validator, model_validator
 
-from convswap.conventions import CONVENTIONS, conventions_for
-from convswap.conventions.cells import GRID_SIZES
+from convswap.conventions import Convention, conventions_of
+from convswap.conventions.cells import GRID_SIZES, has_english_names
 from convswap.core import CONDITIONS, TASKS, Condition, ConvswapError, Task, sha256_hex
 from convswap.validation import Table, at_least, checked, first_problem, is_integer, is_number, one_of, problem
 
@@ -56,6 +56,8 @@ DIRECTIONS: tuple[Direction, ...] = get_args(Direction)
 KEYS: tuple[Key, ...] = get_args(Key)
 GATE_READOUTS: tuple[GateReadout, ...] = get_args(GateReadout)
 CALIBRATED_K = "calibrated"  # color: K is the size of the model's calibrated vocabulary
+SYNTHETIC_GRID = 3  # the synthetic arrays (spatial and color) are drawn on a 3x3 grid
+IDENTIFY_K = (2, 9)  # the target and 1 to 8 distractors
 
 _NAME = re.compile(r"^[a-z][a-z0-9_]*$")
 _STRICT_FRACTION = "must be a number strictly between 0 and 1"
@@ -111,6 +113,12 @@ Fraction = Annotated[float, _number(lambda value: 0 < value < 1, _STRICT_FRACTIO
 Boolean = Annotated[bool, checked(lambda value: isinstance(value, bool), "must be a boolean")]
 
 
+def plan_conventions(info: ValidationInfo) -> dict[str, Convention]:
+    """The conventions of the plan's folder (the folder of its file): the shipped ones and the folder's own."""
+    path = (info.context or {}).get("path")
+    return conventions_of(path.parent if path is not None else None)
+
+
 def _design_of(info: ValidationInfo) -> Design | None:
     """The plan's design when it validated (fields validate in order, and the design comes first)."""
     return info.data.get("design")
@@ -144,11 +152,12 @@ class Design(Table):
         if not names and stimuli != "calibration":
             raise problem("must list at least one convention", [])
         _repeats(list(names))
+        catalog = plan_conventions(info)
         for name in names:
-            if name not in CONVENTIONS:
-                raise problem(f"unknown convention (known: {', '.join(CONVENTIONS)})", name)
+            if name not in catalog:
+                raise problem(f"unknown convention (known: {', '.join(catalog)})", name)
             for task in tasks:
-                if name not in conventions_for(task):
+                if task not in catalog[name].tasks:
                     raise problem(f"convention does not apply to task {task!r}", name)
         return names
 
@@ -160,6 +169,8 @@ class Design(Table):
             raise problem(f"must be one of {', '.join(map(str, GRID_SIZES))}", grid)
         if grid is None and stimuli not in (None, "calibration", ITEMS_STIMULI):
             raise problem(f"is required for {stimuli} stimuli", None)
+        if stimuli in ("synthetic_spatial", "color_arrays") and grid != SYNTHETIC_GRID:
+            raise problem(f"must be {SYNTHETIC_GRID} for {stimuli} stimuli (the arrays are drawn on a 3x3 grid)", grid)
         return grid
 
     @field_validator("k", mode="before")
@@ -176,9 +187,20 @@ class Design(Table):
         if sorted(value) != sorted(tasks):
             raise problem(f"must give K for exactly the tasks {list(tasks)}", value)
         for task, k in value.items():
-            if k != CALIBRATED_K and (not is_integer(k) or k < 2):
-                raise problem(f"must be an integer >= 2 or {CALIBRATED_K!r}", k, (task,))
+            _check_k(task, k, info.data.get("grid"))
         return tuple((task, value[task]) for task in tasks)
+
+    @model_validator(mode="after")
+    def _conventions_describe_the_grid(self, info: ValidationInfo) -> Design:
+        # Grids over 4x4 have no English cell names, so no convention naming one can describe them.
+        if self.grid is None or has_english_names(self.grid):
+            return self
+        catalog = plan_conventions(info)
+        for name in self.conventions:
+            if catalog[name].needs_english_names:
+                raise problem(f"names cells by English name, which the {self.grid}x{self.grid} grid's cells do not "
+                              "have (use grid references)", name, ("conventions",))  # fmt: skip
+        return self
 
     @field_validator("crossover", mode="before")
     @classmethod
@@ -223,6 +245,22 @@ class Design(Table):
             if name == task:
                 return value
         raise ConvswapError(f"the design has no task {task!r} (tasks: {', '.join(self.tasks)})")
+
+
+def _check_k(task: str, k: Any, grid: int | None) -> None:
+    """K must be one the stimuli produce: every cell for locate, the target and 1 to 8 distractors for identify."""
+    if task == "color" and k == CALIBRATED_K:
+        return
+    if task == "locate" and grid is not None:
+        if not is_integer(k) or k != grid * grid:
+            raise problem(f"must be {grid * grid}: locate offers every cell of the {grid}x{grid} grid", k, (task,))
+    elif task == "identify":
+        low, high = IDENTIFY_K
+        if not is_integer(k) or not low <= k <= high:
+            raise problem(f"must be an integer from {low} to {high} (the target and 1 to 8 distractors)", k, (task,))
+    elif not is_integer(k) or k < 2:
+        allowed = f" or {CALIBRATED_K!r}" if task == "color" else ""
+        raise problem(f"must be an integer >= 2{allowed}", k, (task,))
 
 
 class Hypothesis(Table):

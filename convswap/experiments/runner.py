@@ -48,7 +48,7 @@ from convswap.calibration.vocabulary import (
     model_owner,
     save_vocabulary,
 )
-from convswap.conventions import conventions_for, render
+from convswap.conventions import Convention, conventions_of, render
 from convswap.core import Condition, ConvswapError, Prompt, Record, Trial
 from convswap.experiments.folder_lock import lock_name, locked
 from convswap.experiments.launcher import launcher_shard, local_rank
@@ -528,12 +528,17 @@ def _expected(plan: Plan, plan_hash: str, request: RunRequest, condition: str, t
         quant=request.quant,
         condition=condition,
         trials=tuple((trial.trial_id, trial.task) for trial in trials),
-        conventions=tuple((task, _conventions(plan, task)) for task in plan.design.tasks),
+        conventions=tuple((task, tuple(c.name for c in run)) for task, run in _conventions(plan).items()),
     )
 
 
-def _conventions(plan: Plan, task: str) -> tuple[str, ...]:
-    return tuple(name for name in plan.design.conventions if name in conventions_for(task))
+def _conventions(plan: Plan) -> dict[str, tuple[Convention, ...]]:
+    """Per task of the design, the conventions it runs, as the plan's folder declares them."""
+    catalog = conventions_of(plan.path.parent)
+    return {
+        task: tuple(catalog[name] for name in plan.design.conventions if task in catalog[name].tasks)
+        for task in plan.design.tasks
+    }
 
 
 def _units_on_disk(
@@ -581,13 +586,14 @@ def _pending(
 ) -> list[tuple[Trial, list[tuple[Condition, list[Prompt]]]]]:
     """Per trial, per condition, the prompts of the units not yet on disk."""
     work = []
+    by_task = _conventions(plan)
     for trial in trials:
         asks = []
         for condition in conditions:
             prompts = [
-                render(trial, name)
-                for name in _conventions(plan, trial.task)
-                if (model, condition, name, trial.trial_id) not in done
+                render(trial, convention)
+                for convention in by_task[trial.task]
+                if (model, condition, convention.name, trial.trial_id) not in done
             ]
             if prompts:
                 asks.append((condition, prompts))
@@ -597,7 +603,8 @@ def _pending(
 
 
 def _unit_count(plan: Plan, trials: Iterable[Trial], conditions: Sequence[str]) -> int:
-    return sum(len(_conventions(plan, trial.task)) for trial in trials) * len(conditions)
+    by_task = _conventions(plan)
+    return sum(len(by_task[trial.task]) for trial in trials) * len(conditions)
 
 
 def _describe(experiment: str, model: str, shard: tuple[int, int]) -> str:

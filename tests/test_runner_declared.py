@@ -1,0 +1,68 @@
+"""A run renders the conventions its plan folder declares, and the audit reads them back with that folder's
+declarations (and refuses them without)."""
+
+from __future__ import annotations
+
+import math
+
+from runner_support import GenerateOnly, copy_plan_dir, records_in, spatial_request
+
+from convswap.audits.log_audit import audit_folder
+from convswap.conventions import cell_names, conventions_of
+from convswap.core import Generation, Prompt
+from convswap.experiments.ledger import Ledger
+from convswap.experiments.runner import run_experiment
+
+DECLARED = """\
+[percent_named_mispaired]
+tasks = ["locate", "identify"]
+preamble = "Each position is (x%, y%) of the image's width and height, from its top-left corner. "
+option = "({percent_x}%, {percent_y}%)"
+gloss = "cell_name"
+mispaired = true
+"""
+
+
+def answer_the_coordinate(prompt: Prompt) -> Generation:
+    return Generation(str(prompt.key("target") or prompt.key("coord")), "stop")
+
+
+def test_a_run_renders_its_folders_conventions_and_the_audit_reads_them(tmp_path, vocabulary):
+    plans = copy_plan_dir(tmp_path / "plans")
+    (plans / "conventions.toml").write_text(DECLARED, encoding="utf-8")
+    text = (plans / "synthetic_spatial.toml").read_text(encoding="utf-8")
+    text = text.replace('id = "synthetic_spatial"', 'id = "spatial_declared"')
+    text = text.replace('"pixels_mispaired"]', '"pixels_mispaired", "percent_named_mispaired"]', 1)
+    plan = plans / "spatial_declared.toml"
+    plan.write_text(text, encoding="utf-8")
+    Ledger(plans).register(plan)
+    backend = GenerateOnly(answer_the_coordinate)
+    out = tmp_path / "out"
+    request = spatial_request(out, vocabulary, experiment="spatial_declared", plan_dir=plans, model=backend.spec,
+                              vocabulary_from_other_model=True, limit=3)  # fmt: skip
+    run_experiment(request, backend=backend, progress=False)
+
+    logged = records_in(out / "spatial_declared" / "openai-scripted")
+    records = [record for record in logged if record.convention == "percent_named_mispaired"]
+    assert len(records) == 3 * 2  # three trials, visible and cached
+    for record in records:
+        trial = record.trial
+        assert record.prompt.startswith("Each position is (x%, y%) of the image's width and height, from its "
+                                        "top-left corner. In this image, the ")  # fmt: skip
+        # The target's option, computed here from the cell's center: floor((col + 1/2) * W / 3), as a percentage.
+        row, col = divmod(cell_names(3).index(trial.target), 3)
+        x = math.floor(math.floor((col + 0.5) * trial.width / 3) * 100 / trial.width + 0.5)
+        y = math.floor(math.floor((row + 0.5) * trial.height / 3) * 100 / trial.height + 0.5)
+        coord = record.keys["coord"]
+        assert f"{coord}=({x}%, {y}%) [" in record.prompt
+        assert record.glosses[record.keys["name"] - 1] == trial.target != record.glosses[coord - 1]
+        assert record.correct == {"coord": True, "name": False}
+
+    _, results = audit_folder(out, conventions=conventions_of(plans))
+    assert {result.name: result.passed for result in results if not result.passed} == {}
+    derangement = next(result for result in results if result.name == "derangement")
+    assert derangement.checked == 3 * 2 * 2  # pixels_mispaired and the declared one
+    _, shipped_only = audit_folder(out)
+    prompt_target = next(result for result in shipped_only if result.name == "prompt-target")
+    reasons = {failure.reason for failure in prompt_target.failures}
+    assert reasons == {"record unreadable: ConvswapError: unknown convention 'percent_named_mispaired'"}
