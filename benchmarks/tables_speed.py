@@ -27,7 +27,7 @@ import time
 from pathlib import Path
 
 from convswap.experiments.ledger import Ledger
-from convswap.experiments.plan import default_plan_dir
+from convswap.experiments.plan import SHIPPED_PLAN_DIR
 from convswap.experiments.runner import CALIBRATION_EXPERIMENT, RunRequest, run_experiment
 
 EXPERIMENTS = ("color_ladder", "color_readership", "synthetic_spatial")
@@ -45,7 +45,7 @@ def scaled_plan(plan_dir: Path) -> Path:
     """A copy of the analysis plan whose benchmark experiments have N_SCALE times their n, amended so."""
     if plan_dir.is_dir():
         return plan_dir
-    shutil.copytree(default_plan_dir(), plan_dir)
+    shutil.copytree(SHIPPED_PLAN_DIR, plan_dir)
     ledger = Ledger(plan_dir)
     for experiment in EXPERIMENTS:
         path = plan_dir / f"{experiment}.toml"

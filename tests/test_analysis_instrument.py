@@ -18,7 +18,7 @@ from convswap.readout.sim_presets import get_preset
 pytestmark = pytest.mark.slow  # whole simulated runs in its fixture: see the README's fast tier
 
 REPO = Path(__file__).resolve().parents[1]
-PLAN_DIR = REPO / "analysis_plan"
+PLAN_DIR = REPO / "convswap" / "analysis_plan"
 
 
 def rows(out: Path, name: str) -> list[dict[str, str]]:

@@ -11,15 +11,15 @@ from plan_support import MINIMAL
 
 from convswap.core import ConvswapError
 from convswap.experiments.plan import (
-    default_plan_dir,
     find_experiment,
     load_plan,
     plan_files,
     registered_names,
+    resolve_plan_dir,
 )
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
-PLAN_DIR = REPO_ROOT / "analysis_plan"
+PLAN_DIR = REPO_ROOT / "convswap" / "analysis_plan"
 
 
 def write(tmp_path: Path, text: str, name: str = "demo") -> Path:
@@ -190,12 +190,15 @@ def test_find_experiment(tmp_path):
         find_experiment(tmp_path, "nope")
 
 
+# Changed by issue 15: ./analysis_plan is read only when it holds a ledger, and the fallback is the plans shipped
+# inside the package (no longer the source checkout's folder).
 def test_default_plan_dir_prefers_the_working_directory(tmp_path, monkeypatch):
     (tmp_path / "analysis_plan").mkdir()
+    (tmp_path / "analysis_plan" / "ledger.jsonl").touch()
     monkeypatch.chdir(tmp_path)
-    assert default_plan_dir() == Path("analysis_plan")
-    os.rmdir(tmp_path / "analysis_plan")
-    assert default_plan_dir() == PLAN_DIR  # the source checkout's
+    assert resolve_plan_dir(None, {}).path == Path("analysis_plan")
+    os.remove(tmp_path / "analysis_plan" / "ledger.jsonl")
+    assert resolve_plan_dir(None, {}).path == PLAN_DIR  # the shipped one
 
 
 @pytest.mark.parametrize(

@@ -76,7 +76,7 @@ def test_a_run_whose_every_request_failed_exits_non_zero_with_one_line(tmp_path,
         monkeypatch.setenv("OPENAI_BASE_URL", f"{server.url}/v1")
         status = main(["run", SPATIAL, "--model", MODEL, "--vocabulary", str(vocabulary),
                        "--vocabulary-from-other-model", "--limit", "1",
-                       "--out", str(out), "--plan-dir", str(REPO_ROOT / "analysis_plan"), "--no-progress"])  # fmt: skip
+                       "--out", str(out), "--plan-dir", str(REPO_ROOT / "convswap" / "analysis_plan"), "--no-progress"])  # fmt: skip
     captured = capsys.readouterr()
     assert status == 1
     assert captured.err.splitlines() == [

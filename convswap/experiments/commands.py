@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING
 
 from convswap.core import CONDITIONS
 from convswap.experiments.logs import DEFAULT_OUT, RETRIED_STATUS
-from convswap.experiments.plan_commands import PLAN_DIR_HELP
+from convswap.experiments.plan_commands import PLAN_DIR_HELP, plan_folder
 from convswap.readout.base import DEFAULT_MAX_NEW_TOKENS
 from convswap.readout.options import add_model_arguments
 
@@ -95,7 +95,7 @@ def run_command(args: argparse.Namespace) -> int:
         dtype=args.dtype,
         conditions=tuple(args.condition or ()),
         limit=args.limit,
-        plan_dir=args.plan_dir,
+        plan_dir=plan_folder(args.plan_dir),
         vocabulary=args.vocabulary,
         vocabulary_from_other_model=args.vocabulary_from_other_model,
         coco=args.coco,

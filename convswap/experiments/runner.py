@@ -68,7 +68,7 @@ from convswap.experiments.logs import (
     torn_line,
     write_expected,
 )
-from convswap.experiments.plan import Plan, default_plan_dir, find_experiment, load_plan
+from convswap.experiments.plan import Plan, find_experiment, load_plan, resolve_plan_dir
 from convswap.experiments.reading import Reader, RecordContext
 from convswap.experiments.summary import ConventionSummary, all_records, summarize
 from convswap.experiments.trials import (
@@ -131,7 +131,7 @@ class RunResult:
 
 def registered_plan(plan_dir: Path | None, experiment: str) -> tuple[Plan, str]:
     """The experiment's plan and the ledger entry hash its records carry; refuses unregistered or edited files."""
-    plan_dir = default_plan_dir() if plan_dir is None else plan_dir
+    plan_dir = resolve_plan_dir(plan_dir).path
     path = find_experiment(plan_dir, experiment)
     plan_hash = Ledger(plan_dir).current_entry_hash(path)
     return load_plan(path), plan_hash
