@@ -208,8 +208,8 @@ def test_default_plan_dir_prefers_the_working_directory(tmp_path, monkeypatch):
          "held_out.max_from_own_anchor_deg: must be an integer >= 10, got 5"),
         ("step_deg = 5", "step_deg = 7", "calibration.step_deg: must divide 360, got 7"),
         ("renders_per_angle = 3", "renders_per_angle = 3\nseed = 1",
-         "calibration.seed: unknown field (known: min_anchor_separation_deg, min_candidate_mass, renders_per_angle, "
-         "step_deg), got 1"),
+         "calibration.seed: unknown field (known: min_anchor_separation_deg, min_anchors, min_candidate_mass, "
+         "renders_per_angle, step_deg), got 1"),
         ('[calibration]', '[calibration_extra]\n[calibration]', "calibration_extra: unknown field (known: calibration, "
          "design, exclusions, failure_conditions, gate, held_out, hypotheses, id, post_hoc, registered_analyses, "
          "spec_section, title, version), got {}"),

@@ -127,7 +127,9 @@ def report(result: RunResult) -> str:
     plan, (index, count) = result.plan, result.shard
     where = f" (process {index + 1} of {count})" if count > 1 else ""
     if plan.design.stimuli == "calibration":
-        return f"{plan.id}{where}: vocabulary at {result.vocabulary}"
+        return f"{plan.id}{where}: vocabulary at {result.vocabulary}" + (
+            f"\n{result.excluded}" if result.excluded else ""
+        )
     lines = [f"{plan.id}{where}: {result.written} records written, {result.already_done} already on disk"]
     if result.retried:
         lines[0] += f", {result.retried} failed requests retried (their first records kept in *.attempts)"

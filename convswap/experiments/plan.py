@@ -260,6 +260,7 @@ class CalibrationDesign(Table):
     renders_per_angle: Annotated[int, at_least(2)]
     min_anchor_separation_deg: Annotated[int, at_least(1)]
     min_candidate_mass: Fraction
+    min_anchors: Annotated[int, at_least(1)]  # fewer: the model is excluded from every color experiment
 
     @field_validator("step_deg")
     @classmethod
@@ -359,6 +360,16 @@ class Plan(Table):
         overlap = sorted((set(self.registered_analyses) | {h.id for h in self.hypotheses}) & set(self.post_hoc))
         if overlap:
             raise problem("names an analysis that is also registered", overlap, ("post_hoc",))
+        return self
+
+    @model_validator(mode="after")
+    def _calibration_the_code_applies(self) -> Plan:
+        from convswap.calibration.plan_rules import unapplied  # here: the calibration code is slow to import
+
+        found = unapplied(self.calibration, self.held_out)
+        if found is not None:
+            where, stated, why = found
+            raise problem(why, stated, where)
         return self
 
     def hypothesis(self, hypothesis_id: str) -> Hypothesis:
