@@ -4,6 +4,7 @@ what registration refuses (unknown keys at every level, unknown analyses, an ame
 from __future__ import annotations
 
 import csv
+import hashlib
 import json
 import shutil
 from pathlib import Path
@@ -314,3 +315,13 @@ def test_entries_from_before_versions_were_recorded_count_one_version_each(tmp_p
     path.write_text(path.read_text().replace("version = 3", "version = 4"))
     assert ledger.amend("color_ladder.toml", "a stricter alpha").version == 4
     assert ledger.verify() == []  # the older entries verify as they always did
+
+
+def test_a_version_that_is_not_a_positive_integer_is_named_even_when_rehashed(tmp_path):
+    folder = own_folder(tmp_path / "plans", "demo")
+    Ledger(folder).register("demo.toml")
+    entry = json.loads((folder / "ledger.jsonl").read_text())
+    body = {key: value for key, value in entry.items() if key != "entry_hash"} | {"version": "two"}
+    rehashed = hashlib.sha256(json.dumps(body, sort_keys=True, separators=(",", ":")).encode()).hexdigest()
+    (folder / "ledger.jsonl").write_text(json.dumps({**body, "entry_hash": rehashed}) + "\n")
+    assert Ledger(folder).verify()[0] == "ledger.jsonl line 1: version must be an integer >= 1, got 'two'"

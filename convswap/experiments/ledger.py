@@ -38,6 +38,7 @@ from typing import Any
 
 from convswap.core import ConvswapError, canonical_json, sha256_hex
 from convswap.experiments.plan import LEDGER_NAME, SHIPPED_PLAN_DIR, load_plan, plan_files
+from convswap.validation import is_integer
 
 GENESIS = "0" * 64
 ACTIONS = ("register", "amend")
@@ -225,6 +226,9 @@ class Ledger:
                 break
             if not isinstance(data, dict) or sorted(data) not in (sorted(_FIELDS), sorted(_VERSIONED_FIELDS)):
                 problems.append(f"{where}: fields must be exactly {', '.join(_FIELDS)}, and optionally version")
+                break
+            if "version" in data and not (is_integer(data["version"]) and data["version"] >= 1):
+                problems.append(f"{where}: version must be an integer >= 1, got {data['version']!r}")
                 break
             entry = Entry(**data, line=number)
             if entry_hash(entry.body()) != entry.entry_hash:
