@@ -185,9 +185,10 @@ def test_tables_leave_out_an_invalid_draft_naming_it_and_write_the_rest(folder_w
     run = ["run", "synthetic_spatial", "--model", SIM, "--vocabulary", str(vocabulary), "--limit", "2"]
     assert main([*run, "--out", str(logs), "--plan-dir", str(plans), "--no-progress"]) == 0
     assert len(records_in(logs / "synthetic_spatial" / "sim-qwen3vl-like")) == 20  # the other experiment runs
-    capsys.readouterr()
+    assert capsys.readouterr().err == f"plan folder: {plans} (from --plan-dir)\n"
     assert main(["tables", str(logs), "--out", str(out), "--plan-dir", str(plans)]) == 0
     err = capsys.readouterr().err.splitlines()
+    assert err[0] == f"plan folder: {plans} (from --plan-dir)"
     assert f"left out an invalid plan file: {plans / 'draft.toml'}: {DRAFT_PROBLEM}" in err
     with (out / "table8_synthetic_spatial.csv").open(encoding="utf-8") as handle:
         statuses = [row["status"] for row in csv.DictReader(handle)]

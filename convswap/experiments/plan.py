@@ -364,7 +364,7 @@ class Plan(Table):
 
     @model_validator(mode="after")
     def _calibration_the_code_applies(self) -> Plan:
-        from convswap.calibration.plan_rules import unapplied  # here: the calibration code is slow to import
+        from convswap.experiments.calibration_rules import unapplied  # here: the calibration code is slow to import
 
         found = unapplied(self.calibration, self.held_out)
         if found is not None:
