@@ -189,7 +189,8 @@ def test_reproduce_regenerates_the_tables_and_checks_the_manuscript(tmp_path):
 def test_reproduce_stops_at_a_failed_audit_before_writing_tables(tmp_path):
     trials = [locate_trial(i) for i in range(8)]
     records = as_registered(
-        planted(trials, "cell_name", lambda i: i < 7, experiment="coco_locate_identify"), REPO / "convswap" / "analysis_plan"
+        planted(trials, "cell_name", lambda i: i < 7, experiment="coco_locate_identify"),
+        REPO / "convswap" / "analysis_plan",
     )
     records[0] = dataclasses.replace(records[0], correct={"target": not records[0].correct["target"]})
     logdir = tmp_path / "logs"
