@@ -13,6 +13,7 @@ import pytest
 from plan_support import MINIMAL
 from runner_support import SIM, copy_plan_dir, records_in, save_sim_vocabulary
 
+from convswap.analysis.registration import Registry
 from convswap.cli import main
 from convswap.core import ConvswapError
 from convswap.experiments import ledger as ledger_module
@@ -326,3 +327,12 @@ def test_a_version_that_is_not_a_positive_integer_is_named_even_when_rehashed(tm
     rehashed = hashlib.sha256(json.dumps(body, sort_keys=True, separators=(",", ":")).encode()).hexdigest()
     (folder / "ledger.jsonl").write_text(json.dumps({**body, "entry_hash": rehashed}) + "\n")
     assert Ledger(folder).verify()[0] == "ledger.jsonl line 1: version must be an integer >= 1, got 'two'"
+
+
+def test_the_registry_keeps_every_valid_plan_and_names_the_invalid_one(folder_with_a_draft, capsys):
+    registry = Registry(folder_with_a_draft)
+    assert registry.invalid == [f"{folder_with_a_draft / 'draft.toml'}: {DRAFT_PROBLEM}"]
+    assert sorted(plan.id for plan in registry.plans) == sorted(path.stem for path in SHIPPED.glob("*.toml"))
+    assert capsys.readouterr().err == f"left out an invalid plan file: {registry.invalid[0]}\n"
+    assert registry.status("synthetic_spatial", "accuracy_table") == "registered"
+    assert registry.status("draft", "accuracy_table") == "post hoc"  # an experiment without a loadable plan

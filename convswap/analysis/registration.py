@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import sys
 from pathlib import Path
-from typing import TextIO
 
 from convswap.core import ConvswapError
 from convswap.experiments.plan import Hypothesis, Plan, load_plan, plan_files, registered_names
@@ -30,9 +29,7 @@ SPEC_POST_HOC = frozenset({"misread_units", "grid_transforms", "readership_acros
 
 
 class Registry:
-    def __init__(
-        self, plan_dir: str | Path | None, unregistered: frozenset[str] = frozenset(), messages: TextIO | None = None
-    ) -> None:
+    def __init__(self, plan_dir: str | Path | None, unregistered: frozenset[str] = frozenset()) -> None:
         self.plan_dir = Path(plan_dir) if plan_dir is not None else None
         self.unregistered = unregistered  # experiments read with records not of their registered plan
         self._registered: dict[str, frozenset[str]] = {}
@@ -47,7 +44,7 @@ class Registry:
                 self.plans.append(load_plan(path))
             except ConvswapError as error:
                 self.invalid.append(str(error))
-                print(f"left out an invalid plan file: {error}", file=messages or sys.stderr)
+                print(f"left out an invalid plan file: {error}", file=sys.stderr)
         for plan in self.plans:
             self._registered[plan.id] = registered_names(plan)
             self._post_hoc.update(plan.post_hoc)
