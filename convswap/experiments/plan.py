@@ -5,7 +5,8 @@ what it tests (`[[hypotheses]]`), what it drops (`exclusions`), what would count
 against it (`failure_conditions`), when a null contrast is uninformative
 (`[gate]`), and which analyses are already known to be post hoc (`post_hoc`).
 Whether a file is registered, and whether it changed since, is the ledger's
-business (`convswap.experiments.ledger`); this module only reads files.
+business (`convswap.experiments.ledger`); this module only reads files, and
+finds the plan folder a command reads (`resolve_plan_dir`).
 
 Every problem is a `ConvswapError` naming the file, the field and the value, so
 a plan that loads is a plan the runner and the analysis can rely on.
