@@ -336,3 +336,12 @@ def test_the_registry_keeps_every_valid_plan_and_names_the_invalid_one(folder_wi
     assert capsys.readouterr().err == f"left out an invalid plan file: {registry.invalid[0]}\n"
     assert registry.status("synthetic_spatial", "accuracy_table") == "registered"
     assert registry.status("draft", "accuracy_table") == "post hoc"  # an experiment without a loadable plan
+
+
+def test_a_folders_convention_declarations_are_not_a_plan(tmp_path, capsys):
+    folder = own_folder(tmp_path / "plans", "demo")
+    (folder / "conventions.toml").write_text('[[conventions]]\nname = "mine"\n')
+    Ledger(folder).register("demo.toml")
+    assert Ledger(folder).verify() == []
+    assert main(["plan", "show", "--plan-dir", str(folder)]) == 0
+    assert [line.split()[0] for line in capsys.readouterr().out.splitlines()] == ["experiment", "demo"]

@@ -33,6 +33,7 @@ from convswap.validation import Table, at_least, checked, first_problem, is_inte
 PLAN_DIR_NAME = "analysis_plan"
 PLAN_DIR_ENV = "CONVSWAP_PLAN_DIR"
 LEDGER_NAME = "ledger.jsonl"
+CONVENTIONS_FILE = "conventions.toml"  # conventions a plan folder declares for its plans: not a plan itself
 SHIPPED_PLAN_DIR = Path(__file__).resolve().parents[1] / PLAN_DIR_NAME  # package data: the spec's plans
 
 Stimuli = Literal["calibration", "color_arrays", "synthetic_spatial", "coco"]
@@ -417,7 +418,8 @@ def find_experiment(plan_dir: str | Path, experiment_id: str) -> Path:
 
 
 def plan_files(plan_dir: str | Path) -> list[Path]:
-    return sorted(Path(plan_dir).glob("*.toml"))
+    """A folder's plan files: every *.toml but the folder's own convention declarations."""
+    return sorted(path for path in Path(plan_dir).glob("*.toml") if path.name != CONVENTIONS_FILE)
 
 
 @dataclass(frozen=True)
