@@ -51,7 +51,10 @@ def scaled_plan(plan_dir: Path) -> Path:
         path = plan_dir / f"{experiment}.toml"
         text = path.read_text(encoding="utf-8")
         n = int(re.search(r"^n = (\d+)", text, re.MULTILINE).group(1))
-        path.write_text(re.sub(r"^n = \d+", f"n = {N_SCALE * n}", text, flags=re.MULTILINE), encoding="utf-8")
+        text = re.sub(r"^n = \d+", f"n = {N_SCALE * n}", text, flags=re.MULTILINE)
+        # An amendment raises the plan's version.
+        text = re.sub(r"^version = (\d+)", lambda found: f"version = {int(found[1]) + 1}", text, flags=re.MULTILINE)
+        path.write_text(text, encoding="utf-8")
         ledger.amend(path, f"benchmark log: n raised from {n} to {N_SCALE * n}")
     return plan_dir
 
