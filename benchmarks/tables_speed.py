@@ -27,7 +27,7 @@ import time
 from pathlib import Path
 
 from convswap.experiments.ledger import Ledger
-from convswap.experiments.plan import default_plan_dir
+from convswap.experiments.plan import SHIPPED_PLAN_DIR
 from convswap.experiments.runner import CALIBRATION_EXPERIMENT, RunRequest, run_experiment
 
 EXPERIMENTS = ("color_ladder", "color_readership", "synthetic_spatial")
@@ -45,13 +45,16 @@ def scaled_plan(plan_dir: Path) -> Path:
     """A copy of the analysis plan whose benchmark experiments have N_SCALE times their n, amended so."""
     if plan_dir.is_dir():
         return plan_dir
-    shutil.copytree(default_plan_dir(), plan_dir)
+    shutil.copytree(SHIPPED_PLAN_DIR, plan_dir)
     ledger = Ledger(plan_dir)
     for experiment in EXPERIMENTS:
         path = plan_dir / f"{experiment}.toml"
         text = path.read_text(encoding="utf-8")
         n = int(re.search(r"^n = (\d+)", text, re.MULTILINE).group(1))
-        path.write_text(re.sub(r"^n = \d+", f"n = {N_SCALE * n}", text, flags=re.MULTILINE), encoding="utf-8")
+        text = re.sub(r"^n = \d+", f"n = {N_SCALE * n}", text, flags=re.MULTILINE)
+        # An amendment raises the plan's version.
+        text = re.sub(r"^version = (\d+)", lambda found: f"version = {int(found[1]) + 1}", text, flags=re.MULTILINE)
+        path.write_text(text, encoding="utf-8")
         ledger.amend(path, f"benchmark log: n raised from {n} to {N_SCALE * n}")
     return plan_dir
 

@@ -28,7 +28,7 @@ MAX_NAME_BYTES = 255  # NAME_MAX of ext4, xfs, btrfs, APFS and NTFS alike
 # runs, audits, then tables.
 COMMAND_MODULES = (
     "convswap.stimuli.prompt_commands",
-    "convswap.conventions.commands",
+    "convswap.experiments.convention_commands",
     "convswap.stimuli.commands",
     "convswap.experiments.plan_commands",
     "convswap.calibration.commands",

@@ -50,3 +50,9 @@ def as_registered(records: Iterable[Record], plan_dir: Path) -> list[Record]:
     """The records as a run under the registered plan writes them: `convswap audit` and `tables` read no other."""
     ledger = Ledger(plan_dir)
     return [replace(r, plan_hash=ledger.current_entry_hash(plan_dir / f"{r.experiment}.toml")) for r in records]
+
+
+def without_plan_folder(err: str) -> str:
+    """A command's stderr less the line naming the plan folder it read, which every command that reads plans
+    prints (issue 15), so that an error can still be checked to be the one other line."""
+    return "".join(line for line in err.splitlines(keepends=True) if not line.startswith("plan folder: "))

@@ -58,7 +58,7 @@ def record(trial_id: str, **changes: object) -> Record:
 # --- runs on the simulated observer ---------------------------------------------------------------
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
-PLAN_DIR = REPO_ROOT / "analysis_plan"
+PLAN_DIR = REPO_ROOT / "convswap" / "analysis_plan"
 SIM = "sim:qwen3vl-like"
 SPATIAL = "synthetic_spatial"
 SPATIAL_CONVENTIONS = ("cell_name", "normalized", "pixels", "pixels_glossed", "pixels_mispaired")

@@ -168,7 +168,7 @@ def test_reproduce_regenerates_the_tables_and_checks_the_manuscript(tmp_path):
     logdir = tmp_path / "logs"
     # Registered records: the audit and the tables the script runs read no other (issue 11).
     records = planted(trials, "cell_name", lambda i: i < 7, experiment="coco_locate_identify")
-    write_jsonl(logdir / "coco.jsonl", as_registered(records, REPO / "analysis_plan"))
+    write_jsonl(logdir / "coco.jsonl", as_registered(records, REPO / "convswap" / "analysis_plan"))
     out = tmp_path / "out"
     paper = tmp_path / "paper.md"
     # The tables now write numbers.json, so each number must also be pinned to its cell: the paragraph names the
@@ -189,7 +189,8 @@ def test_reproduce_regenerates_the_tables_and_checks_the_manuscript(tmp_path):
 def test_reproduce_stops_at_a_failed_audit_before_writing_tables(tmp_path):
     trials = [locate_trial(i) for i in range(8)]
     records = as_registered(
-        planted(trials, "cell_name", lambda i: i < 7, experiment="coco_locate_identify"), REPO / "analysis_plan"
+        planted(trials, "cell_name", lambda i: i < 7, experiment="coco_locate_identify"),
+        REPO / "convswap" / "analysis_plan",
     )
     records[0] = dataclasses.replace(records[0], correct={"target": not records[0].correct["target"]})
     logdir = tmp_path / "logs"
@@ -242,7 +243,7 @@ def tables(tmp_path_factory):
     75.0 (Δ -50.0***, p 4.9e-04, n 24) and normalized at 62.5 (Δ -12.5); Table 8 has synthetic pixels at 41.7."""
     root = tmp_path_factory.mktemp("pinned")
     out = root / "out"
-    generate(write_logs(root / "logs"), out, plan_dir=REPO / "analysis_plan", messages=io.StringIO())
+    generate(write_logs(root / "logs"), out, plan_dir=REPO / "convswap" / "analysis_plan", messages=io.StringIO())
     return out
 
 

@@ -16,7 +16,7 @@ from convswap.analysis.figures import UNGATED_GREY, figure1, wheel_figure
 from convswap.analysis.registration import Registry
 from convswap.calibration.vocabulary import build_vocabulary
 
-PLAN_DIR = Path(__file__).resolve().parents[1] / "analysis_plan"
+PLAN_DIR = Path(__file__).resolve().parents[1] / "convswap" / "analysis_plan"
 
 
 def drawn_labels(figure) -> list[tuple[str, object]]:

@@ -18,7 +18,7 @@ from convswap.readout.sim_presets import get_preset
 pytestmark = pytest.mark.slow  # whole simulated runs in its fixture: see the README's fast tier
 
 REPO = Path(__file__).resolve().parents[1]
-PLAN_DIR = REPO / "analysis_plan"
+PLAN_DIR = REPO / "convswap" / "analysis_plan"
 
 
 def rows(out: Path, name: str) -> list[dict[str, str]]:
@@ -40,7 +40,7 @@ def runs(tmp_path_factory, vocabulary):
     ladder = plan / "color_ladder.toml"
     # Calibration angles and no crossover: the crossover trial ids do not say which angles they were drawn from.
     text = ladder.read_text().replace('angles = "held_out"', 'angles = "calibration"')
-    ladder.write_text(text.replace("crossover = true", "crossover = false"))
+    ladder.write_text(text.replace("crossover = true", "crossover = false").replace("version = 3", "version = 4"))
     Ledger(plan).amend(ladder, "the word conditions on the calibration angles")
     seen = run_experiment(RunRequest("color_ladder", SIM, logs / "seen", plan_dir=plan, vocabulary=vocabulary,
                                      limit=12, conditions=("visible",)), progress=False)  # fmt: skip

@@ -19,7 +19,7 @@ from convswap.analysis.registration import Registry
 from convswap.analysis.report import Table, count
 
 REPO = Path(__file__).resolve().parents[1]
-PLAN_DIR = REPO / "analysis_plan"
+PLAN_DIR = REPO / "convswap" / "analysis_plan"
 
 
 @pytest.fixture

@@ -31,7 +31,7 @@ from convswap.cli import main
 from convswap.core import ConvswapError, Record
 
 REPO = Path(__file__).resolve().parents[1]
-PLAN_DIR = REPO / "analysis_plan"
+PLAN_DIR = REPO / "convswap" / "analysis_plan"
 
 
 @pytest.fixture(scope="module")

@@ -11,6 +11,7 @@ import time
 
 import pytest
 from api_servers import LoopbackServer, Reply, openai_error, openai_reply
+from plan_support import without_plan_folder
 from runner_support import REPO_ROOT, SPATIAL, records_in
 
 pytestmark = pytest.mark.slow  # tiny transformers models, browsers or subprocess runs: see the README's fast tier
@@ -75,7 +76,7 @@ def test_ctrl_c_exits_130_within_2_s_sends_nothing_more_and_the_next_run_resumes
     assert process.returncode == 130, stderr
     assert took < 2.0
     assert after == seen == WORKERS  # nothing sent after Ctrl-C: no retry, no queued request
-    assert stderr.splitlines() == ["convswap run: interrupted"]
+    assert without_plan_folder(stderr).splitlines() == ["convswap run: interrupted"]
     folder = out / SPATIAL / "openai-gpt-4o"
     assert records_in(folder) == []  # no answer came back, so nothing was written, not even an empty log
     assert not [path for path in folder.iterdir() if path.suffix == ".jsonl"]

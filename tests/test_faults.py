@@ -11,6 +11,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from plan_support import without_plan_folder
 from runner_support import REPO_ROOT, SIM, SPATIAL, records_in, spatial_request, without_run_details
 
 from convswap.cli import main
@@ -57,7 +58,7 @@ def test_a_run_under_a_file_size_limit_fails_in_one_line_with_whole_records_and_
     failed = convswap(*run_args(out, vocabulary), limit=limit)
     logs = sorted((out / SPATIAL / "sim-qwen3vl-like").glob("*.jsonl"))
     assert failed.returncode == 2
-    [line] = failed.stderr.splitlines()
+    [line] = without_plan_folder(failed.stderr).splitlines()
     assert re.fullmatch(
         rf"convswap run: error: cannot write the log ({'|'.join(map(str, logs))}): File too large", line
     )

@@ -15,7 +15,7 @@ from convswap.core import ConvswapError
 from convswap.experiments.ledger import Ledger
 
 ZEROS = "0" * 64
-PLAN_DIR = Path(__file__).resolve().parents[1] / "analysis_plan"
+PLAN_DIR = Path(__file__).resolve().parents[1] / "convswap" / "analysis_plan"
 
 
 def independent_hash(entry: dict) -> str:
@@ -53,6 +53,7 @@ def test_register_appends_a_chained_entry(tmp_path):
         "reason": None,
         "timestamp": "2026-01-01T00:00:00+00:00",
         "prev": ZEROS,
+        "version": 1,  # recorded since issue 15, so that an amendment can be checked to raise it
         "entry_hash": independent_hash(first),
     }
     assert second["prev"] == first["entry_hash"] and second["entry_hash"] == independent_hash(second)
@@ -230,15 +231,15 @@ def test_cli_register_verify_amend_show(tmp_path, capsys):
     out = capsys.readouterr().out
     assert "registered alpha.toml (ledger line 1," in out and "registered beta.toml (ledger line 2," in out
     assert main(["plan", "verify", "--plan-dir", str(folder)]) == 0
-    with open(folder / "beta.toml", "a") as handle:
-        handle.write("# edit\n")
+    # An amendment raises the version (refused otherwise since issue 15).
+    (folder / "beta.toml").write_text((folder / "beta.toml").read_text().replace("version = 1", "version = 2"))
     assert main(["plan", "verify", "--plan-dir", str(folder)]) == 1
     assert "beta.toml: edited since its last ledger entry (line 2) without an amendment" in capsys.readouterr().err
     assert main(["plan", "amend", "--plan-dir", str(folder), "beta.toml", "--reason", "comment added"]) == 0
     assert main(["plan", "show", "--plan-dir", str(folder)]) == 0
     shown = capsys.readouterr().out.splitlines()
     assert shown[-2].split()[:4] == ["alpha", "1", "1", "registered"]
-    assert shown[-1].split()[:4] == ["beta", "1", "1", "amended"]
+    assert shown[-1].split()[:4] == ["beta", "2", "1", "amended"]
     assert main(["plan", "amend", "--plan-dir", str(folder), "beta.toml", "--reason", "again"]) == 2
     assert "beta.toml is unchanged since its last entry (line 3)" in capsys.readouterr().err
 

@@ -11,15 +11,15 @@ from plan_support import MINIMAL
 
 from convswap.core import ConvswapError
 from convswap.experiments.plan import (
-    default_plan_dir,
     find_experiment,
     load_plan,
     plan_files,
     registered_names,
+    resolve_plan_dir,
 )
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
-PLAN_DIR = REPO_ROOT / "analysis_plan"
+PLAN_DIR = REPO_ROOT / "convswap" / "analysis_plan"
 K_LOCATE_IDENTIFY = "k = {locate = 9, identify = 6}"  # what a 3x3 COCO design produces for each task
 
 
@@ -191,12 +191,15 @@ def test_find_experiment(tmp_path):
         find_experiment(tmp_path, "nope")
 
 
+# Changed by issue 15: ./analysis_plan is read only when it holds a ledger, and the fallback is the plans shipped
+# inside the package (no longer the source checkout's folder).
 def test_default_plan_dir_prefers_the_working_directory(tmp_path, monkeypatch):
     (tmp_path / "analysis_plan").mkdir()
+    (tmp_path / "analysis_plan" / "ledger.jsonl").touch()
     monkeypatch.chdir(tmp_path)
-    assert default_plan_dir() == Path("analysis_plan")
-    os.rmdir(tmp_path / "analysis_plan")
-    assert default_plan_dir() == PLAN_DIR  # the source checkout's
+    assert resolve_plan_dir(None, {}).path == Path("analysis_plan")
+    os.remove(tmp_path / "analysis_plan" / "ledger.jsonl")
+    assert resolve_plan_dir(None, {}).path == PLAN_DIR  # the shipped one
 
 
 @pytest.mark.parametrize(
@@ -206,8 +209,8 @@ def test_default_plan_dir_prefers_the_working_directory(tmp_path, monkeypatch):
          "held_out.max_from_own_anchor_deg: must be an integer >= 10, got 5"),
         ("step_deg = 5", "step_deg = 7", "calibration.step_deg: must divide 360, got 7"),
         ("renders_per_angle = 3", "renders_per_angle = 3\nseed = 1",
-         "calibration.seed: unknown field (known: min_anchor_separation_deg, min_candidate_mass, renders_per_angle, "
-         "step_deg), got 1"),
+         "calibration.seed: unknown field (known: min_anchor_separation_deg, min_anchors, min_candidate_mass, "
+         "renders_per_angle, step_deg), got 1"),
         ('[calibration]', '[calibration_extra]\n[calibration]', "calibration_extra: unknown field (known: calibration, "
          "design, exclusions, failure_conditions, gate, held_out, hypotheses, id, post_hoc, registered_analyses, "
          "spec_section, title, version), got {}"),

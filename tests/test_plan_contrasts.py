@@ -16,7 +16,7 @@ from convswap.analysis.generate import generate
 from convswap.analysis.registration import Registry
 
 REPO = Path(__file__).resolve().parents[1]
-PLAN_DIR = REPO / "analysis_plan"
+PLAN_DIR = REPO / "convswap" / "analysis_plan"
 SPEC_COLOR_CONTRASTS = (
     ("label", "hue_legend", "word_to_numeric"),
     ("word", "hue_bare", "word_to_bare_hue"),

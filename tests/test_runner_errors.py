@@ -5,6 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+from plan_support import without_plan_folder
 from runner_support import SIM, SPATIAL, copy_plan_dir, record, save_sim_vocabulary, spatial_request
 
 from convswap.cli import main
@@ -49,17 +50,22 @@ def test_an_experiment_edited_since_its_ledger_entry_is_refused(tmp_path, vocabu
     assert tree(out) == {}
 
 
+# Changed by issue 15: the calibration plan's numbers are checked wherever the plan is loaded, so the amendment
+# itself is refused (the run of the edited file is refused with the same problem).
 def test_a_calibration_plan_the_code_does_not_apply_is_refused(tmp_path):
     plans = copy_plan_dir(tmp_path / "plans")
     path = plans / "calibration.toml"
-    path.write_text(path.read_text().replace("step_deg = 5", "step_deg = 10"))
-    Ledger(plans).amend("calibration.toml", "a coarser grid")
+    path.write_text(path.read_text().replace("step_deg = 5", "step_deg = 10").replace("version = 3", "version = 4"))
+    with pytest.raises(
+        ConvswapError, match=r"calibration\.toml: calibration\.step_deg: the calibration code applies 5, got 10$"
+    ):
+        Ledger(plans).amend("calibration.toml", "a coarser grid")
     out = tmp_path / "out"
     out.mkdir()
     request = RunRequest("calibration", SIM, out=out, plan_dir=plans)
-    refused(request, r"calibration\.toml: calibration\.step_deg = 10, but the calibration code applies 5")
+    refused(request, r"calibration\.toml: calibration\.step_deg: the calibration code applies 5, got 10")
     # A color experiment that would calibrate first is refused the same way, before anything is written.
-    refused(RunRequest(SPATIAL, SIM, out=out, plan_dir=plans), r"calibration\.step_deg = 10")
+    refused(RunRequest(SPATIAL, SIM, out=out, plan_dir=plans), r"calibration\.step_deg: the calibration code applies 5")
     assert tree(out) == {}
 
 
@@ -156,6 +162,6 @@ def test_a_coco_folder_without_annotations_is_named(tmp_path):
 def test_the_cli_exits_2_with_one_line_naming_the_problem(tmp_path, capsys):
     code = main(["run", "nonesuch", "--model", SIM, "--out", str(tmp_path)])
     assert code == 2
-    error = capsys.readouterr().err
+    error = without_plan_folder(capsys.readouterr().err)
     assert error.startswith("convswap run: error: no experiment 'nonesuch' in ") and error.count("\n") == 1
     assert list(tmp_path.iterdir()) == []

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 
 from api_servers import LoopbackServer, openai_error, openai_reply, question_of
+from plan_support import without_plan_folder
 from runner_support import REPO_ROOT, SPATIAL, records_in, spatial_request
 
 from convswap.cli import main
@@ -76,10 +77,10 @@ def test_a_run_whose_every_request_failed_exits_non_zero_with_one_line(tmp_path,
         monkeypatch.setenv("OPENAI_BASE_URL", f"{server.url}/v1")
         status = main(["run", SPATIAL, "--model", MODEL, "--vocabulary", str(vocabulary),
                        "--vocabulary-from-other-model", "--limit", "1",
-                       "--out", str(out), "--plan-dir", str(REPO_ROOT / "analysis_plan"), "--no-progress"])  # fmt: skip
+                       "--out", str(out), "--plan-dir", str(REPO_ROOT / "convswap" / "analysis_plan"), "--no-progress"])  # fmt: skip
     captured = capsys.readouterr()
     assert status == 1
-    assert captured.err.splitlines() == [
+    assert without_plan_folder(captured.err).splitlines() == [
         "convswap run: error: every one of the 10 requests failed (api_error); nothing was scored. "
         "Run the same command again to retry them"
     ]

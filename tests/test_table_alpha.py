@@ -13,7 +13,7 @@ from scipy import stats as scipy_stats
 from convswap.analysis.generate import generate
 from convswap.analysis.registration import Registry
 
-PLAN_DIR = Path(__file__).resolve().parents[1] / "analysis_plan"
+PLAN_DIR = Path(__file__).resolve().parents[1] / "convswap" / "analysis_plan"
 RANK_INVERSIONS = 'id = "rank_inversions"'
 
 

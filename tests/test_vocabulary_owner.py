@@ -7,6 +7,7 @@ import io
 from dataclasses import replace
 
 import pytest
+from plan_support import without_plan_folder
 from runner_support import PLAN_DIR, records_in, save_sim_vocabulary, spatial_request
 
 from convswap.analysis.generate import generate
@@ -30,7 +31,7 @@ def test_another_models_vocabulary_is_refused_before_anything_is_written(tmp_pat
     command = ["run", "synthetic_spatial", "--model", OTHER, "--out", str(out), "--vocabulary", str(vocabulary)]
     command += ["--plan-dir", str(PLAN_DIR), "--limit", "2", "--no-progress"]
     assert main(command) == 2
-    assert capsys.readouterr().err == (
+    assert without_plan_folder(capsys.readouterr().err) == (
         f"convswap run: error: --vocabulary {vocabulary} was calibrated on {owner(vocabulary)}, not on {OTHER} at "
         f"revision {load_backend_revision(OTHER)}; pass --vocabulary-from-other-model to use it anyway\n"
     )
@@ -69,9 +70,9 @@ def test_a_calibration_with_too_few_words_stops_the_run_and_is_not_kept(tmp_path
     request = RunRequest("color_ladder", "sim:blind", out=out, plan_dir=PLAN_DIR, limit=2)
     with pytest.raises(ConvswapError) as refusal:
         run_experiment(request, progress=False)
-    assert str(refusal.value) == (
-        "calibrating sim:blind (not kept): calibration found 0 color word(s) (none), fewer than the 4 that "
-        "color_ladder's four-square arrays need"
+    assert str(refusal.value) == (  # since issue 15 the minimum is the calibration plan's min_anchors
+        "sim:blind is excluded from color_ladder: its calibration (not kept) has 0 anchor(s) (none), fewer than the "
+        "4 of calibration.toml's min_anchors"
     )
     assert not vocabulary_path(out, "sim:blind", None).exists()
     assert not [path for path in out.rglob("*.jsonl")]
@@ -83,9 +84,9 @@ def test_a_given_vocabulary_with_too_few_words_is_refused_before_the_model_loads
     request = spatial_request(tmp_path / "runs", small, model="hf:nobody/no-such-model")
     with pytest.raises(ConvswapError) as refusal:
         run_experiment(request, progress=False)
-    assert str(refusal.value) == (
-        f"{small}: calibration found 0 color word(s) (none), fewer than the 4 that synthetic_spatial's four-square "
-        "arrays need"
+    assert str(refusal.value) == (  # since issue 15 the minimum is the calibration plan's min_anchors
+        f"hf:nobody/no-such-model is excluded from synthetic_spatial: --vocabulary {small} has 0 anchor(s) (none), "
+        "fewer than the 4 of calibration.toml's min_anchors"
     )
 
 

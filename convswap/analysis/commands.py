@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING
 
 from convswap.core import ConvswapError
 from convswap.defaults import MIN_RESAMPLES
+from convswap.experiments.plan_commands import PLAN_DIR_HELP, plan_folder
 
 if TYPE_CHECKING:
     from convswap.experiments.provenance import Provenance
@@ -24,13 +25,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     )
     tables.add_argument("logdir", type=Path, metavar="LOGDIR", help="folder searched recursively for *.jsonl records")
     tables.add_argument("--out", required=True, type=Path, metavar="DIR", help="folder to write the outputs into")
-    tables.add_argument(
-        "--plan-dir",
-        type=Path,
-        metavar="DIR",
-        help="analysis plan folder that says which analyses are registered (default: ./analysis_plan or the "
-        "checkout's; without one, post hoc labels follow the spec)",
-    )
+    tables.add_argument("--plan-dir", type=Path, metavar="DIR", help=PLAN_DIR_HELP)
     tables.add_argument("--seed", type=int, default=0, help="seed of the bootstrap intervals (default 0)")
     tables.add_argument("--allow-unregistered", action="store_true", help=ALLOW_UNREGISTERED_HELP)
     tables.add_argument(
@@ -58,9 +53,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 def run_tables(args: argparse.Namespace) -> int:
     if args.resamples < MIN_RESAMPLES:
         raise ConvswapError(f"--resamples must be at least {MIN_RESAMPLES}, got {args.resamples}")
-    plan_dir = args.plan_dir if args.plan_dir is not None else default_plan_dir_or_none()
-    if plan_dir is not None and not plan_dir.is_dir():
-        raise ConvswapError(f"plan folder {plan_dir} does not exist")
+    plan_dir = plan_folder(args.plan_dir)
     from convswap.analysis.generate import generate
 
     provenance = checked_provenance(args.logdir, plan_dir, args.allow_unregistered)
@@ -77,19 +70,6 @@ def run_tables(args: argparse.Namespace) -> int:
         f"{len(summary.failed)} failed"
     )
     return 1 if summary.failed else 0
-
-
-def default_plan_dir_or_none() -> Path | None:
-    from convswap.experiments.plan import default_plan_dir
-
-    try:
-        return default_plan_dir()
-    except ConvswapError:
-        print(
-            "no analysis plan folder found: plan hashes are not checked, and post hoc labels follow the spec",
-            file=sys.stderr,
-        )
-        return None
 
 
 ALLOW_UNREGISTERED_HELP = (

@@ -6,7 +6,7 @@ import argparse
 from pathlib import Path
 
 from convswap.core import ConvswapError
-from convswap.experiments.plan_commands import PLAN_DIR_HELP
+from convswap.experiments.plan_commands import PLAN_DIR_HELP, plan_folder
 
 DEFAULT_DEMO_MODEL = "sim:qwen3vl-like"
 DEFAULT_DEMO_OUT = Path("runs") / "demo"
@@ -39,7 +39,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 
 def demo_command(args: argparse.Namespace) -> int:
-    run_demo(args.out, args.model, args.limit, args.coco, args.plan_dir)
+    run_demo(args.out, args.model, args.limit, args.coco, plan_folder(args.plan_dir))
     return 0
 
 
@@ -49,10 +49,10 @@ def run_demo(out: Path, model: str, limit: int, coco: Path | None, plan_dir: Pat
     from convswap.analysis.generate import generate
     from convswap.defaults import MIN_RESAMPLES
     from convswap.experiments.commands import report
-    from convswap.experiments.plan import default_plan_dir
+    from convswap.experiments.plan import resolve_plan_dir
     from convswap.experiments.runner import CALIBRATION_EXPERIMENT, RunRequest, check_request, run_experiment
 
-    plan_dir = default_plan_dir() if plan_dir is None else plan_dir
+    plan_dir = resolve_plan_dir(plan_dir).path
     requests = [RunRequest(CALIBRATION_EXPERIMENT, model, out=out, plan_dir=plan_dir)]
     requests += [RunRequest(name, model, out=out, limit=limit, plan_dir=plan_dir) for name in DEMO_EXPERIMENTS]
     if coco is not None:

@@ -8,12 +8,18 @@ registered plan (`convswap tables --allow-unregistered`) is labelled
 "unregistered records" in every row.  Without a plan folder the labels follow the spec's
 own words: the misread-units test, the grid-transform hypotheses, readership
 across models and the headroom-normalized gap are post hoc, the rest registered.
+
+A plan file that does not load (a draft with a mistake) is left out and named on
+stderr with its first problem: its experiment is read as one without a plan,
+and every other experiment's tables are written as registered.
 """
 
 from __future__ import annotations
 
+import sys
 from pathlib import Path
 
+from convswap.core import ConvswapError
 from convswap.experiments.plan import Hypothesis, Plan, load_plan, plan_files, registered_names
 
 REGISTERED = "registered"
@@ -31,7 +37,14 @@ class Registry:
         self._gates: dict[str, tuple[str, float]] = {}
         self._alphas: dict[tuple[str, str], float] = {}
         self._hypotheses: dict[str, tuple[Hypothesis, ...]] = {}
-        self.plans: list[Plan] = [load_plan(path) for path in plan_files(self.plan_dir)] if self.plan_dir else []
+        self.plans: list[Plan] = []
+        self.invalid: list[str] = []  # each left-out plan file's first problem, naming the file
+        for path in plan_files(self.plan_dir) if self.plan_dir else []:
+            try:
+                self.plans.append(load_plan(path))
+            except ConvswapError as error:
+                self.invalid.append(str(error))
+                print(f"left out an invalid plan file: {error}", file=sys.stderr)
         for plan in self.plans:
             self._registered[plan.id] = registered_names(plan)
             self._post_hoc.update(plan.post_hoc)

@@ -5,9 +5,9 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from convswap.analysis.commands import ALLOW_UNREGISTERED_HELP, checked_provenance, default_plan_dir_or_none
+from convswap.analysis.commands import ALLOW_UNREGISTERED_HELP, checked_provenance
 from convswap.defaults import DEFAULT_COLOR_WORDS
-from convswap.experiments.plan_commands import PLAN_DIR_HELP
+from convswap.experiments.plan_commands import PLAN_DIR_HELP, plan_folder
 from convswap.readout.base import DEFAULT_MAX_NEW_TOKENS, check_max_new_tokens
 from convswap.readout.options import add_model_arguments
 from convswap.readout.registry import backend_options, load_backend
@@ -69,7 +69,7 @@ def run_audit(args: argparse.Namespace) -> int:
     from convswap.audits.report import format_report
     from convswap.conventions.declarations import conventions_of
 
-    plan_dir = args.plan_dir if args.plan_dir is not None else default_plan_dir_or_none()
+    plan_dir = plan_folder(args.plan_dir)
     provenance = checked_provenance(args.logdir, plan_dir, args.allow_unregistered)
     records, results = audit_folder(args.logdir, args.vocabulary, seed=args.seed, conventions=conventions_of(plan_dir))
     print(format_report(results))

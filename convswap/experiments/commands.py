@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING
 
 from convswap.core import CONDITIONS
 from convswap.experiments.logs import DEFAULT_OUT, RETRIED_STATUS
-from convswap.experiments.plan_commands import PLAN_DIR_HELP
+from convswap.experiments.plan_commands import PLAN_DIR_HELP, plan_folder
 from convswap.readout.base import DEFAULT_MAX_NEW_TOKENS
 from convswap.readout.options import add_model_arguments
 
@@ -101,7 +101,7 @@ def run_command(args: argparse.Namespace) -> int:
         dtype=args.dtype,
         conditions=tuple(args.condition or ()),
         limit=args.limit,
-        plan_dir=args.plan_dir,
+        plan_dir=plan_folder(args.plan_dir),
         vocabulary=args.vocabulary,
         vocabulary_from_other_model=args.vocabulary_from_other_model,
         coco=args.coco,
@@ -136,7 +136,9 @@ def report(result: RunResult) -> str:
     plan, (index, count) = result.plan, result.shard
     where = f" (process {index + 1} of {count})" if count > 1 else ""
     if plan.design.stimuli == "calibration":
-        return f"{plan.id}{where}: vocabulary at {result.vocabulary}"
+        return f"{plan.id}{where}: vocabulary at {result.vocabulary}" + (
+            f"\n{result.excluded}" if result.excluded else ""
+        )
     lines = [f"{plan.id}{where}: {result.written} records written, {result.already_done} already on disk"]
     if result.retried:
         lines[0] += f", {result.retried} failed requests retried (their first records kept in *.attempts)"

@@ -5,9 +5,16 @@
     {"action": "register" | "amend", "file": "<path relative to the plan dir>",
      "sha256": "<the file's sha256>", "reason": null | "<why it was amended>",
      "timestamp": "<UTC ISO 8601>", "prev": "<entry_hash of the line before>",
+     "version": <the file's version>,
      "entry_hash": "<sha256 of the canonical JSON of this entry without entry_hash>"}
 
-The first entry's `prev` is 64 zeros.  A file may be run only while its bytes
+The first entry's `prev` is 64 zeros.  An amendment must raise the file's
+`version` above the version of its latest entry.  Entries written before
+`version` was recorded lack it (and their hashes stay as written); for them the
+last version is taken to be the number of entries the file has, since a file
+is registered at version 1 and each of its amendments raised it by one (the
+shipped plans' history does exactly this), or the highest version an entry of
+the file records, whichever is greater.  A file may be run only while its bytes
 equal those of its latest entry; that entry's hash is the `plan_hash` every
 record of the run carries, so a record names the exact plan text it ran under.
 
@@ -21,6 +28,8 @@ from __future__ import annotations
 import fcntl
 import json
 import os
+import secrets
+import shutil
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -28,12 +37,13 @@ from pathlib import Path
 from typing import Any
 
 from convswap.core import ConvswapError, canonical_json, sha256_hex
-from convswap.experiments.plan import load_plan, plan_files
+from convswap.experiments.plan import LEDGER_NAME, SHIPPED_PLAN_DIR, load_plan, plan_files
+from convswap.validation import is_integer
 
-LEDGER_NAME = "ledger.jsonl"
 GENESIS = "0" * 64
 ACTIONS = ("register", "amend")
 _FIELDS = ("action", "file", "sha256", "reason", "timestamp", "prev", "entry_hash")
+_VERSIONED_FIELDS = (*_FIELDS, "version")  # entries written since the version was recorded
 
 
 @dataclass(frozen=True)
@@ -46,13 +56,17 @@ class Entry:
     prev: str
     entry_hash: str
     line: int  # 1-based line of the ledger file; not part of the hashed content
+    version: int | None = None  # None: an entry from before versions were recorded
 
-    def body(self) -> dict[str, str | None]:
-        return {"action": self.action, "file": self.file, "sha256": self.sha256, "reason": self.reason,
-                "timestamp": self.timestamp, "prev": self.prev}  # fmt: skip
+    def body(self) -> dict[str, Any]:
+        body: dict[str, Any] = {"action": self.action, "file": self.file, "sha256": self.sha256, "reason": self.reason,
+                                "timestamp": self.timestamp, "prev": self.prev}  # fmt: skip
+        if self.version is not None:  # absent from older entries, whose hashes were computed without it
+            body["version"] = self.version
+        return body
 
 
-def entry_hash(body: dict[str, str | None]) -> str:
+def entry_hash(body: dict[str, Any]) -> str:
     return sha256_hex(canonical_json(body))
 
 
@@ -80,12 +94,13 @@ class Ledger:
     def amend(self, file: str | os.PathLike[str], reason: str) -> Entry:
         """Record a change to a registered plan file, with the reason for it."""
         name = self.relative(file)
-        if not reason or not reason.strip():
+        if reason is None or not reason.strip():
             raise ConvswapError(f"amending {name} needs a reason")
         return self._append("amend", name, reason.strip())
 
     def _append(self, action: str, name: str, reason: str | None) -> Entry:
-        digest = load_plan(self.plan_dir / name).sha256
+        plan = load_plan(self.plan_dir / name)
+        digest = plan.sha256
         fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
         try:
             fcntl.flock(fd, fcntl.LOCK_EX)  # held until close: read the chain's tip and extend it as one step
@@ -99,14 +114,22 @@ class Ledger:
                 raise ConvswapError(f"{name} is not registered; register it before amending it")
             if action == "amend" and latest is not None and latest.sha256 == digest:
                 raise ConvswapError(f"{name} is unchanged since its last entry (line {latest.line}); nothing to amend")
+            if action == "amend" and latest is not None:
+                last = _last_version(entries, name)
+                if plan.version <= last:
+                    raise ConvswapError(
+                        f"{name}: version: an amendment must raise it above {last}, the version of its last entry "
+                        f"(line {latest.line}), got {plan.version}"
+                    )
             timestamp = self.clock()
             if entries and timestamp < entries[-1].timestamp:
                 raise ConvswapError(
                     f"the clock reads {timestamp}, before the last entry's {entries[-1].timestamp} "
                     f"(line {entries[-1].line}); nothing appended"
                 )
-            body: dict[str, Any] = {"action": action, "file": name, "sha256": digest, "reason": reason, "timestamp": timestamp,
-                    "prev": entries[-1].entry_hash if entries else GENESIS}  # fmt: skip
+            body: dict[str, Any] = {"action": action, "file": name, "sha256": digest, "reason": reason,
+                                    "timestamp": timestamp, "prev": entries[-1].entry_hash if entries else GENESIS,
+                                    "version": plan.version}  # fmt: skip
             digest_of_entry = entry_hash(body)
             os.write(fd, (canonical_json({**body, "entry_hash": digest_of_entry}) + "\n").encode("utf-8"))
             os.fsync(fd)
@@ -178,7 +201,10 @@ class Ledger:
         try:
             relative = path.resolve().relative_to(self.plan_dir.resolve())
         except ValueError as error:
-            raise ConvswapError(f"{file} is not inside the plan folder {self.plan_dir}") from error
+            raise ConvswapError(
+                f"{file} is not inside the plan folder {self.plan_dir}; pass --plan-dir with the folder that holds "
+                "it, or start one with `convswap plan init DIR` and move the file into it"
+            ) from error
         if relative.suffix != ".toml" or len(relative.parts) != 1:
             raise ConvswapError(f"{file} is not a plan file (a .toml directly inside {self.plan_dir})")
         return relative.as_posix()
@@ -198,8 +224,11 @@ class Ledger:
             except json.JSONDecodeError:
                 problems.append(f"{where}: not a JSON object")
                 break
-            if not isinstance(data, dict) or sorted(data) != sorted(_FIELDS):
-                problems.append(f"{where}: fields must be exactly {', '.join(_FIELDS)}")
+            if not isinstance(data, dict) or sorted(data) not in (sorted(_FIELDS), sorted(_VERSIONED_FIELDS)):
+                problems.append(f"{where}: fields must be exactly {', '.join(_FIELDS)}, and optionally version")
+                break
+            if "version" in data and not (is_integer(data["version"]) and data["version"] >= 1):
+                problems.append(f"{where}: version must be an integer >= 1, got {data['version']!r}")
                 break
             entry = Entry(**data, line=number)
             if entry_hash(entry.body()) != entry.entry_hash:
@@ -222,6 +251,49 @@ class Ledger:
             entries.append(entry)
             prev = entry.entry_hash
         return entries, problems
+
+
+def _last_version(entries: list[Entry], name: str) -> int:
+    """The version of a file's latest entry; for entries that predate recorded versions, see the module's rule."""
+    own = [entry for entry in entries if entry.file == name]
+    if own[-1].version is not None:
+        return own[-1].version
+    return max([len(own), *(entry.version for entry in own if entry.version is not None)])
+
+
+def init_plan_folder(target: str | os.PathLike[str], empty: bool, source: Path = SHIPPED_PLAN_DIR) -> list[str]:
+    """A new plan folder: `source`'s plan files with their ledger (their registrations stay valid), or, `empty`,
+    an empty ledger; returns the plan files copied.
+
+    The folder is built beside `target` and renamed into place once it verifies, so a failure leaves nothing.
+    """
+    target = Path(target)
+    if target.exists() and (not target.is_dir() or any(target.iterdir())):
+        raise ConvswapError(f"{target} exists and is not an empty folder; name a new folder for the plans")
+    parent = target.absolute().parent
+    if not parent.is_dir():
+        raise ConvswapError(f"cannot create plan folder {target}: {parent} does not exist")
+    building = parent / f".{target.name}.{secrets.token_hex(4)}.partial"
+    names = [] if empty else [path.name for path in plan_files(source)]
+    try:
+        building.mkdir()
+        for name in names:
+            shutil.copyfile(source / name, building / name)
+        if empty:
+            (building / LEDGER_NAME).touch()
+        else:
+            shutil.copyfile(source / LEDGER_NAME, building / LEDGER_NAME)
+        problems = Ledger(building).verify()
+        if problems:
+            raise ConvswapError(f"the plans copied from {source} do not verify: {problems[0]}")
+        building.rename(target)  # replaces an empty target folder in one step
+    except OSError as error:
+        shutil.rmtree(building, ignore_errors=True)
+        raise ConvswapError(f"cannot create plan folder {target}: {error.strerror or error}") from error
+    except BaseException:
+        shutil.rmtree(building, ignore_errors=True)
+        raise
+    return names
 
 
 def _latest(entries: list[Entry]) -> dict[str, Entry]:

@@ -5,7 +5,8 @@ what it tests (`[[hypotheses]]`), what it drops (`exclusions`), what would count
 against it (`failure_conditions`), when a null contrast is uninformative
 (`[gate]`), and which analyses are already known to be post hoc (`post_hoc`).
 Whether a file is registered, and whether it changed since, is the ledger's
-business (`convswap.experiments.ledger`); this module only reads files.
+business (`convswap.experiments.ledger`); this module only reads files, and
+finds the plan folder a command reads (`resolve_plan_dir`).
 
 Every problem is a `ConvswapError` naming the file, the field and the value, so
 a plan that loads is a plan the runner and the analysis can rely on.
@@ -13,9 +14,11 @@ a plan that loads is a plan the runner and the analysis can rely on.
 
 from __future__ import annotations
 
+import os
 import re
 import tomllib
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Annotated, Any, Literal, get_args
 
@@ -23,10 +26,15 @@ from pydantic import BeforeValidator, Field, ValidationError, ValidationInfo, fi
 
 from convswap.conventions import Convention, conventions_of
 from convswap.conventions.cells import GRID_SIZES, has_english_names
+from convswap.conventions.declarations import FILE_NAME as CONVENTIONS_FILE_NAME
 from convswap.core import CONDITIONS, TASKS, Condition, ConvswapError, Task, sha256_hex
+from convswap.experiments.analyses import ANALYSES
 from convswap.validation import Table, at_least, checked, first_problem, is_integer, is_number, one_of, problem
 
 PLAN_DIR_NAME = "analysis_plan"
+PLAN_DIR_ENV = "CONVSWAP_PLAN_DIR"
+LEDGER_NAME = "ledger.jsonl"
+SHIPPED_PLAN_DIR = Path(__file__).resolve().parents[1] / PLAN_DIR_NAME  # package data: the spec's plans
 
 Stimuli = Literal["calibration", "color_arrays", "synthetic_spatial", "coco", "items"]
 PlanReadout = Literal["first_token", "generate", "both"]
@@ -318,6 +326,7 @@ class CalibrationDesign(Table):
     renders_per_angle: Annotated[int, at_least(2)]
     min_anchor_separation_deg: Annotated[int, at_least(1)]
     min_candidate_mass: Fraction
+    min_anchors: Annotated[int, at_least(1)]  # fewer: the model is excluded from every color experiment
 
     @field_validator("step_deg")
     @classmethod
@@ -404,11 +413,29 @@ class Plan(Table):
             raise problem("is required for calibration stimuli and only for them", value)
         return value
 
+    @field_validator("registered_analyses", "post_hoc")
+    @classmethod
+    def _analyses_in_the_catalog(cls, names: tuple[str, ...]) -> tuple[str, ...]:
+        for name in names:
+            if name not in ANALYSES:
+                raise problem("unknown analysis (`convswap plan analyses` lists the known ones)", name)
+        return names
+
     @model_validator(mode="after")
     def _post_hoc_is_not_registered(self) -> Plan:
         overlap = sorted((set(self.registered_analyses) | {h.id for h in self.hypotheses}) & set(self.post_hoc))
         if overlap:
             raise problem("names an analysis that is also registered", overlap, ("post_hoc",))
+        return self
+
+    @model_validator(mode="after")
+    def _calibration_the_code_applies(self) -> Plan:
+        from convswap.experiments.calibration_rules import unapplied  # here: the calibration code is slow to import
+
+        found = unapplied(self.calibration, self.held_out)
+        if found is not None:
+            where, stated, why = found
+            raise problem(why, stated, where)
         return self
 
     def hypothesis(self, hypothesis_id: str) -> Hypothesis:
@@ -460,19 +487,37 @@ def find_experiment(plan_dir: str | Path, experiment_id: str) -> Path:
 
 
 def plan_files(plan_dir: str | Path) -> list[Path]:
-    return sorted(Path(plan_dir).glob("*.toml"))
+    """A folder's plan files: every *.toml but the folder's own convention declarations."""
+    return sorted(path for path in Path(plan_dir).glob("*.toml") if path.name != CONVENTIONS_FILE_NAME)
 
 
-def default_plan_dir() -> Path:
-    """`./analysis_plan` when it exists, else the one in the source checkout this package runs from.
+@dataclass(frozen=True)
+class PlanFolder:
+    """The plan folder a command reads, and why it is that one (for the line every command prints)."""
 
-    The plan is part of the repository, not of an installed package: a run from
-    the repository root finds it, and so does a run elsewhere of an editable install.
+    path: Path
+    source: str
+
+    def describe(self) -> str:
+        return f"plan folder: {self.path} ({self.source})"
+
+
+def resolve_plan_dir(given: str | Path | None, environ: Mapping[str, str] = os.environ) -> PlanFolder:
+    """`--plan-dir`, else $CONVSWAP_PLAN_DIR, else ./analysis_plan when it holds a ledger, else the shipped one.
+
+    A folder the user named (by option or variable) must exist: falling back past it would run another plan
+    than the one asked for.  ./analysis_plan counts only with a ledger, so an unrelated folder of that name is
+    not mistaken for one.
     """
+    for named, by in ((given, "--plan-dir"), (environ.get(PLAN_DIR_ENV) or None, PLAN_DIR_ENV)):
+        if named is not None:
+            path = Path(named)
+            if not path.is_dir():
+                raise ConvswapError(f"{by}: plan folder {path} does not exist")
+            return PlanFolder(path, f"from {by}")
     here = Path(PLAN_DIR_NAME)
-    if here.is_dir():
-        return here
-    checkout = Path(__file__).resolve().parents[2] / PLAN_DIR_NAME
-    if checkout.is_dir():
-        return checkout
-    raise ConvswapError(f"no {PLAN_DIR_NAME}/ folder here or in the source checkout; pass --plan-dir")
+    if (here / LEDGER_NAME).is_file():
+        return PlanFolder(here, f"./{PLAN_DIR_NAME} holds a {LEDGER_NAME}")
+    return PlanFolder(
+        SHIPPED_PLAN_DIR, "the spec's plans shipped with convswap; `convswap plan init DIR` starts your own"
+    )

@@ -13,9 +13,18 @@ if TYPE_CHECKING:
     from convswap.experiments.ledger import Ledger
 
 PLAN_DIR_HELP = (
-    "folder of plan files and their ledger.jsonl (default: ./analysis_plan, else the analysis_plan/ "
-    "of the source checkout this package runs from)"
+    "folder of plan files and their ledger.jsonl (default: $CONVSWAP_PLAN_DIR, else ./analysis_plan when it holds "
+    "a ledger.jsonl, else the spec's plans shipped with convswap)"
 )
+
+
+def plan_folder(given: Path | None) -> Path:
+    """The plan folder a command reads (see `resolve_plan_dir`), announced on stderr with why it is that one."""
+    from convswap.experiments.plan import resolve_plan_dir
+
+    folder = resolve_plan_dir(given)
+    print(folder.describe(), file=sys.stderr)
+    return folder.path
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -41,13 +50,19 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     amend_parser.add_argument("--reason", required=True, help="why the file changed (stored in the ledger)")
     action("verify", "check the ledger's chain and that no plan file changed without an amendment", run_verify)
     action("show", "list the experiments with their version, hypotheses and ledger status", run_show)
+    init_help = "start a plan folder of your own: the spec's plans and their ledger, or an empty ledger"
+    init_parser = actions.add_parser("init", help=init_help, description=init_help)
+    init_parser.add_argument("dir", type=Path, metavar="DIR", help="the new folder (must not exist, or be empty)")
+    init_parser.add_argument("--empty", action="store_true", help="no plans, an empty ledger")
+    init_parser.set_defaults(handler=run_init)
+    analyses_help = "list the analyses a plan may name in registered_analyses and post_hoc"
+    actions.add_parser("analyses", help=analyses_help, description=analyses_help).set_defaults(handler=run_analyses)
 
 
 def _ledger(args: argparse.Namespace) -> Ledger:
     from convswap.experiments.ledger import Ledger
-    from convswap.experiments.plan import default_plan_dir
 
-    return Ledger(args.plan_dir if args.plan_dir is not None else default_plan_dir())
+    return Ledger(plan_folder(args.plan_dir))
 
 
 def run_register(args: argparse.Namespace) -> int:
@@ -61,6 +76,30 @@ def run_register(args: argparse.Namespace) -> int:
 def run_amend(args: argparse.Namespace) -> int:
     entry = _ledger(args).amend(args.file, args.reason)
     print(f"amended {entry.file} (ledger line {entry.line}, entry {entry.entry_hash[:12]})")
+    return 0
+
+
+def run_init(args: argparse.Namespace) -> int:
+    from convswap.experiments.ledger import init_plan_folder
+    from convswap.experiments.plan import PLAN_DIR_ENV
+
+    copied = init_plan_folder(args.dir, args.empty)
+    what = f"the spec's {len(copied)} registered plans and their ledger" if copied else "an empty ledger"
+    print(f"{args.dir}: new plan folder with {what}")
+    print(
+        f"next: write {args.dir}/<experiment>.toml (`convswap plan analyses` lists the analyses it may name), then\n"
+        f"  convswap plan register {args.dir}/<experiment>.toml --plan-dir {args.dir}\n"
+        f"every command reads this folder with --plan-dir {args.dir}, or with export {PLAN_DIR_ENV}={args.dir}"
+    )
+    return 0
+
+
+def run_analyses(args: argparse.Namespace) -> int:
+    from convswap.experiments.analyses import ANALYSES
+
+    width = max(map(len, ANALYSES))
+    for name, description in ANALYSES.items():
+        print(f"{name.ljust(width)}  {description}")
     return 0
 
 

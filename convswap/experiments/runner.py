@@ -38,10 +38,6 @@ from typing import Any, TypeVar
 from tqdm import tqdm
 
 from convswap.calibration.vocabulary import (
-    HELD_OUT_CLEARANCE,
-    HELD_OUT_FAR,
-    HELD_OUT_NEAR,
-    MIN_ANCHOR_SEPARATION,
     Vocabulary,
     calibrate,
     load_vocabulary,
@@ -69,7 +65,7 @@ from convswap.experiments.logs import (
     torn_line,
     write_expected,
 )
-from convswap.experiments.plan import Plan, default_plan_dir, find_experiment, load_plan
+from convswap.experiments.plan import Plan, find_experiment, load_plan, resolve_plan_dir
 from convswap.experiments.reading import Reader, RecordContext
 from convswap.experiments.summary import ConventionSummary, all_records, summarize
 from convswap.experiments.trials import (
@@ -81,8 +77,7 @@ from convswap.experiments.trials import (
     shard_trials,
 )
 from convswap.readout.base import DEFAULT_DTYPE, DEFAULT_MAX_NEW_TOKENS, Backend, ModelInfo, Query, check_max_new_tokens
-from convswap.readout.registry import backend_entry, backend_options, check_local_model, load_backend
-from convswap.stimuli.arrays import N_SQUARES, SWATCH_GRID_STEP, SWATCH_PLACEMENTS
+from convswap.readout.registry import backend_entry, backend_options, check_local_model, load_backend, split_spec
 from convswap.stimuli.render import image_sha256, render_image
 
 T = TypeVar("T")
@@ -90,8 +85,6 @@ R = TypeVar("R")
 
 CALIBRATION_EXPERIMENT = "calibration"
 VOCABULARY_NAME = "vocabulary.json"
-# Color and synthetic spatial stimuli are four-square arrays of distinct vocabulary words.
-MIN_VOCABULARY_WORDS = N_SQUARES
 
 
 @dataclass(frozen=True)
@@ -128,14 +121,16 @@ class RunResult:
     vocabulary: Path | None = None
     summary: list[ConventionSummary] = field(default_factory=list)
     first_token_refused: dict[tuple[str, ...], str] = field(default_factory=dict)
+    excluded: str | None = None  # a calibration with too few anchors: the line that says so
 
 
 def registered_plan(plan_dir: Path | None, experiment: str) -> tuple[Plan, str]:
-    """The experiment's plan and the ledger entry hash its records carry; refuses unregistered or edited files."""
-    plan_dir = default_plan_dir() if plan_dir is None else plan_dir
+    """The experiment's plan and the ledger entry hash its records carry; refuses invalid, unregistered or edited
+    files (an invalid one with its first problem, which registering it would meet too)."""
+    plan_dir = resolve_plan_dir(plan_dir).path
     path = find_experiment(plan_dir, experiment)
-    plan_hash = Ledger(plan_dir).current_entry_hash(path)
-    return load_plan(path), plan_hash
+    plan = load_plan(path)
+    return plan, Ledger(plan_dir).current_entry_hash(path)
 
 
 def prepare_out(out: Path) -> Path:
@@ -172,27 +167,6 @@ def _mkdir(folder: Path) -> None:
 
 def vocabulary_path(out: Path, model: str, quant: str | None) -> Path:
     return out / CALIBRATION_EXPERIMENT / model_slug(model, quant) / VOCABULARY_NAME
-
-
-def check_calibration_design(plan: Plan) -> None:
-    """Refuse a calibration plan whose numbers are not the ones the calibration code applies."""
-    design, rule = plan.calibration, plan.held_out
-    assert design is not None  # the plan reader requires [calibration] for calibration stimuli
-    stated: dict[str, tuple[int | None, int]] = {
-        "calibration.step_deg": (design.step_deg, SWATCH_GRID_STEP),
-        "calibration.renders_per_angle": (design.renders_per_angle, len(SWATCH_PLACEMENTS)),
-        "calibration.min_anchor_separation_deg": (design.min_anchor_separation_deg, MIN_ANCHOR_SEPARATION),
-    }
-    if rule is not None:
-        stated |= {
-            "held_out.min_from_own_anchor_deg": (rule.min_from_own_anchor_deg, HELD_OUT_NEAR),
-            "held_out.max_from_own_anchor_deg": (rule.max_from_own_anchor_deg, HELD_OUT_FAR),
-            "held_out.min_from_other_anchor_deg": (rule.min_from_other_anchor_deg, HELD_OUT_CLEARANCE),
-            "held_out.min_from_other_name_deg": (rule.min_from_other_name_deg, HELD_OUT_CLEARANCE),
-        }
-    for name, (planned, applied) in stated.items():
-        if planned != applied:
-            raise ConvswapError(f"{plan.path}: {name} = {planned}, but the calibration code applies {applied}")
 
 
 def check_plan_versions(experiment_folder: Path, plan_hash: str) -> None:
@@ -250,7 +224,7 @@ def run_experiment(request: RunRequest, backend: Backend | None = None, progress
     _check_request(plan, request)
     vocabulary = load_vocabulary(request.vocabulary) if request.vocabulary is not None else None
     if vocabulary is not None:
-        check_vocabulary_size(vocabulary, plan.id, str(request.vocabulary))
+        check_vocabulary_size(vocabulary, request, plan.id, f"--vocabulary {request.vocabulary}")
     if plan.design.stimuli == CALIBRATION_EXPERIMENT:  # the model folder is the vocabulary's
         folder = vocabulary_path(request.out, request.model, request.quant).parent
     else:
@@ -291,7 +265,8 @@ def _run_locked(
     if backend is None:
         backend = load_backend(request.model, **_backend_options(request, shard))
     if plan.design.stimuli == CALIBRATION_EXPERIMENT:
-        result.vocabulary, _ = _calibrated(backend, out, request, shard, plan.id, progress)
+        result.vocabulary, vocabulary = _calibrated(backend, out, request, shard, plan.id, progress)
+        result.excluded = exclusion(vocabulary, request, "every color experiment", "its calibration")
         return
     info = backend.info()
     if result.folder != model_folder(request.out, plan.id, request.model, request.quant, info.dtype):
@@ -304,10 +279,8 @@ def _run_locked(
         vocabulary_owner = vocabulary_from_other_model(vocabulary, info, request, f"--vocabulary {request.vocabulary}")
         result.vocabulary = _keep_with_logs(vocabulary, out, request)
     elif needs_vocabulary(plan):
-        result.vocabulary, vocabulary = _calibrated(
-            backend, out, request, shard, plan.id, progress, MIN_VOCABULARY_WORDS
-        )
-        check_vocabulary_size(vocabulary, plan.id, str(result.vocabulary))
+        result.vocabulary, vocabulary = _calibrated(backend, out, request, shard, plan.id, progress, excluding=True)
+        check_vocabulary_size(vocabulary, request, plan.id, f"its vocabulary {result.vocabulary}")
         vocabulary_owner = vocabulary_from_other_model(vocabulary, info, request, str(result.vocabulary))
     trials = build_trials(plan, Sources(vocabulary, request.coco), request.limit)
     for condition in conditions:
@@ -402,8 +375,8 @@ def _check_request(plan: Plan, request: RunRequest) -> None:
     check_limit(request.limit)
     check_max_new_tokens(request.max_new_tokens)
     check_local_model(request.model)
+    check_registered_model(plan, request.model)
     if plan.design.stimuli == CALIBRATION_EXPERIMENT:
-        check_calibration_design(plan)
         if request.limit is not None:
             raise ConvswapError(
                 f"--limit: {plan.id} names every swatch of its grid; a partial calibration means nothing"
@@ -416,6 +389,24 @@ def _check_request(plan: Plan, request: RunRequest) -> None:
         if request.coco is None:
             raise ConvswapError(f"{plan.id} runs on COCO photographs: give the COCO folder with --coco DIR")
         coco_annotations(request.coco)
+
+
+def check_registered_model(plan: Plan, spec: str) -> None:
+    """Refuse a model outside a plan's registered model set (`design.models`; empty: any model).
+
+    A registered name matches a spec when it equals, ignoring case, the spec or the model's own name: what follows
+    the backend prefix, less any folder or hub owner (`Qwen2.5-VL-7B` matches `hf:/models/Qwen2.5-VL-7B`,
+    `gpt-4o` matches `openai:gpt-4o`).  A simulated observer stands in for any model.
+    """
+    models = plan.design.models
+    if not models or backend_entry(spec).simulated:
+        return
+    own_name = split_spec(spec)[1].rstrip("/").rsplit("/", 1)[-1]
+    if not {spec.casefold(), own_name.casefold()} & {name.casefold() for name in models}:
+        raise ConvswapError(
+            f"{spec} is not in {plan.id}'s registered model set ({', '.join(models)}, {plan.path.name} design.models); "
+            "a comparison runs only the models registered for it: amend the plan to add one"
+        )
 
 
 def _conditions(plan: Plan, asked: Sequence[str]) -> tuple[Condition, ...]:
@@ -454,14 +445,25 @@ def vocabulary_from_other_model(
     return model
 
 
-def check_vocabulary_size(vocabulary: Vocabulary, experiment: str, source: str) -> None:
-    """Stop before any trial when the vocabulary cannot fill the four-square arrays the color stimuli use."""
-    words = vocabulary.words
-    if len(words) < MIN_VOCABULARY_WORDS:
-        raise ConvswapError(
-            f"{source}: calibration found {len(words)} color word(s) ({', '.join(words) or 'none'}), fewer than "
-            f"the {MIN_VOCABULARY_WORDS} that {experiment}'s four-square arrays need"
-        )
+def exclusion(vocabulary: Vocabulary, request: RunRequest, experiment: str, source: str) -> str | None:
+    """The one line saying a model is excluded from `experiment` for too few anchors (the calibration plan's
+    `min_anchors`), or None when it has enough."""
+    calibration, _ = registered_plan(request.plan_dir, CALIBRATION_EXPERIMENT)
+    assert calibration.calibration is not None  # the plan reader requires [calibration] for calibration stimuli
+    minimum, words = calibration.calibration.min_anchors, vocabulary.words
+    if len(words) >= minimum:
+        return None
+    return (
+        f"{request.model} is excluded from {experiment}: {source} has {len(words)} anchor(s) "
+        f"({', '.join(words) or 'none'}), fewer than the {minimum} of {calibration.path.name}'s min_anchors"
+    )
+
+
+def check_vocabulary_size(vocabulary: Vocabulary, request: RunRequest, experiment: str, source: str) -> None:
+    """Stop before any trial when the model is excluded for too few anchors."""
+    excluded = exclusion(vocabulary, request, experiment, source)
+    if excluded is not None:
+        raise ConvswapError(excluded)
 
 
 def _calibrated(
@@ -471,11 +473,11 @@ def _calibrated(
     shard: tuple[int, int],
     experiment: str,
     progress: bool,
-    minimum_words: int = 0,
+    excluding: bool = False,
 ) -> tuple[Path, Vocabulary]:
     """The model's vocabulary at its default path, calibrated (the registered calibration) when missing.
 
-    A fresh calibration with fewer than `minimum_words` words stops the run at
+    `excluding`: a fresh calibration with too few anchors stops the run at
     once and is not kept, so that the next run calibrates again.
     """
     path = vocabulary_path(out, request.model, request.quant)
@@ -486,11 +488,10 @@ def _calibrated(
             f"{experiment} needs the model's color vocabulary and {path} does not exist; calibrate with one process "
             f"first (convswap run {CALIBRATION_EXPERIMENT} --model {request.model} --out {out})"
         )
-    plan, _ = registered_plan(request.plan_dir, CALIBRATION_EXPERIMENT)
-    check_calibration_design(plan)
+    registered_plan(request.plan_dir, CALIBRATION_EXPERIMENT)  # refuses an unregistered or edited calibration plan
     vocabulary = calibrate(backend, max_new_tokens=request.max_new_tokens, progress=None if progress else _no_bar)
-    if len(vocabulary.words) < minimum_words:
-        check_vocabulary_size(vocabulary, experiment, f"calibrating {request.model} (not kept)")
+    if excluding:
+        check_vocabulary_size(vocabulary, request, experiment, "its calibration (not kept)")
     _mkdir(path.parent)
     save_vocabulary(path, vocabulary)
     return path, vocabulary
@@ -680,5 +681,5 @@ def _dry_run_vocabulary(plan: Plan, request: RunRequest) -> Vocabulary | None:
             f"give --vocabulary FILE, or calibrate first (convswap run {CALIBRATION_EXPERIMENT} ...)"
         )
     vocabulary = load_vocabulary(path)
-    check_vocabulary_size(vocabulary, plan.id, str(path))
+    check_vocabulary_size(vocabulary, request, plan.id, str(path))
     return vocabulary

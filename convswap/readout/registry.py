@@ -23,12 +23,14 @@ class BackendEntry:
     names: what follows the prefix in a spec, as --model's help states it.
     local_weights: runs model weights in this process, so it has a weight dtype (part of the log folder's
       name) and a sharded run gives each process its own GPU.
+    simulated: stands in for a model to exercise the pipeline, so a plan's registered model set does not bind it.
     """
 
     module: str
     class_name: str
     names: str
     local_weights: bool = False
+    simulated: bool = False
 
 
 # Every backend, registered once; adding one is its module plus one entry here.
@@ -38,7 +40,7 @@ BACKENDS: dict[str, BackendEntry] = {
     ),  # fmt: skip
     "openai": BackendEntry("convswap.readout.openai_backend", "OpenAIBackend", "<model>"),
     "gemini": BackendEntry("convswap.readout.gemini_backend", "GeminiBackend", "<model>"),
-    "sim": BackendEntry("convswap.readout.sim", "SimulatedObserver", "<preset or FILE.toml>"),
+    "sim": BackendEntry("convswap.readout.sim", "SimulatedObserver", "<preset or FILE.toml>", simulated=True),
 }
 
 

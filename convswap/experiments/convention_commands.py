@@ -6,7 +6,8 @@ import argparse
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from convswap.core import ColorAnchor, ConvswapError, ImageSpec, Trial
+from convswap.core import ColorAnchor, ImageSpec, Trial
+from convswap.experiments.plan_commands import PLAN_DIR_HELP, plan_folder
 
 if TYPE_CHECKING:
     from convswap.conventions.declarations import Convention
@@ -24,7 +25,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "next referent. A choice convention's fields come from a user's items, so it "
         "shows its template instead.",
     )
-    parser.add_argument("--plan-dir", type=Path, help="plan folder whose conventions.toml to add to the shipped ones")
+    parser.add_argument("--plan-dir", type=Path, help=f"{PLAN_DIR_HELP}; its conventions.toml adds to the shipped ones")
     parser.set_defaults(handler=run_conventions)
 
 
@@ -82,12 +83,11 @@ def describe(convention: Convention) -> list[str]:
 def run_conventions(args: argparse.Namespace) -> int:
     from convswap.conventions.declarations import FILE_NAME, SHIPPED_FILE, conventions_of
 
-    if args.plan_dir is not None and not args.plan_dir.is_dir():
-        raise ConvswapError(f"--plan-dir {args.plan_dir} is not a folder")
-    catalog = conventions_of(args.plan_dir)
+    plan_dir = plan_folder(args.plan_dir)
+    catalog = conventions_of(plan_dir)
     lines = [f"# shipped: {SHIPPED_FILE}"]
-    if args.plan_dir is not None and (args.plan_dir / FILE_NAME).is_file():
-        lines.append(f"# declared: {args.plan_dir / FILE_NAME}")
+    if (plan_dir / FILE_NAME).is_file():
+        lines.append(f"# declared: {plan_dir / FILE_NAME}")
     for convention in catalog.values():
         lines.extend(describe(convention))
     print("\n".join(lines))
