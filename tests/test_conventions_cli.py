@@ -111,12 +111,13 @@ def test_conventions_without_a_plan_dir_lists_the_shipped_ones(capsys):
 
 def test_conventions_refuses_a_bad_plan_dir_or_declaration_in_one_line(capsys, tmp_path):
     assert main(["conventions", "--plan-dir", str(tmp_path / "missing")]) == 2
-    assert (
-        capsys.readouterr().err == f"convswap conventions: error: --plan-dir {tmp_path / 'missing'} is not a folder\n"
+    assert capsys.readouterr().err == (
+        f"convswap conventions: error: --plan-dir: plan folder {tmp_path / 'missing'} does not exist\n"
     )
     (tmp_path / "conventions.toml").write_text('[pixels]\ntasks = ["locate"]\noption = "{pixel_x}"\n')
     assert main(["conventions", "--plan-dir", str(tmp_path)]) == 2
     captured = capsys.readouterr()
     assert captured.out == ""
-    assert captured.err == (f"convswap conventions: error: {tmp_path / 'conventions.toml'}: pixels: the name of a "
+    assert captured.err == (f"plan folder: {tmp_path} (from --plan-dir)\n"
+                            f"convswap conventions: error: {tmp_path / 'conventions.toml'}: pixels: the name of a "
                             "shipped convention; declare it under another name\n")  # fmt: skip

@@ -225,7 +225,7 @@ KNOWN_TOP = (
     [
         ('title = "A demo experiment"', 'colour = "red"', f"colour: unknown field (known: {KNOWN_TOP}), got 'red'"),
         ('readout = "both"', "seed = 3", "design.seed: unknown field (known: angles, conditions, conventions, "
-         "crossover, grid, k, models, n, readout, seeds, stimuli, tasks), got 3"),
+         "crossover, grid, items, k, models, n, readout, seeds, stimuli, tasks), got 3"),
         ('threshold_points = 20', "margin = 1", "gate.margin: unknown field (known: control, readout, "
          "threshold_points), got 1"),
         ('alpha = 0.05', 'tail = "left"', "hypotheses[0].tail: unknown field (known: alpha, condition, contrast, "
@@ -340,7 +340,7 @@ def test_the_registry_keeps_every_valid_plan_and_names_the_invalid_one(folder_wi
 
 def test_a_folders_convention_declarations_are_not_a_plan(tmp_path, capsys):
     folder = own_folder(tmp_path / "plans", "demo")
-    (folder / "conventions.toml").write_text('[[conventions]]\nname = "mine"\n')
+    (folder / "conventions.toml").write_text('[mine]\ntasks = ["locate"]\noption = "{pixel_x}"\n')
     Ledger(folder).register("demo.toml")
     assert Ledger(folder).verify() == []
     assert main(["plan", "show", "--plan-dir", str(folder)]) == 0

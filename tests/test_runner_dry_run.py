@@ -7,6 +7,7 @@ import tomllib
 from pathlib import Path
 
 import pytest
+from plan_support import without_plan_folder
 from runner_support import PLAN_DIR, SIM, SPATIAL, SPATIAL_CONVENTIONS, records_in, spatial_request
 
 from convswap.cli import main
@@ -22,7 +23,7 @@ def dry_run(capsys, out: Path, vocabulary: Path | None, *extra: str, model: str 
         arguments += ["--vocabulary", str(vocabulary)]
     code = main([*arguments, *extra, "--dry-run"])
     captured = capsys.readouterr()
-    return code, captured.out, captured.err
+    return code, captured.out, without_plan_folder(captured.err)
 
 
 def test_the_dry_run_announces_what_the_run_then_writes(tmp_path, vocabulary, capsys):

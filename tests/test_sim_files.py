@@ -13,6 +13,7 @@ import numpy as np
 import pytest
 from conftest import COCO_MINI
 from PIL import Image
+from plan_support import without_plan_folder
 from runner_support import PLAN_DIR
 from statsmodels.stats.proportion import proportion_confint
 
@@ -163,7 +164,7 @@ def test_a_convention_of_ones_own_and_a_task_it_cannot_perceive_answer_as_plante
         ('name = "x"\nagreement = true\n', "agreement: must be a number from 0 to 1, got True"),
         (
             'name = "x"\n[readings.locte.pixels.visible]\np_read = 0.5\n',
-            "readings.locte: unknown task (one of locate, identify, color), got 'locte'",
+            "readings.locte: unknown task (one of locate, identify, color, choice), got 'locte'",
         ),
         (
             'name = "x"\n[readings.locate.pixels.sunny]\np_read = 0.5\n',
@@ -237,7 +238,7 @@ def test_a_run_on_a_bad_or_missing_file_exits_with_one_line_and_writes_nothing(t
         argv = ["run", "coco_locate_identify", "--model", f"sim:{path}", "--coco", str(COCO_MINI), "--limit", "2",
                 "--out", str(out), "--plan-dir", str(PLAN_DIR), "--no-progress"]  # fmt: skip
         assert main(argv) == 2
-        assert capsys.readouterr().err == f"convswap run: error: {line}\n"
+        assert without_plan_folder(capsys.readouterr().err) == f"convswap run: error: {line}\n"
         assert not out.exists()
     bad.write_text("name = \n")
     with pytest.raises(ConvswapError, match=rf"^{bad}: not valid TOML: "):
@@ -258,7 +259,7 @@ def test_one_log_folder_refuses_a_second_file_under_the_same_name(tmp_path, caps
     capsys.readouterr()
     assert main(argv) == 2
     second = hashlib.sha256(path.read_bytes()).hexdigest()
-    assert capsys.readouterr().err == (
+    assert without_plan_folder(capsys.readouterr().err) == (
         f"convswap run: error: {log} was written at another revision: revision {first} (this run: {second}); "
         "write this run to another --out, or move that log away\n"
     )
