@@ -21,7 +21,7 @@ from convswap.analysis.loading import NothingScored, group_by, select
 from convswap.analysis.mispaired import readership_of
 from convswap.analysis.misread import misread_units
 from convswap.analysis.report import Row, Table, count, decimal, points, pvalue, ratio, signed
-from convswap.analysis.subgroups import FACTOR_ANALYSES, SIDE
+from convswap.analysis.subgroups import FACTOR_ANALYSES, SIDE, bin_range
 from convswap.analysis.transforms import grid_transforms
 from convswap.core import ConvswapError, Record
 from convswap.experiments.scoring import accuracy
@@ -380,7 +380,3 @@ def _analysed_groups(
 
 def _unscorable_note(groups: list[str]) -> list[str]:
     return [f"No scored record, so no row: {'; '.join(groups)}"] if groups else []
-
-
-def bin_range(low: float | None, high: float | None) -> str | None:
-    return None if low is None or high is None else f"{low:.3g} to {high:.3g}"

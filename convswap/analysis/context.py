@@ -37,6 +37,11 @@ class Context:
             groups.setdefault(record.experiment, []).append(record)
         return groups
 
+    @property
+    def experiments(self) -> list[str]:
+        """Every experiment the records hold, by name."""
+        return sorted(self._by_experiment)
+
     def of_experiment(self, experiment: str) -> list[Record]:
         return self._by_experiment.get(experiment, [])
 

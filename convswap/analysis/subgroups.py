@@ -103,3 +103,8 @@ def _side(record: Record) -> str:
 def _category(record: Record) -> str:
     """The object's category: trial meta `category` when present, else the locate trial's subject."""
     return str(record.trial.meta_value("category") or record.trial.subject)
+
+
+def bin_range(low: float | None, high: float | None) -> str | None:
+    """A tercile's range of values as a table cell; None for a bin that is not a range (a category, a side)."""
+    return None if low is None or high is None else f"{low:.3g} to {high:.3g}"
