@@ -400,3 +400,68 @@ def test_contrasts_are_skipped_when_no_experiment_ran_its_control(tmp_path):
     assert ("experiment_contrasts", "no experiment has records of its control convention and of another beside it") \
         in summary.skipped  # fmt: skip
     assert row(tmp_path / "out", "experiment_accuracy", convention="pixels")["acc"] == "50.0"
+
+
+def test_gate_sensitivity_guards_the_plans_first_predicted_contrast(out):
+    guarded = row(out, "gate_sensitivity", experiment=EXPERIMENT, model="sim:a")
+    assert (guarded["gate control"], guarded["contrast"]) == ("cell_name", "cell_name vs thousandths")
+    assert guarded["margin"] == f"{100 * (24 / 30 - 1 / 16):.1f}"
+    assert (guarded["difference"], guarded["penalty"]) == ("-40.0", "yes")  # p = 0.023 against alpha 0.05
+    assert row(out, "gate_sensitivity", experiment=EXPERIMENT, model="sim:weak")["penalty"] == "no"  # b 4, c 0
+    assert "Not measured, thousandths_probe sim:mixed: the contrast mixes readouts" in (
+        out / "gate_sensitivity.md"
+    ).read_text(encoding="utf-8")
+    assert UNPLANNED not in {r["experiment"] for r in rows(out, "gate_sensitivity")}  # no gate without a plan
+
+
+PAIR_PLAN = """\
+id = "pair_probe"
+version = 1
+title = "Two models, two conventions, no gate"
+spec_section = "none"
+exclusions = ["none"]
+failure_conditions = ["none"]
+
+[design]
+stimuli = "coco"
+tasks = ["locate"]
+conventions = ["cell_name", "pixels"]
+conditions = ["visible"]
+n = 20
+seeds = [0]
+grid = 3
+readout = "first_token"
+k = 9
+
+[[hypotheses]]
+id = "pair_inversions"
+statement = "Model rankings invert between conventions."
+endpoint = "accuracy"
+contrast = ["cell_name", "pixels"]
+test = "inversion_search"
+direction = "two_sided"
+alpha = 0.05
+"""
+
+
+def test_a_plan_without_a_gate_searches_inversions_among_every_model(tmp_path):
+    plan_dir = tmp_path / "plans"
+    plan_dir.mkdir()
+    (plan_dir / "pair_probe.toml").write_text(PAIR_PLAN, encoding="utf-8")
+    trials = [locate_trial(index) for index in range(20)]
+    plants = {"sim:a": {"cell_name": 18, "pixels": 2}, "sim:b": {"cell_name": 2, "pixels": 18}}
+    records = [
+        record
+        for model, conventions in plants.items()
+        for convention, right in conventions.items()
+        for record in planted(trials, convention, lambda i, right=right: i < right, experiment="pair_probe",
+                              model=model)
+    ]  # fmt: skip
+    write_jsonl(tmp_path / "logs" / "a.jsonl", records)
+    generate(tmp_path / "logs", tmp_path / "out", plan_dir=plan_dir, messages=io.StringIO())
+    inversion = row(tmp_path / "out", "hypotheses", hypothesis="pair_inversions")
+    assert (inversion["model"], inversion["outcome"]) == ("sim:a vs sim:b", "inversion")
+    assert inversion["estimate"] == (
+        f"cell_name +80.0 (p {pvalue_text(scipy_stats.binomtest(16, 16, 0.5).pvalue)}), "
+        f"pixels -80.0 (p {pvalue_text(scipy_stats.binomtest(0, 16, 0.5).pvalue)})"
+    )

@@ -12,7 +12,7 @@ from typing import TypeVar
 
 from convswap.analysis.agreement import has_both_readouts, readout_agreement
 from convswap.analysis.builders import TableSpec, table, tables
-from convswap.analysis.context import Context, MissingInput, experiment_records
+from convswap.analysis.context import Context, MissingInput, experiment_records, ordered
 from convswap.analysis.contrasts import PENALTY_ALPHA, gate_sensitivity
 from convswap.analysis.experiment_results import breakdown_results
 from convswap.analysis.gating import GATED_CONTRASTS, gate_rows
@@ -38,9 +38,8 @@ def gate_sensitivity_tables(context: Context) -> list[Table]:
     model_rows: list[Row] = []
     band_rows: list[Row] = []
     refused: list[str] = []
-    for experiment in GATED_CONTRASTS:
-        records = context.of_experiment(experiment)
-        rows = gate_rows(context, experiment, records) if records else []
+    for experiment in ordered(context.experiments, tuple(GATED_CONTRASTS)):
+        rows = gate_rows(context, experiment, context.of_experiment(experiment))
         status = context.registry.status(experiment, "gate_sensitivity")
         refused.extend(f"{experiment} {row.model}: {row.refused}" for row in rows if row.refused)
         measured = [

@@ -12,6 +12,7 @@ from convswap.analysis.registration import Registry
 from convswap.analysis.stats import MIN_RESAMPLES
 from convswap.calibration.vocabulary import Vocabulary
 from convswap.core import Record
+from convswap.experiments.plan import Plan
 
 T = TypeVar("T")
 
@@ -44,6 +45,10 @@ class Context:
 
     def of_experiment(self, experiment: str) -> list[Record]:
         return self._by_experiment.get(experiment, [])
+
+    def plan_of(self, experiment: str) -> Plan | None:
+        """The experiment's plan in the registry's plan folder, if it has one."""
+        return next((plan for plan in self.registry.plans if plan.id == experiment), None)
 
     def computed(self, key: Hashable, compute: Callable[[], T]) -> T:
         """`compute()`, once per key: a spec table and the generic table it lays out share one computation (and

@@ -69,7 +69,7 @@ def design_of(context: Context, experiment: str) -> ExperimentDesign:
     present = {record.convention for record in context.of_experiment(experiment)}
     if not present:
         raise MissingInput(f"no {experiment} records")
-    plan = next((plan for plan in context.registry.plans if plan.id == experiment), None)
+    plan = context.plan_of(experiment)
     if plan is not None and plan.gate is not None:
         return ExperimentDesign(experiment, plan, plan.gate.control, plan.gate.threshold_points)
     design = ExperimentDesign(experiment, plan, "", None)
