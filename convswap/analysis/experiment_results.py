@@ -17,6 +17,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
+from functools import partial
 
 from convswap.analysis.context import Context, MissingInput, ordered
 from convswap.analysis.contrasts import Contrast, Gate, capability_gate, paired_contrast
@@ -44,8 +45,7 @@ class ExperimentDesign:
     gate_threshold: float | None  # points over chance; None: no gate registered
 
     def order(self, present: Sequence[str] | set[str]) -> list[str]:
-        """Conventions in the plan's order (the spec's without a plan), any other after it by name."""
-        return ordered(present, self.plan.design.conventions if self.plan is not None else SPEC_ORDER)
+        return conventions_in_order(self.plan, present)
 
     @property
     def plan_label(self) -> str:
@@ -55,13 +55,24 @@ class ExperimentDesign:
     def control_source(self) -> str:
         """Where the control and the gate come from, as a table's note says it."""
         if self.plan is None:
-            return f"{self.experiment}: no plan, so the control {self.control} is the first convention present in " \
-                   "the spec's order, and no gate applies"  # fmt: skip
+            return (
+                f"{self.experiment}: no plan, so the control {self.control} is the first convention present in the "
+                "spec's order, and no gate applies"
+            )
         if self.plan.gate is None:
-            return f"{self.experiment}: its plan registers no gate, so the control {self.control} is the design's " \
-                   "first convention, and no gate applies"  # fmt: skip
-        return f"{self.experiment}: control {self.control} and a gate of {self.gate_threshold:g} points over " \
-               "chance, as its plan registers them"  # fmt: skip
+            return (
+                f"{self.experiment}: its plan registers no gate, so the control {self.control} is the design's "
+                "first convention, and no gate applies"
+            )
+        return (
+            f"{self.experiment}: control {self.control} and a gate of {self.gate_threshold:g} points over chance, "
+            "as its plan registers them"
+        )
+
+
+def conventions_in_order(plan: Plan | None, present: Sequence[str] | set[str]) -> list[str]:
+    """Conventions in the plan's order (the spec's without a plan), any other after it by name."""
+    return ordered(present, plan.design.conventions if plan is not None else SPEC_ORDER)
 
 
 def design_of(context: Context, experiment: str) -> ExperimentDesign:
@@ -72,8 +83,7 @@ def design_of(context: Context, experiment: str) -> ExperimentDesign:
     plan = context.plan_of(experiment)
     if plan is not None and plan.gate is not None:
         return ExperimentDesign(experiment, plan, plan.gate.control, plan.gate.threshold_points)
-    design = ExperimentDesign(experiment, plan, "", None)
-    return replace(design, control=design.order(present)[0])
+    return ExperimentDesign(experiment, plan, conventions_in_order(plan, present)[0], None)
 
 
 @dataclass(frozen=True)
@@ -111,8 +121,9 @@ def convention_results(context: Context, experiment: str, control: str) -> list[
     """Every (model, condition, task, convention) of the experiment's report trials (crossover pairs never enter
     an accuracy), each other convention contrasted with `control` on trials scored under both; computed once per
     experiment and control."""
-    return context.computed(("conventions", experiment, control), lambda: _convention_results(context, experiment,
-                                                                                               control))  # fmt: skip
+    return context.computed(
+        ("conventions", experiment, control), partial(_convention_results, context, experiment, control)
+    )
 
 
 def _convention_results(context: Context, experiment: str, control: str) -> list[ConventionResult]:
@@ -165,8 +176,9 @@ class BreakdownResult:
 def breakdown_results(context: Context, experiment: str, control: str) -> list[BreakdownResult]:
     """The breakdowns of every locate contrast whose trials carry the metadata (object size, distance to the cell
     border, category, side); computed once per experiment and control."""
-    return context.computed(("breakdowns", experiment, control), lambda: _breakdown_results(context, experiment,
-                                                                                            control))  # fmt: skip
+    return context.computed(
+        ("breakdowns", experiment, control), partial(_breakdown_results, context, experiment, control)
+    )
 
 
 def _breakdown_results(context: Context, experiment: str, control: str) -> list[BreakdownResult]:

@@ -10,7 +10,7 @@ chosen is `experiment_results`'s.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 
 from convswap.analysis.builders import table
 from convswap.analysis.context import Context, MissingInput, readout_names
@@ -22,7 +22,7 @@ from convswap.analysis.experiment_results import (
     convention_results,
     design_of,
 )
-from convswap.analysis.loading import chance, group_by, option_count
+from convswap.analysis.loading import group_by, option_count
 from convswap.analysis.report import (
     CellValue,
     IntervalCell,
@@ -49,10 +49,10 @@ def _designs(context: Context) -> Iterator[ExperimentDesign]:
         yield design_of(context, experiment)
 
 
-def _undefined_if_mixed(compute: Callable[[], CellValue]) -> CellValue:
-    """A cell that needs one K: missing (a dash) where the records mix option counts, so no chance is defined."""
+def _shared_k(records: list[Record]) -> int | None:
+    """The option count the records share; None where they mix counts, so that no chance is defined."""
     try:
-        return compute()
+        return option_count(records)
     except ConvswapError:
         return None
 
@@ -67,7 +67,7 @@ def experiment_accuracy(context: Context) -> list[Table]:
         for (model, condition, task), conventions in _by_convention(groups).items():
             for convention in design.order(set(conventions)):
                 for (readout,), records in group_by(conventions[convention], "readout").items():
-                    result = accuracy(records)
+                    result, k = accuracy(records), _shared_k(records)
                     rows.append(
                         {
                             "experiment": design.experiment,
@@ -76,8 +76,8 @@ def experiment_accuracy(context: Context) -> list[Table]:
                             "task": task,
                             "convention": convention,
                             "readout": readout,
-                            "K": _undefined_if_mixed(lambda records=records: count(option_count(records))),
-                            "chance": _undefined_if_mixed(lambda records=records: chance_points(chance(records))),
+                            "K": count(k) if k is not None else None,
+                            "chance": chance_points(1 / k) if k is not None else None,
                             "acc": points(result.rate),
                             "n": count(result.scored),
                             "correct": count(result.correct),
