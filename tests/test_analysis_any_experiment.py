@@ -5,14 +5,21 @@ labelled so."""
 
 from __future__ import annotations
 
-import csv
 import io
 from dataclasses import replace
-from pathlib import Path
 
 import numpy as np
 import pytest
-from analysis_factory import locate_trial, make_record, planted, planted_readership, write_jsonl, wrong_slot
+from analysis_factory import (
+    locate_trial,
+    make_record,
+    planted,
+    planted_readership,
+    row,
+    rows,
+    write_jsonl,
+    wrong_slot,
+)
 from scipy import stats as scipy_stats
 
 from convswap.analysis.generate import generate
@@ -207,17 +214,6 @@ def out(tmp_path_factory):
         summary = generate(root / "logs", root / "out", plan_dir=plan_dir, messages=io.StringIO())
     assert summary.failed == []
     return root / "out"
-
-
-def rows(out: Path, name: str) -> list[dict[str, str]]:
-    with (out / f"{name}.csv").open(encoding="utf-8") as handle:
-        return list(csv.DictReader(handle))
-
-
-def row(out: Path, name: str, **match: str) -> dict[str, str]:
-    found = [r for r in rows(out, name) if all(r[key] == value for key, value in match.items())]
-    assert len(found) == 1, f"{name}: {len(found)} rows match {match}"
-    return found[0]
 
 
 def pvalue_text(p: float) -> str:

@@ -10,7 +10,7 @@ chosen is `experiment_results`'s.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 
 from convswap.analysis.builders import table
 from convswap.analysis.context import Context, MissingInput, readout_names
@@ -49,6 +49,21 @@ def _designs(context: Context) -> Iterator[ExperimentDesign]:
         yield design_of(context, experiment)
 
 
+def _convention_groups(
+    context: Context, which: Callable[[list[Record]], list[Record]]
+) -> Iterator[tuple[ExperimentDesign, Row, list[Record]]]:
+    """(design, row labels, records) per experiment, model, condition, task and convention, conventions in the
+    design's order; `which` picks the records of an experiment that count (its report trials, or all)."""
+    for design in _designs(context):
+        groups = group_by(which(context.of_experiment(design.experiment)), "model", "condition", "task")
+        for (model, condition, task), group in groups.items():
+            by_convention = group_by(group, "convention")
+            for convention in design.order({name for (name,) in by_convention}):
+                labels = {"experiment": design.experiment, "model": model, "condition": condition, "task": task,
+                          "convention": convention}  # fmt: skip
+                yield design, labels, by_convention[(convention,)]
+
+
 def _shared_k(records: list[Record]) -> int | None:
     """The option count the records share; None where they mix counts, so that no chance is defined."""
     try:
@@ -60,33 +75,24 @@ def _shared_k(records: list[Record]) -> int | None:
 @table("experiment_accuracy")
 def experiment_accuracy(context: Context) -> list[Table]:
     rows: list[Row] = []
-    for design in _designs(context):
-        groups = group_by(
-            report_records(context.of_experiment(design.experiment)), "model", "condition", "task", "convention"
-        )
-        for (model, condition, task), conventions in _by_convention(groups).items():
-            for convention in design.order(set(conventions)):
-                for (readout,), records in group_by(conventions[convention], "readout").items():
-                    result, k = accuracy(records), _shared_k(records)
-                    rows.append(
-                        {
-                            "experiment": design.experiment,
-                            "model": model,
-                            "condition": condition,
-                            "task": task,
-                            "convention": convention,
-                            "readout": readout,
-                            "K": count(k) if k is not None else None,
-                            "chance": chance_points(1 / k) if k is not None else None,
-                            "acc": points(result.rate),
-                            "n": count(result.scored),
-                            "correct": count(result.correct),
-                            "unscored": unscored_text(result.unscored),
-                            "acc (unscored as wrong)": points(result.rate_counting_unscored),
-                            "plan": design.plan_label,
-                            "status": context.registry.status(design.experiment, "accuracy_table"),
-                        }
-                    )
+    for design, labels, members in _convention_groups(context, report_records):
+        for (readout,), records in group_by(members, "readout").items():
+            result, k = accuracy(records), _shared_k(records)
+            rows.append(
+                {
+                    **labels,
+                    "readout": readout,
+                    "K": count(k) if k is not None else None,
+                    "chance": chance_points(1 / k) if k is not None else None,
+                    "acc": points(result.rate),
+                    "n": count(result.scored),
+                    "correct": count(result.correct),
+                    "unscored": unscored_text(result.unscored),
+                    "acc (unscored as wrong)": points(result.rate_counting_unscored),
+                    "plan": design.plan_label,
+                    "status": context.registry.status(design.experiment, "accuracy_table"),
+                }
+            )
     if not rows:
         raise MissingInput("no records")
     return [
@@ -120,14 +126,6 @@ def experiment_accuracy(context: Context) -> list[Table]:
             labels=6,
         )
     ]
-
-
-def _by_convention(groups: dict[tuple, list[Record]]) -> dict[tuple, dict[str, list[Record]]]:
-    """Groups keyed (..., convention) regrouped as {(...): {convention: records}}, in the groups' order."""
-    regrouped: dict[tuple, dict[str, list[Record]]] = {}
-    for (*outer, convention), records in groups.items():
-        regrouped.setdefault(tuple(outer), {})[convention] = records
-    return regrouped
 
 
 @table("experiment_contrasts")
@@ -223,31 +221,23 @@ def _contrast_row(context: Context, design: ExperimentDesign, result: Convention
 @table("experiment_parse_failures")
 def experiment_parse_failures(context: Context) -> list[Table]:
     rows: list[Row] = []
-    for design in _designs(context):
-        groups = group_by(context.of_experiment(design.experiment), "model", "condition", "task", "convention")
-        for (model, condition, task), conventions in _by_convention(groups).items():
-            for convention in design.order(set(conventions)):
-                records = conventions[convention]
-                unscored = [unscored_reason(record) for record in records if not is_scored(record)]
-                generations = [record for record in records if record.generation is not None]
-                rows.append(
-                    {
-                        "experiment": design.experiment,
-                        "model": model,
-                        "condition": condition,
-                        "task": task,
-                        "convention": convention,
-                        "records": count(len(records)),
-                        "scored": count(len(records) - len(unscored)),
-                        "unscored": count(len(unscored)),
-                        "% unscored": points(len(unscored) / len(records)),
-                        **{reason: count(unscored.count(reason)) for reason in UNSCORED_REASONS},
-                        "generations": count(len(generations)),
-                        "generations not parsed": count(sum(r.parse_status != "ok" for r in generations)),
-                        "plan": design.plan_label,
-                        "status": context.registry.status(design.experiment, "parse_failure_table"),
-                    }
-                )
+    for design, labels, records in _convention_groups(context, list):
+        unscored = [unscored_reason(record) for record in records if not is_scored(record)]
+        generations = [record for record in records if record.generation is not None]
+        rows.append(
+            {
+                **labels,
+                "records": count(len(records)),
+                "scored": count(len(records) - len(unscored)),
+                "unscored": count(len(unscored)),
+                "% unscored": points(len(unscored) / len(records)),
+                **{reason: count(unscored.count(reason)) for reason in UNSCORED_REASONS},
+                "generations": count(len(generations)),
+                "generations not parsed": count(sum(r.parse_status != "ok" for r in generations)),
+                "plan": design.plan_label,
+                "status": context.registry.status(design.experiment, "parse_failure_table"),
+            }
+        )
     if not rows:
         raise MissingInput("no records")
     return [
