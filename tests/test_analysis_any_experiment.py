@@ -463,11 +463,12 @@ def test_a_plan_without_a_gate_searches_inversions_among_every_model(tmp_path):
     )
 
 
-def test_records_mixing_option_counts_have_an_accuracy_and_no_chance(tmp_path):
+def test_records_mixing_option_counts_have_the_guessing_rate_as_chance(tmp_path):
     nine = planted([locate_trial(index) for index in range(4)], "cell_name", lambda i: i < 3, experiment=UNPLANNED)
     sixteen = planted([grid_trial(index) for index in range(4)], "cell_name", lambda i: i < 1, experiment=UNPLANNED)
     write_jsonl(tmp_path / "logs" / "a.jsonl", nine + sixteen)
     summary = generate(tmp_path / "logs", tmp_path / "out", plan_dir=None, messages=io.StringIO())
     assert [name for name, _ in summary.failed] == ["grid_transforms"]  # a rate against 1/K needs one K
     mixed = row(tmp_path / "out", "experiment_accuracy", convention="cell_name")
-    assert (mixed["K"], mixed["chance"], mixed["acc"], mixed["n"]) == ("—", "—", "50.0", "8")
+    assert (mixed["K"], mixed["acc"], mixed["n"]) == ("9 to 16", "50.0", "8")
+    assert mixed["chance"] == f"{100 * (4 / 9 + 4 / 16) / 8:.3g}"  # the mean of 1/K over the eight records

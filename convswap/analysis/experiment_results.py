@@ -23,7 +23,7 @@ from convswap.analysis.context import Context, MissingInput, ordered
 from convswap.analysis.contrasts import Contrast, Gate, capability_gate, paired_contrast
 from convswap.analysis.cue_crossover import report_records
 from convswap.analysis.labels import COLOR_RUNGS, SPATIAL_CONVENTIONS
-from convswap.analysis.loading import NothingScored, chance, group_by, select
+from convswap.analysis.loading import NothingScored, group_by, guessing_rate, select
 from convswap.analysis.subgroups import BinContrast, breakdowns, has_breakdown_meta
 from convswap.core import ConvswapError, Record
 from convswap.experiments.plan import Plan
@@ -156,7 +156,7 @@ def _contrasted(
     if threshold is None:
         return result
     try:  # measured with the readout the contrast uses, so one instrument decides both
-        return replace(result, gate=capability_gate(control, control + members, chance(control), threshold))
+        return replace(result, gate=capability_gate(control, control + members, guessing_rate(control), threshold))
     except ConvswapError as why:
         return replace(result, gate_problem=str(why))
 

@@ -22,7 +22,7 @@ from convswap.analysis.experiment_results import (
     convention_results,
     design_of,
 )
-from convswap.analysis.loading import group_by, option_count
+from convswap.analysis.loading import group_by, guessing_rate
 from convswap.analysis.report import (
     CellValue,
     IntervalCell,
@@ -37,7 +37,7 @@ from convswap.analysis.report import (
     unscored_text,
 )
 from convswap.analysis.subgroups import FACTOR_ANALYSES, bin_range
-from convswap.core import PARSE_STATUSES, ConvswapError, Record
+from convswap.core import PARSE_STATUSES, Record
 from convswap.experiments.scoring import TIE, accuracy, is_scored, unscored_reason
 
 # Why a record can go unscored: a first-token tie, or its generation's parse status.
@@ -64,12 +64,10 @@ def _convention_groups(
                 yield design, labels, by_convention[(convention,)]
 
 
-def _shared_k(records: list[Record]) -> int | None:
-    """The option count the records share; None where they mix counts, so that no chance is defined."""
-    try:
-        return option_count(records)
-    except ConvswapError:
-        return None
+def _option_counts(records: list[Record]) -> CellValue:
+    """K as a count, or the range of K where the records' option counts differ."""
+    sizes = sorted({len(record.slots) for record in records})
+    return count(sizes[0]) if len(sizes) == 1 else f"{sizes[0]} to {sizes[-1]}"
 
 
 @table("experiment_accuracy")
@@ -77,13 +75,13 @@ def experiment_accuracy(context: Context) -> list[Table]:
     rows: list[Row] = []
     for design, labels, members in _convention_groups(context, report_records):
         for (readout,), records in group_by(members, "readout").items():
-            result, k = accuracy(records), _shared_k(records)
+            result = accuracy(records)
             rows.append(
                 {
                     **labels,
                     "readout": readout,
-                    "K": count(k) if k is not None else None,
-                    "chance": chance_points(1 / k) if k is not None else None,
+                    "K": _option_counts(records),
+                    "chance": chance_points(guessing_rate(records)),
                     "acc": points(result.rate),
                     "n": count(result.scored),
                     "correct": count(result.correct),
@@ -117,6 +115,7 @@ def experiment_accuracy(context: Context) -> list[Table]:
             ),
             tuple(rows),
             (
+                "chance: 1/K, or the mean of 1/K where option counts differ (the accuracy of uniform guessing). "
                 "acc: correct of n scored records; unscored records (by parse status, or tie) are counted apart and "
                 "never as wrong; acc (unscored as wrong) counts them as not correct. Mispaired conventions are "
                 "scored on the coordinate key. Crossover pairs enter no accuracy.",

@@ -12,7 +12,7 @@ from dataclasses import dataclass, replace
 from convswap.analysis.context import Context
 from convswap.analysis.contrasts import GATE_POINTS, Contrast, Gate, capability_gate, paired_contrast, shows_penalty
 from convswap.analysis.cue_crossover import report_records
-from convswap.analysis.loading import chance, group_by, select
+from convswap.analysis.loading import group_by, guessing_rate, select
 from convswap.analysis.report import decimal
 from convswap.core import ConvswapError, Record
 
@@ -102,7 +102,7 @@ def gate_rows(context: Context, experiment: str, records: Sequence[Record]) -> l
         row = GateRow(model, task, gate_control, f"{control_name} vs {treatment_name}")
         try:
             contrast = paired_contrast(control, treatment)
-            gate = capability_gate(gate_records, control + treatment, chance(gate_records), threshold)
+            gate = capability_gate(gate_records, control + treatment, guessing_rate(gate_records), threshold)
         except ConvswapError as error:  # reported beside the table, and the model is not gated
             rows.append(replace(row, refused=str(error)))
             continue
