@@ -6,7 +6,9 @@ labelled so."""
 from __future__ import annotations
 
 import io
+import re
 from dataclasses import replace
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -24,9 +26,15 @@ from scipy import stats as scipy_stats
 
 from convswap.analysis.generate import generate
 from convswap.analysis.registration import POST_HOC, REGISTERED
+from convswap.analysis.subgroups import FACTOR_ANALYSES
 from convswap.conventions import CONVENTIONS, Convention, cell_center_px, cell_names, render
 from convswap.core import ImageSpec, Trial
+from convswap.experiments.analyses import ANALYSES
+from convswap.experiments.plan import load_plan, plan_files
 
+REPO = Path(__file__).resolve().parents[1]
+ANALYSIS_SOURCES = REPO / "convswap" / "analysis"
+SPEC_PLAN_DIR = REPO / "analysis_plan"
 EXPERIMENT = "thousandths_probe"
 UNPLANNED = "loose_probe"
 WIDTH, HEIGHT = 800, 600
@@ -472,3 +480,19 @@ def test_records_mixing_option_counts_have_the_guessing_rate_as_chance(tmp_path)
     mixed = row(tmp_path / "out", "experiment_accuracy", convention="cell_name")
     assert (mixed["K"], mixed["acc"], mixed["n"]) == ("9 to 16", "50.0", "8")
     assert mixed["chance"] == f"{100 * (4 / 9 + 4 / 16) / 8:.3g}"  # the mean of 1/K over the eight records
+
+
+def test_every_analysis_a_table_row_names_is_one_a_plan_can_register():
+    # A row's status names its analysis; a plan registers only catalogued names (and its own hypothesis ids), so a
+    # name outside the catalog could never be registered and its rows would read post hoc forever.
+    source = "\n".join(path.read_text(encoding="utf-8") for path in sorted(ANALYSIS_SOURCES.glob("*.py")))
+    named = {
+        name
+        for call in re.findall(r"registry\.status\(([^()]*(?:\([^()]*\))?[^()]*)\)", source)
+        for name in re.findall(r'"([a-z_]+)"', call)
+    }
+    hypotheses = {hypothesis.id for path in plan_files(SPEC_PLAN_DIR) for hypothesis in load_plan(path).hypotheses}
+    experiments = {path.stem for path in plan_files(SPEC_PLAN_DIR)}
+    assert {"accuracy_table", "contrast_table", "parse_failure_table", "key_table"} <= named
+    assert named - experiments - hypotheses <= set(ANALYSES)
+    assert set(FACTOR_ANALYSES.values()) <= set(ANALYSES)
