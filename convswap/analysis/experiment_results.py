@@ -6,8 +6,8 @@ The design comes from the experiment's plan when the registry holds one, and oth
 - the control is the plan's gate control; a plan without a gate takes the first convention of its design; an
   experiment without a plan takes the first convention present in the spec's order (cell names, the color word),
   else the first by name;
-- the gate applies only where a plan registers one: a model whose control does not clear it on a task is
-  reported, never counted.  Without a registered gate every model is counted and the margin is shown alone.
+- the gate applies only where a plan registers one: a model whose control does not clear it on a task (in a
+  condition) is reported, never counted.  Without a registered gate every model is counted.
 
 The spec's named tables (Tables 2 and 8, the 4x4 grid, the new conventions, the breakdowns) lay out these same
 results, so a number the two show is computed once.
