@@ -1,4 +1,5 @@
-"""Figure 1 (locate accuracy per model and convention) and the color wheels of Table 5.
+"""Figure 1 (locate accuracy per model and convention), the same bars for every experiment with records, and the
+color wheels of Table 5.
 
 Drawn with matplotlib's object API (no pyplot state); the registry (`builders`) saves them as PNG and PDF.
 """
@@ -11,16 +12,22 @@ from collections.abc import Sequence
 
 import numpy as np
 from matplotlib import rcParams
+from matplotlib.artist import Artist
+from matplotlib.axes import Axes
 from matplotlib.figure import Figure
 from matplotlib.patches import Patch
 from statsmodels.stats.proportion import proportion_confint
 
 from convswap.analysis.builders import figure
 from convswap.analysis.context import Context, MissingInput, experiment_records, ordered
+from convswap.analysis.cue_crossover import report_records
+from convswap.analysis.experiment_results import ConventionResult, convention_results, design_of
 from convswap.analysis.gating import gated_models
-from convswap.analysis.loading import chance, group_by, vocabulary_label
+from convswap.analysis.loading import chance, group_by, guessing_rate, vocabulary_label
 from convswap.analysis.registration import POST_HOC
+from convswap.analysis.report import decimal
 from convswap.calibration.vocabulary import Vocabulary
+from convswap.core import Record
 from convswap.experiments.scoring import accuracy
 
 FIGURE1_CONVENTIONS = ("cell_name", "normalized", "pixels")
@@ -35,13 +42,30 @@ def figure1(context: Context) -> Figure:
     and its label says so: its bars are shown, but they are no evidence about the convention."""
     records = experiment_records(context, "cross_model", task="locate", condition="visible")
     _, failing = gated_models(context, "cross_model", records)
-    ungated = dict(failing)
     by_cell = group_by(records, "model", "convention")
     models = sorted({model for model, _ in by_cell})
-    conventions = ordered({convention for _, convention in by_cell}, FIGURE1_CONVENTIONS)
-    width = 0.8 / len(conventions)
     figure = Figure(figsize=(max(6.0, 1.6 * len(models) + 2), 4.4), layout="constrained")
     axes = figure.subplots()
+    conventions = ordered({convention for _, convention in by_cell}, FIGURE1_CONVENTIONS)
+    handles = accuracy_bars(axes, by_cell, conventions, dict(failing), 100 * chance(records))
+    axes.set_ylabel("locate accuracy on scored trials (%)")
+    status = context.registry.status("cross_model", "accuracy_figure")
+    axes.set_title(
+        "Figure 1: COCO locate accuracy per model and convention, 95% intervals"
+        + (f" ({status})" if status == POST_HOC else "")
+    )
+    axes.legend(handles=handles, frameon=False, fontsize="small", loc="upper left", bbox_to_anchor=(1.0, 1.0))
+    return figure
+
+
+def accuracy_bars(
+    axes: Axes, by_cell: dict[tuple, list[Record]], conventions: Sequence[str], ungated: dict[str, str], chance: float
+) -> list[Artist]:
+    """Draw one bar group per model (`by_cell` is keyed (model, convention)), each bar with its 95% Wilson
+    interval and n, chance (in points) as a dashed line; a model in `ungated` (model -> why) is grey.  Returns
+    the legend's handles."""
+    models = sorted({model for model, _ in by_cell})
+    width = 0.8 / len(conventions)
     colors = dict(zip(conventions, itertools.cycle(rcParams["axes.prop_cycle"].by_key()["color"]), strict=False))
     for index, convention in enumerate(conventions):
         offsets = np.arange(len(models)) + (index - (len(conventions) - 1) / 2) * width
@@ -61,22 +85,51 @@ def figure1(context: Context) -> Figure:
                 error_kw={"linewidth": 0.8},
             )
             axes.text(offset, 100 * high + 1.5, f"n={result.scored}", ha="center", va="bottom", fontsize=6)
-    chance_line = axes.axhline(100 * chance(records), color="black", linestyle="--", linewidth=1, label="chance")
-    handles = [Patch(color=colors[convention], label=convention) for convention in conventions]
+    chance_line = axes.axhline(chance, color="black", linestyle="--", linewidth=1, label="chance")
+    handles: list[Artist] = [Patch(color=colors[convention], label=convention) for convention in conventions]
     if ungated:
         handles.append(Patch(color=UNGATED_GREY, label="fails the gate"))
     labels = [f"{model}\nfails the gate ({ungated[model]})" if model in ungated else model for model in models]
     axes.set_xticks(np.arange(len(models)), labels, rotation=20, ha="right", fontsize=8)
-    axes.set_ylabel("locate accuracy on scored trials (%)")
     axes.set_ylim(0, 105)
-    status = context.registry.status("cross_model", "accuracy_figure")
-    axes.set_title(
-        "Figure 1: COCO locate accuracy per model and convention, 95% intervals"
-        + (f" ({status})" if status == POST_HOC else "")
-    )
-    axes.legend(handles=[*handles, chance_line], frameon=False, fontsize="small", loc="upper left",
-                bbox_to_anchor=(1.0, 1.0))  # fmt: skip
+    return [*handles, chance_line]
+
+
+@figure("figure_experiments")
+def figure_experiments(context: Context) -> Figure:
+    """Figure 1 for every experiment with records: one panel per experiment, condition and task, conventions in
+    the plan's order, a model grey where its control fails the experiment's registered gate in that panel."""
+    panels = []
+    for experiment in context.experiments:
+        design = design_of(context, experiment)
+        results = convention_results(context, experiment, design.control)
+        for (condition, task), group in group_by(report_records(context.of_experiment(experiment)), "condition",
+                                                 "task").items():  # fmt: skip
+            ungated = {
+                result.model: _why_not_counted(result)
+                for result in results
+                if (result.condition, result.task) == (condition, task) and not result.counted
+            }
+            panels.append((design, condition, task, group, ungated))
+    if not panels:
+        raise MissingInput("no records")
+    widest = max(len({record.model for record in group}) for _, _, _, group, _ in panels)
+    figure = Figure(figsize=(max(6.0, 1.6 * widest + 3), 3.6 * len(panels)), layout="constrained")
+    for axes, (design, condition, task, group, ungated) in zip(figure.subplots(len(panels), squeeze=False)[:, 0],
+                                                                panels, strict=True):  # fmt: skip
+        by_cell = group_by(group, "model", "convention")
+        conventions = design.order({convention for _, convention in by_cell})
+        handles = accuracy_bars(axes, by_cell, conventions, ungated, 100 * guessing_rate(group))
+        axes.set_ylabel(f"{task} accuracy (%)")
+        status = context.registry.status(design.experiment, "accuracy_figure")
+        axes.set_title(f"{design.experiment}, {task}, {condition} (plan: {design.plan_label}; {status})", fontsize=9)
+        axes.legend(handles=handles, frameon=False, fontsize="small", loc="upper left", bbox_to_anchor=(1.0, 1.0))
+    figure.suptitle("Accuracy per model and convention on scored trials, 95% Wilson intervals", fontsize=10)
     return figure
+
+
+def _why_not_counted(result: ConventionResult) -> str:
+    return f"margin {decimal(result.gate.margin, 1)}" if result.gate is not None else "gate not measured"
 
 
 @figure("figure_color_wheels")
