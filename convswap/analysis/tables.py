@@ -243,9 +243,9 @@ def convention_table(context: Context, experiment: str, title: str, split: str, 
         for convention in ordered({convention for convention, _ in cells}, SPATIAL_CONVENTIONS):
             row: dict[str, CellValue] = {"model": model, other: other_value, "convention": convention}
             for value in split_values:
-                result = cells.get((convention, value))
-                if result is not None:
-                    row.update(_convention_cells(context, value, result))
+                found = cells.get((convention, value))
+                if found is not None:
+                    row.update(_convention_cells(context, value, found))
             rows.append({**row, "status": context.registry.status(experiment, "accuracy_table")})
     columns = ["model", other, "convention"]
     for value in split_values:
