@@ -451,12 +451,26 @@ alpha = 0.05
 """
 
 
-def test_a_plan_without_a_gate_searches_inversions_among_every_model(tmp_path):
+GATE = """
+[gate]
+control = "cell_name"
+threshold_points = 20
+readout = "same_as_contrast"
+"""
+
+
+@pytest.mark.parametrize("gate", ["", GATE])
+def test_the_inversion_search_pairs_the_models_the_plans_gate_admits(tmp_path, gate):
     plan_dir = tmp_path / "plans"
     plan_dir.mkdir()
-    (plan_dir / "pair_probe.toml").write_text(PAIR_PLAN, encoding="utf-8")
+    (plan_dir / "pair_probe.toml").write_text(PAIR_PLAN + gate, encoding="utf-8")
     trials = [locate_trial(index) for index in range(20)]
-    plants = {"sim:a": {"cell_name": 18, "pixels": 2}, "sim:b": {"cell_name": 2, "pixels": 18}}
+    # sim:b's cell names (2 of 20) sit below chance plus 20 points: a registered gate leaves it out of every pair.
+    plants = {
+        "sim:a": {"cell_name": 18, "pixels": 2},
+        "sim:b": {"cell_name": 2, "pixels": 18},
+        "sim:c": {"cell_name": 16, "pixels": 10},
+    }
     records = [
         record
         for model, conventions in plants.items()
@@ -466,8 +480,13 @@ def test_a_plan_without_a_gate_searches_inversions_among_every_model(tmp_path):
     ]  # fmt: skip
     write_jsonl(tmp_path / "logs" / "a.jsonl", records)
     generate(tmp_path / "logs", tmp_path / "out", plan_dir=plan_dir, messages=io.StringIO())
-    inversion = row(tmp_path / "out", "hypotheses", hypothesis="pair_inversions")
-    assert (inversion["model"], inversion["outcome"]) == ("sim:a vs sim:b", "inversion")
+    pairs = {r["model"] for r in rows(tmp_path / "out", "hypotheses") if r["hypothesis"] == "pair_inversions"}
+    if gate:
+        assert pairs == {"sim:a vs sim:c"}
+        return
+    assert pairs == {"sim:a vs sim:b", "sim:a vs sim:c", "sim:b vs sim:c"}
+    inversion = row(tmp_path / "out", "hypotheses", hypothesis="pair_inversions", model="sim:a vs sim:b")
+    assert inversion["outcome"] == "inversion"
     assert inversion["estimate"] == (
         f"cell_name +80.0 (p {pvalue_text(scipy_stats.binomtest(16, 16, 0.5).pvalue)}), "
         f"pixels -80.0 (p {pvalue_text(scipy_stats.binomtest(0, 16, 0.5).pvalue)})"

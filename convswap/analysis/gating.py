@@ -116,10 +116,35 @@ def gated_models(
     """Models whose gate control clears the threshold, and (model, why not) for the others; every model of the
     records where no gate is registered."""
     if guarded_contrast(context, experiment) is None:
-        return {model for (model,) in group_by(records, "model")}, []
+        plan = context.plan_of(experiment)
+        if plan is None or plan.gate is None:
+            return {model for (model,) in group_by(records, "model")}, []
+        return _gated_on_control(records, plan.gate.control, plan.gate.threshold_points)
     rows = gate_rows(context, experiment, records)
     passing = {row.model for row in rows if row.passed}
     failing = [(row.model, row.refused or _margin(row)) for row in rows if not row.passed]
+    return passing, failing
+
+
+def _gated_on_control(
+    records: Sequence[Record], control_name: str, threshold: float
+) -> tuple[set[str], list[tuple[str, str]]]:
+    """A registered gate with no contrast to take its readout from: each model's control on its own readout."""
+    passing, failing = set(), []
+    for (model,), group in group_by(report_records(records), "model").items():
+        control = select(group, convention=control_name)
+        if not control:
+            failing.append((model, f"gate control {control_name} not run"))
+            continue
+        try:
+            gate = capability_gate(control, control, guessing_rate(control), threshold)
+        except ConvswapError as error:
+            failing.append((model, str(error)))
+            continue
+        if gate.passed:
+            passing.add(model)
+        else:
+            failing.append((model, f"margin {decimal(gate.margin, 1)}"))
     return passing, failing
 
 
