@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import io
 import re
+import warnings
 from dataclasses import replace
 from pathlib import Path
 
@@ -557,3 +558,20 @@ def test_the_accuracy_figure_draws_a_panel_per_task_and_greys_a_model_only_where
             model = "sim:weak" if bar.get_x() > 0.5 else "sim:a"  # the second bar group is sim:weak's
             grey.setdefault(model, set()).add(tuple(bar.get_facecolor()[:3]) == UNGATED_GREY)
     assert grey == {"sim:a": {False}, "sim:weak": {True}}
+
+
+def test_a_long_model_label_is_wrapped_so_the_panels_keep_their_room():
+    long_name = "sim:perfect [vocabulary of sim:qwen3vl-like at revision " + "d" * 64 + "]"
+    trials = [locate_trial(index) for index in range(6)]
+    records = [
+        replace(record, model=long_name)
+        for convention in ("cell_name", "pixels")
+        for record in planted(trials, convention, lambda i: i < 3, experiment=UNPLANNED)
+    ]
+    drawn = figure_experiments(Context(records, Registry(None)))
+    (label,) = drawn.axes[0].get_xticklabels()
+    assert max(len(line) for line in label.get_text().split("\n")) <= 32
+    assert "".join(label.get_text().split()) == "".join(long_name.split())  # the whole name, only wrapped
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # a collapsed constrained layout warns, and would fail here
+        drawn.savefig(io.BytesIO(), format="png", dpi=150, bbox_inches="tight")

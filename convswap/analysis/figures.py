@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import itertools
 import math
+import textwrap
 from collections.abc import Sequence
 
 import numpy as np
@@ -33,6 +34,7 @@ from convswap.experiments.scoring import accuracy
 FIGURE1_CONVENTIONS = ("cell_name", "normalized", "pixels")
 WHEELS_PER_ROW = 4
 UNGATED_GREY = (0.7, 0.7, 0.7)
+MODEL_LABEL_WIDTH = 32  # characters per line of a model's tick label
 
 
 @figure("figure1_locate")
@@ -89,7 +91,11 @@ def accuracy_bars(
     handles: list[Artist] = [Patch(color=colors[convention], label=convention) for convention in conventions]
     if ungated:
         handles.append(Patch(color=UNGATED_GREY, label="fails the gate"))
-    labels = [f"{model}\nfails the gate ({ungated[model]})" if model in ungated else model for model in models]
+    # A model label can run long (a vocabulary of another model, at its revision): wrapped, it leaves the bars room.
+    names = {model: "\n".join(textwrap.wrap(model, MODEL_LABEL_WIDTH)) for model in models}
+    labels = [
+        f"{names[model]}\nfails the gate ({ungated[model]})" if model in ungated else names[model] for model in models
+    ]
     axes.set_xticks(np.arange(len(models)), labels, rotation=20, ha="right", fontsize=8)
     axes.set_ylim(0, 105)
     return [*handles, chance_line]
