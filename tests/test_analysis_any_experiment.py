@@ -575,3 +575,14 @@ def test_a_long_model_label_is_wrapped_so_the_panels_keep_their_room():
     with warnings.catch_warnings():
         warnings.simplefilter("error")  # a collapsed constrained layout warns, and would fail here
         drawn.savefig(io.BytesIO(), format="png", dpi=150, bbox_inches="tight")
+
+
+def test_a_convention_answered_all_right_or_all_wrong_draws_its_interval():
+    # Wilson's bounds at 7 of 7 (and 0 of 7) round a hair inside the rate; the bar must still draw.
+    trials = [locate_trial(index) for index in range(7)]
+    records = planted(trials, "cell_name", lambda i: True, experiment=UNPLANNED)
+    records += planted(trials, "pixels", lambda i: False, experiment=UNPLANNED)
+    drawn = figure_experiments(Context(records, Registry(None)))
+    bars = [container for container in drawn.axes[0].containers if isinstance(container, BarContainer)]
+    assert sorted(container.patches[0].get_height() for container in bars) == [0.0, 100.0]
+    drawn.savefig(io.BytesIO(), format="png")

@@ -82,7 +82,8 @@ def accuracy_bars(
                 rate,
                 width,
                 color=UNGATED_GREY if model in ungated else colors[convention],
-                yerr=[[rate - 100 * low], [100 * high - rate]],
+                # Wilson's interval holds the rate; at a rate of 0 or 1 rounding can put a bound a hair past it.
+                yerr=[[max(0.0, rate - 100 * low)], [max(0.0, 100 * high - rate)]],
                 capsize=2,
                 error_kw={"linewidth": 0.8},
             )
