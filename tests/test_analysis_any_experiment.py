@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import io
 import re
-import warnings
 from dataclasses import replace
 from pathlib import Path
 
@@ -23,13 +22,10 @@ from analysis_factory import (
     write_jsonl,
     wrong_slot,
 )
-from matplotlib.container import BarContainer
 from scipy import stats as scipy_stats
 
-from convswap.analysis.context import Context
-from convswap.analysis.figures import UNGATED_GREY, figure_experiments
 from convswap.analysis.generate import generate
-from convswap.analysis.registration import POST_HOC, REGISTERED, Registry
+from convswap.analysis.registration import POST_HOC, REGISTERED
 from convswap.analysis.subgroups import FACTOR_ANALYSES
 from convswap.conventions import CONVENTIONS, Convention, cell_center_px, cell_names, render
 from convswap.core import ImageSpec, Trial
@@ -519,70 +515,3 @@ def test_every_analysis_a_table_row_names_is_one_a_plan_can_register():
     assert {"accuracy_table", "contrast_table", "parse_failure_table", "key_table"} <= named
     assert named - experiments - hypotheses <= set(ANALYSES)
     assert set(FACTOR_ANALYSES.values()) <= set(ANALYSES)
-
-
-def test_the_accuracy_figure_draws_a_panel_per_task_and_greys_a_model_only_where_its_gate_fails(tmp_path):
-    plan_dir = tmp_path / "plans"
-    plan_dir.mkdir()
-    (plan_dir / f"{EXPERIMENT}.toml").write_text(PLAN, encoding="utf-8")
-    with pytest.MonkeyPatch.context() as patch:
-        for convention in DECLARED:
-            patch.setitem(CONVENTIONS, convention.name, convention)
-        context = Context([*planned_records(), *unplanned_records()], Registry(plan_dir))
-    drawn = figure_experiments(context)
-    panels = {axes.get_title(): axes for axes in drawn.axes}
-    assert list(panels) == [
-        f"{UNPLANNED}, locate, visible (plan: none: records alone; post hoc)",
-        f"{EXPERIMENT}, identify, visible (plan: version 1; post hoc)",
-        f"{EXPERIMENT}, locate, visible (plan: version 1; post hoc)",
-    ]
-    identify, locate = panels[list(panels)[1]], panels[list(panels)[2]]
-    assert [label.get_text() for label in identify.get_xticklabels()] == [
-        "sim:a",
-        f"sim:weak\nfails the gate (margin {100 * (4 / 20 - 1 / 5):.1f})",
-    ]
-    assert [label.get_text() for label in locate.get_xticklabels()] == ["sim:a", "sim:mixed\nfails the gate (gate not measured)", "sim:weak"]  # fmt: skip
-    heights = sorted(
-        round(container.patches[0].get_height(), 6)
-        for container in identify.containers
-        if isinstance(container, BarContainer)
-    )
-    planted_rates = [
-        100 * len(right) / IDENTIFY_N for right in (*IDENTIFY_RIGHT.values(), *WEAK_IDENTIFY_RIGHT.values())
-    ]
-    assert heights == sorted(round(rate, 6) for rate in [*planted_rates, 100 * 5 / IDENTIFY_N])  # percent_mispaired
-    grey: dict[str, set[bool]] = {}
-    for container in identify.containers:
-        if isinstance(container, BarContainer):
-            bar = container.patches[0]
-            model = "sim:weak" if bar.get_x() > 0.5 else "sim:a"  # the second bar group is sim:weak's
-            grey.setdefault(model, set()).add(tuple(bar.get_facecolor()[:3]) == UNGATED_GREY)
-    assert grey == {"sim:a": {False}, "sim:weak": {True}}
-
-
-def test_a_long_model_label_is_wrapped_so_the_panels_keep_their_room():
-    long_name = "sim:perfect [vocabulary of sim:qwen3vl-like at revision " + "d" * 64 + "]"
-    trials = [locate_trial(index) for index in range(6)]
-    records = [
-        replace(record, model=long_name)
-        for convention in ("cell_name", "pixels")
-        for record in planted(trials, convention, lambda i: i < 3, experiment=UNPLANNED)
-    ]
-    drawn = figure_experiments(Context(records, Registry(None)))
-    (label,) = drawn.axes[0].get_xticklabels()
-    assert max(len(line) for line in label.get_text().split("\n")) <= 32
-    assert "".join(label.get_text().split()) == "".join(long_name.split())  # the whole name, only wrapped
-    with warnings.catch_warnings():
-        warnings.simplefilter("error")  # a collapsed constrained layout warns, and would fail here
-        drawn.savefig(io.BytesIO(), format="png", dpi=150, bbox_inches="tight")
-
-
-def test_a_convention_answered_all_right_or_all_wrong_draws_its_interval():
-    # Wilson's bounds at 7 of 7 (and 0 of 7) round a hair inside the rate; the bar must still draw.
-    trials = [locate_trial(index) for index in range(7)]
-    records = planted(trials, "cell_name", lambda i: True, experiment=UNPLANNED)
-    records += planted(trials, "pixels", lambda i: False, experiment=UNPLANNED)
-    drawn = figure_experiments(Context(records, Registry(None)))
-    bars = [container for container in drawn.axes[0].containers if isinstance(container, BarContainer)]
-    assert sorted(container.patches[0].get_height() for container in bars) == [0.0, 100.0]
-    drawn.savefig(io.BytesIO(), format="png")

@@ -1,5 +1,4 @@
-"""Figure 1 (locate accuracy per model and convention), the same bars for every experiment with records, and the
-color wheels of Table 5.
+"""Figure 1 (locate accuracy per model and convention) and the color wheels of Table 5.
 
 Drawn with matplotlib's object API (no pyplot state); the registry (`builders`) saves them as PNG and PDF.
 """
@@ -21,12 +20,9 @@ from statsmodels.stats.proportion import proportion_confint
 
 from convswap.analysis.builders import figure
 from convswap.analysis.context import Context, MissingInput, experiment_records, ordered
-from convswap.analysis.cue_crossover import report_records
-from convswap.analysis.experiment_results import ConventionResult, convention_results, design_of
 from convswap.analysis.gating import gated_models
-from convswap.analysis.loading import chance, group_by, guessing_rate, vocabulary_label
+from convswap.analysis.loading import chance, group_by, vocabulary_label
 from convswap.analysis.registration import POST_HOC
-from convswap.analysis.report import decimal
 from convswap.calibration.vocabulary import Vocabulary
 from convswap.core import Record
 from convswap.experiments.scoring import accuracy
@@ -100,43 +96,6 @@ def accuracy_bars(
     axes.set_xticks(np.arange(len(models)), labels, rotation=20, ha="right", fontsize=8)
     axes.set_ylim(0, 105)
     return [*handles, chance_line]
-
-
-@figure("figure_experiments")
-def figure_experiments(context: Context) -> Figure:
-    """Figure 1 for every experiment with records: one panel per experiment, condition and task, conventions in
-    the plan's order, a model grey where its control fails the experiment's registered gate in that panel."""
-    panels = []
-    for experiment in context.experiments:
-        design = design_of(context, experiment)
-        results = convention_results(context, experiment, design.control)
-        for (condition, task), group in group_by(report_records(context.of_experiment(experiment)), "condition",
-                                                 "task").items():  # fmt: skip
-            ungated = {
-                result.model: _why_not_counted(result)
-                for result in results
-                if (result.condition, result.task) == (condition, task) and not result.counted
-            }
-            panels.append((design, condition, task, group, ungated))
-    if not panels:
-        raise MissingInput("no records")
-    widest = max(len({record.model for record in group}) for _, _, _, group, _ in panels)
-    figure = Figure(figsize=(max(6.0, 1.6 * widest + 3), 3.6 * len(panels)), layout="constrained")
-    for axes, (design, condition, task, group, ungated) in zip(figure.subplots(len(panels), squeeze=False)[:, 0],
-                                                                panels, strict=True):  # fmt: skip
-        by_cell = group_by(group, "model", "convention")
-        conventions = design.order({convention for _, convention in by_cell})
-        handles = accuracy_bars(axes, by_cell, conventions, ungated, 100 * guessing_rate(group))
-        axes.set_ylabel(f"{task} accuracy (%)")
-        status = context.registry.status(design.experiment, "accuracy_figure")
-        axes.set_title(f"{design.experiment}, {task}, {condition} (plan: {design.plan_label}; {status})", fontsize=9)
-        axes.legend(handles=handles, frameon=False, fontsize="small", loc="upper left", bbox_to_anchor=(1.0, 1.0))
-    figure.suptitle("Accuracy per model and convention on scored trials, 95% Wilson intervals", fontsize=10)
-    return figure
-
-
-def _why_not_counted(result: ConventionResult) -> str:
-    return f"margin {decimal(result.gate.margin, 1)}" if result.gate is not None else "gate not measured"
 
 
 @figure("figure_color_wheels")
