@@ -303,7 +303,7 @@ def grid_transforms_table(context: Context) -> list[Table]:
 def breakdowns_table(context: Context) -> list[Table]:
     """The spec's breakdowns (Appendix C): COCO pixels against cell names, visible, by size, distance to the cell
     border and category -- the rows of the generic breakdowns (`experiment_breakdowns`) the spec reports."""
-    experiment_records(context, SPEC_BREAKDOWN_EXPERIMENT, task="locate", condition="visible")
+    experiment_records(context, SPEC_BREAKDOWN_EXPERIMENT, task="locate", condition="visible")  # else skipped
     rows: list[Row] = []
     held: dict[tuple[str, str], list[int]] = {}
     for found in breakdown_results(context, SPEC_BREAKDOWN_EXPERIMENT, "cell_name"):
