@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import csv
 import json
 from collections.abc import Callable, Iterable
 from pathlib import Path
@@ -213,3 +214,16 @@ def write_jsonl(path: Path, records: Iterable[Record]) -> Path:
 
 def as_json_lines(records: Iterable[Record]) -> list[dict]:
     return [json.loads(record.to_json()) for record in records]
+
+
+def rows(out: Path, name: str) -> list[dict[str, str]]:
+    """The rows of a generated table, read from its CSV."""
+    with (out / f"{name}.csv").open(encoding="utf-8") as handle:
+        return list(csv.DictReader(handle))
+
+
+def row(out: Path, name: str, **match: str) -> dict[str, str]:
+    """The one row of a generated table whose cells equal `match`."""
+    found = [r for r in rows(out, name) if all(r[key] == value for key, value in match.items())]
+    assert len(found) == 1, f"{name}: {len(found)} rows match {match}"
+    return found[0]

@@ -2,11 +2,15 @@
 
 from __future__ import annotations
 
+import io
 import itertools
 import math
+import warnings
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
+from analysis_factory import locate_trial, planted
 from analysis_logs import cross_model_records, vocabulary_namings
 from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.container import BarContainer
@@ -84,3 +88,26 @@ def test_figure1_draws_each_bar_with_its_interval_and_n_and_greys_the_ungated_mo
         assert grey == (model == "sim:c")
     assert sorted(text.get_text() for text in axes.texts) == ["n=20"] * 9
     assert "fails the gate" in [text.get_text() for text in axes.get_legend().get_texts()]
+
+
+def test_a_long_model_label_is_wrapped_so_the_figure_keeps_room_for_its_bars():
+    long_name = "sim:perfect [vocabulary of sim:qwen3vl-like at revision " + "d" * 64 + "]"
+    records = [replace(record, model=long_name) for record in cross_model_records() if record.model == "sim:a"]
+    drawn = figure1(Context(records, Registry(PLAN_DIR)))
+    (label,) = drawn.axes[0].get_xticklabels()
+    assert max(len(line) for line in label.get_text().split("\n")) <= 32
+    assert "".join(label.get_text().split()) == "".join(long_name.split())  # the whole name, only wrapped
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # a collapsed constrained layout warns, and would fail here
+        drawn.savefig(io.BytesIO(), format="png", dpi=150, bbox_inches="tight")
+
+
+def test_a_convention_answered_all_right_or_all_wrong_draws_its_interval():
+    # Wilson's bounds at 20 of 20 (and 0 of 20) round a hair inside the rate; the bar must still draw.
+    trials = [locate_trial(index) for index in range(20)]
+    records = planted(trials, "cell_name", lambda i: True, experiment="cross_model")
+    records += planted(trials, "pixels", lambda i: False, experiment="cross_model")
+    drawn = figure1(Context(records, Registry(PLAN_DIR)))
+    bars = [container for container in drawn.axes[0].containers if isinstance(container, BarContainer)]
+    assert sorted(container.patches[0].get_height() for container in bars) == [0.0, 100.0]
+    drawn.savefig(io.BytesIO(), format="png")

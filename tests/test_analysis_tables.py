@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import csv
 import io
 import math
 import re
@@ -16,6 +15,8 @@ from analysis_factory import (
     locate_trial,
     make_record,
     planted,
+    row,
+    rows,
     write_jsonl,
 )
 from analysis_logs import LABEL_INTERACTION, write_logs
@@ -42,17 +43,6 @@ def generated(tmp_path_factory):
     messages = io.StringIO()
     summary = generate(logdir, out, plan_dir=PLAN_DIR, messages=messages)
     return out, summary, messages.getvalue()
-
-
-def rows(out: Path, name: str) -> list[dict[str, str]]:
-    with (out / f"{name}.csv").open(encoding="utf-8") as handle:
-        return list(csv.DictReader(handle))
-
-
-def row(out: Path, name: str, **match: str) -> dict[str, str]:
-    found = [r for r in rows(out, name) if all(r[key] == value for key, value in match.items())]
-    assert len(found) == 1, f"{name}: {len(found)} rows match {match}"
-    return found[0]
 
 
 def sign_test(b: int, c: int) -> float:

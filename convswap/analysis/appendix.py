@@ -12,20 +12,22 @@ from typing import TypeVar
 
 from convswap.analysis.agreement import has_both_readouts, readout_agreement
 from convswap.analysis.builders import TableSpec, table, tables
-from convswap.analysis.context import Context, MissingInput, experiment_records
+from convswap.analysis.context import Context, MissingInput, experiment_records, ordered
 from convswap.analysis.contrasts import PENALTY_ALPHA, gate_sensitivity
+from convswap.analysis.experiment_results import breakdown_results
 from convswap.analysis.gating import GATED_CONTRASTS, gate_rows
 from convswap.analysis.layouts import agreement_layout, gate_layout, readership_models_layout
 from convswap.analysis.loading import NothingScored, group_by, select
 from convswap.analysis.mispaired import readership_of
 from convswap.analysis.misread import misread_units
 from convswap.analysis.report import Row, Table, count, decimal, points, pvalue, ratio, signed
-from convswap.analysis.subgroups import breakdowns
+from convswap.analysis.subgroups import FACTOR_ANALYSES, SIDE, bin_range
 from convswap.analysis.transforms import grid_transforms
-from convswap.core import Record
+from convswap.core import ConvswapError, Record
 from convswap.experiments.scoring import accuracy
 
 MISREAD_CONVENTIONS = ("normalized", "pixels")
+SPEC_BREAKDOWN_EXPERIMENT = "coco_locate_identify"
 # One row group per model, condition and convention of an experiment.
 GROUP_FIELDS = ("experiment", "model", "condition", "convention")
 T = TypeVar("T")
@@ -36,9 +38,8 @@ def gate_sensitivity_tables(context: Context) -> list[Table]:
     model_rows: list[Row] = []
     band_rows: list[Row] = []
     refused: list[str] = []
-    for experiment in GATED_CONTRASTS:
-        records = context.of_experiment(experiment)
-        rows = gate_rows(context, experiment, records) if records else []
+    for experiment in ordered(context.experiments, tuple(GATED_CONTRASTS)):
+        rows = gate_rows(context, experiment, context.of_experiment(experiment))
         status = context.registry.status(experiment, "gate_sensitivity")
         refused.extend(f"{experiment} {row.model}: {row.refused}" for row in rows if row.refused)
         measured = [
@@ -300,19 +301,19 @@ def grid_transforms_table(context: Context) -> list[Table]:
 
 @table("breakdowns")
 def breakdowns_table(context: Context) -> list[Table]:
-    records = experiment_records(context, "coco_locate_identify", task="locate", condition="visible")
-    registered = {
-        "object size": "size_terciles",
-        "distance to cell border": "boundary_distance_terciles",
-        "category": "per_category",
-    }
+    """The spec's breakdowns (Appendix C): COCO pixels against cell names, visible, by size, distance to the cell
+    border and category -- the rows of the generic breakdowns (`experiment_breakdowns`) the spec reports."""
+    experiment_records(context, SPEC_BREAKDOWN_EXPERIMENT, task="locate", condition="visible")  # else skipped
     rows: list[Row] = []
     held: dict[tuple[str, str], list[int]] = {}
-    for (model,), group in group_by(records, "model").items():
-        control, treatment = select(group, convention="cell_name"), select(group, convention="pixels")
-        if not control or not treatment:
+    for found in breakdown_results(context, SPEC_BREAKDOWN_EXPERIMENT, "cell_name"):
+        if (found.condition, found.convention) != ("visible", "pixels"):
             continue
-        for result in breakdowns(control, treatment):
+        if found.problem is not None:
+            raise ConvswapError(found.problem)
+        for result in found.bins:
+            if result.factor == SIDE:
+                continue
             contrast = result.contrast
             cells: Row = (
                 {
@@ -327,17 +328,17 @@ def breakdowns_table(context: Context) -> list[Table]:
             )
             rows.append(
                 {
-                    "model": model,
+                    "model": found.model,
                     "factor": result.factor,
                     "bin": result.label,
-                    "range": _range(result.low, result.high),
+                    "range": bin_range(result.low, result.high),
                     **cells,
-                    "status": context.registry.status("coco_locate_identify", registered[result.factor]),
+                    "status": context.registry.status(SPEC_BREAKDOWN_EXPERIMENT, FACTOR_ANALYSES[result.factor]),
                 }
             )
             if contrast is None:
                 continue
-            tally = held.setdefault((model, result.factor), [0, 0])
+            tally = held.setdefault((found.model, result.factor), [0, 0])
             tally[0] += contrast.difference < 0
             tally[1] += 1
     if not rows:
@@ -378,7 +379,3 @@ def _analysed_groups(
 
 def _unscorable_note(groups: list[str]) -> list[str]:
     return [f"No scored record, so no row: {'; '.join(groups)}"] if groups else []
-
-
-def _range(low: float | None, high: float | None) -> str | None:
-    return None if low is None or high is None else f"{low:.3g} to {high:.3g}"

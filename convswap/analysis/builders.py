@@ -39,6 +39,7 @@ BUILDER_MODULES = (
     "convswap.analysis.tables",
     "convswap.analysis.appendix",
     "convswap.analysis.instrument",
+    "convswap.analysis.experiment_tables",
     "convswap.analysis.figures",
 )
 Layout = Callable[[Table], Table]

@@ -2,15 +2,19 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Hashable, Sequence
 from dataclasses import dataclass, field
 from functools import cached_property
+from typing import Any, TypeVar
 
 from convswap.analysis.loading import readouts, select
 from convswap.analysis.registration import Registry
 from convswap.analysis.stats import MIN_RESAMPLES
 from convswap.calibration.vocabulary import Vocabulary
 from convswap.core import Record
+from convswap.experiments.plan import Plan
+
+T = TypeVar("T")
 
 
 class MissingInput(Exception):
@@ -24,6 +28,7 @@ class Context:
     vocabularies: list[Vocabulary] = field(default_factory=list)
     seed: int = 0
     resamples: int = MIN_RESAMPLES
+    _computed: dict[Hashable, Any] = field(default_factory=dict, repr=False)
 
     @cached_property
     def _by_experiment(self) -> dict[str, list[Record]]:
@@ -33,8 +38,24 @@ class Context:
             groups.setdefault(record.experiment, []).append(record)
         return groups
 
+    @property
+    def experiments(self) -> list[str]:
+        """Every experiment the records hold, by name."""
+        return sorted(self._by_experiment)
+
     def of_experiment(self, experiment: str) -> list[Record]:
         return self._by_experiment.get(experiment, [])
+
+    def plan_of(self, experiment: str) -> Plan | None:
+        """The experiment's plan in the registry's plan folder, if it has one."""
+        return next((plan for plan in self.registry.plans if plan.id == experiment), None)
+
+    def computed(self, key: Hashable, compute: Callable[[], T]) -> T:
+        """`compute()`, once per key: a spec table and the generic table it lays out share one computation (and
+        its bootstrap intervals) rather than each drawing its own."""
+        if key not in self._computed:
+            self._computed[key] = compute()
+        return self._computed[key]
 
 
 def experiment_records(context: Context, experiment: str, **criteria: object) -> list[Record]:

@@ -7,10 +7,13 @@ from __future__ import annotations
 
 import itertools
 import math
+import textwrap
 from collections.abc import Sequence
 
 import numpy as np
 from matplotlib import rcParams
+from matplotlib.artist import Artist
+from matplotlib.axes import Axes
 from matplotlib.figure import Figure
 from matplotlib.patches import Patch
 from statsmodels.stats.proportion import proportion_confint
@@ -21,11 +24,13 @@ from convswap.analysis.gating import gated_models
 from convswap.analysis.loading import chance, group_by, vocabulary_label
 from convswap.analysis.registration import POST_HOC
 from convswap.calibration.vocabulary import Vocabulary
+from convswap.core import Record
 from convswap.experiments.scoring import accuracy
 
 FIGURE1_CONVENTIONS = ("cell_name", "normalized", "pixels")
 WHEELS_PER_ROW = 4
 UNGATED_GREY = (0.7, 0.7, 0.7)
+MODEL_LABEL_WIDTH = 32  # characters per line of a model's tick label
 
 
 @figure("figure1_locate")
@@ -35,13 +40,30 @@ def figure1(context: Context) -> Figure:
     and its label says so: its bars are shown, but they are no evidence about the convention."""
     records = experiment_records(context, "cross_model", task="locate", condition="visible")
     _, failing = gated_models(context, "cross_model", records)
-    ungated = dict(failing)
     by_cell = group_by(records, "model", "convention")
     models = sorted({model for model, _ in by_cell})
-    conventions = ordered({convention for _, convention in by_cell}, FIGURE1_CONVENTIONS)
-    width = 0.8 / len(conventions)
     figure = Figure(figsize=(max(6.0, 1.6 * len(models) + 2), 4.4), layout="constrained")
     axes = figure.subplots()
+    conventions = ordered({convention for _, convention in by_cell}, FIGURE1_CONVENTIONS)
+    handles = accuracy_bars(axes, by_cell, conventions, dict(failing), 100 * chance(records))
+    axes.set_ylabel("locate accuracy on scored trials (%)")
+    status = context.registry.status("cross_model", "accuracy_figure")
+    axes.set_title(
+        "Figure 1: COCO locate accuracy per model and convention, 95% intervals"
+        + (f" ({status})" if status == POST_HOC else "")
+    )
+    axes.legend(handles=handles, frameon=False, fontsize="small", loc="upper left", bbox_to_anchor=(1.0, 1.0))
+    return figure
+
+
+def accuracy_bars(
+    axes: Axes, by_cell: dict[tuple, list[Record]], conventions: Sequence[str], ungated: dict[str, str], chance: float
+) -> list[Artist]:
+    """Draw one bar group per model (`by_cell` is keyed (model, convention)), each bar with its 95% Wilson
+    interval and n, chance (in points) as a dashed line; a model in `ungated` (model -> why) is grey.  Returns
+    the legend's handles."""
+    models = sorted({model for model, _ in by_cell})
+    width = 0.8 / len(conventions)
     colors = dict(zip(conventions, itertools.cycle(rcParams["axes.prop_cycle"].by_key()["color"]), strict=False))
     for index, convention in enumerate(conventions):
         offsets = np.arange(len(models)) + (index - (len(conventions) - 1) / 2) * width
@@ -56,27 +78,24 @@ def figure1(context: Context) -> Figure:
                 rate,
                 width,
                 color=UNGATED_GREY if model in ungated else colors[convention],
-                yerr=[[rate - 100 * low], [100 * high - rate]],
+                # Wilson's interval holds the rate; at a rate of 0 or 1 rounding can put a bound a hair past it.
+                yerr=[[max(0.0, rate - 100 * low)], [max(0.0, 100 * high - rate)]],
                 capsize=2,
                 error_kw={"linewidth": 0.8},
             )
             axes.text(offset, 100 * high + 1.5, f"n={result.scored}", ha="center", va="bottom", fontsize=6)
-    chance_line = axes.axhline(100 * chance(records), color="black", linestyle="--", linewidth=1, label="chance")
-    handles = [Patch(color=colors[convention], label=convention) for convention in conventions]
+    chance_line = axes.axhline(chance, color="black", linestyle="--", linewidth=1, label="chance")
+    handles: list[Artist] = [Patch(color=colors[convention], label=convention) for convention in conventions]
     if ungated:
         handles.append(Patch(color=UNGATED_GREY, label="fails the gate"))
-    labels = [f"{model}\nfails the gate ({ungated[model]})" if model in ungated else model for model in models]
+    # A model label can run long (a vocabulary of another model, at its revision): wrapped, it leaves the bars room.
+    names = {model: "\n".join(textwrap.wrap(model, MODEL_LABEL_WIDTH)) for model in models}
+    labels = [
+        f"{names[model]}\nfails the gate ({ungated[model]})" if model in ungated else names[model] for model in models
+    ]
     axes.set_xticks(np.arange(len(models)), labels, rotation=20, ha="right", fontsize=8)
-    axes.set_ylabel("locate accuracy on scored trials (%)")
     axes.set_ylim(0, 105)
-    status = context.registry.status("cross_model", "accuracy_figure")
-    axes.set_title(
-        "Figure 1: COCO locate accuracy per model and convention, 95% intervals"
-        + (f" ({status})" if status == POST_HOC else "")
-    )
-    axes.legend(handles=[*handles, chance_line], frameon=False, fontsize="small", loc="upper left",
-                bbox_to_anchor=(1.0, 1.0))  # fmt: skip
-    return figure
+    return [*handles, chance_line]
 
 
 @figure("figure_color_wheels")

@@ -12,12 +12,12 @@ from dataclasses import dataclass, replace
 from convswap.analysis.context import Context
 from convswap.analysis.contrasts import GATE_POINTS, Contrast, Gate, capability_gate, paired_contrast, shows_penalty
 from convswap.analysis.cue_crossover import report_records
-from convswap.analysis.loading import chance, group_by, select
+from convswap.analysis.loading import group_by, guessing_rate, select
 from convswap.analysis.report import decimal
 from convswap.core import ConvswapError, Record
 
-# experiment -> (task, the spec's gate control, contrast control, contrast treatment); the plan's gate overrides
-# the gate control and threshold.
+# The spec's guarded contrasts, for its experiments read without a plan: experiment -> (task, gate control,
+# contrast control, contrast treatment).
 GATED_CONTRASTS = {
     "color_ladder": ("color", "word", "label", "hue_legend"),
     "coco_locate_identify": ("locate", "cell_name", "cell_name", "pixels"),
@@ -25,6 +25,40 @@ GATED_CONTRASTS = {
     "synthetic_spatial": ("locate", "cell_name", "cell_name", "pixels"),
     "coco_4x4": ("locate", "cell_name", "cell_name", "pixels"),
 }
+
+
+@dataclass(frozen=True)
+class GuardedContrast:
+    """The contrast an experiment's capability gate guards, and the gate: its control and threshold in points."""
+
+    task: str
+    gate_control: str
+    threshold: float
+    control: str
+    treatment: str
+
+
+def guarded_contrast(context: Context, experiment: str) -> GuardedContrast | None:
+    """With a plan: its first exact McNemar hypothesis predicting its first convention above its second (a
+    penalty is the second significantly below the first), under the plan's gate; None when the plan registers no
+    gate or no such hypothesis.  Without a plan: the spec's, for the spec's experiments.  On the spec's plans the
+    two agree."""
+    plan = context.plan_of(experiment)
+    if plan is None:
+        if experiment not in GATED_CONTRASTS:
+            return None
+        task, gate_control, control, treatment = GATED_CONTRASTS[experiment]
+        return GuardedContrast(task, gate_control, GATE_POINTS, control, treatment)
+    predicted = (
+        hypothesis
+        for hypothesis in plan.hypotheses
+        if hypothesis.test == "mcnemar_exact" and hypothesis.direction == "greater" and len(hypothesis.contrast) == 2
+    )
+    hypothesis = next(predicted, None)
+    if plan.gate is None or hypothesis is None:
+        return None
+    control, treatment = hypothesis.contrast
+    return GuardedContrast(hypothesis.task, plan.gate.control, plan.gate.threshold_points, control, treatment)
 
 
 @dataclass(frozen=True)
@@ -49,9 +83,13 @@ class GateRow:
 
 
 def gate_rows(context: Context, experiment: str, records: Sequence[Record]) -> list[GateRow]:
-    """Per model: the gate margin on the contrast's readout and whether the contrast shows a penalty."""
-    task, default_control, control_name, treatment_name = GATED_CONTRASTS[experiment]
-    gate_control, threshold = context.registry.gate(experiment, default_control, GATE_POINTS)
+    """Per model: the gate margin on the contrast's readout and whether the contrast shows a penalty; none for an
+    experiment whose gate guards no contrast."""
+    guarded = guarded_contrast(context, experiment)
+    if guarded is None:
+        return []
+    task, gate_control, threshold = guarded.task, guarded.gate_control, guarded.threshold
+    control_name, treatment_name = guarded.control, guarded.treatment
     rows = []
     report = report_records(select(records, task=task, condition="visible"))
     for (model,), model_records in group_by(report, "model").items():
@@ -64,7 +102,7 @@ def gate_rows(context: Context, experiment: str, records: Sequence[Record]) -> l
         row = GateRow(model, task, gate_control, f"{control_name} vs {treatment_name}")
         try:
             contrast = paired_contrast(control, treatment)
-            gate = capability_gate(gate_records, control + treatment, chance(gate_records), threshold)
+            gate = capability_gate(gate_records, control + treatment, guessing_rate(gate_records), threshold)
         except ConvswapError as error:  # reported beside the table, and the model is not gated
             rows.append(replace(row, refused=str(error)))
             continue
@@ -75,10 +113,38 @@ def gate_rows(context: Context, experiment: str, records: Sequence[Record]) -> l
 def gated_models(
     context: Context, experiment: str, records: Sequence[Record]
 ) -> tuple[set[str], list[tuple[str, str]]]:
-    """Models whose gate control clears the threshold, and (model, why not) for the others."""
+    """Models whose gate control clears the threshold, and (model, why not) for the others; every model of the
+    records where no gate is registered."""
+    if guarded_contrast(context, experiment) is None:
+        plan = context.plan_of(experiment)
+        if plan is None or plan.gate is None:
+            return {model for (model,) in group_by(records, "model")}, []
+        return _gated_on_control(records, plan.gate.control, plan.gate.threshold_points)
     rows = gate_rows(context, experiment, records)
     passing = {row.model for row in rows if row.passed}
     failing = [(row.model, row.refused or _margin(row)) for row in rows if not row.passed]
+    return passing, failing
+
+
+def _gated_on_control(
+    records: Sequence[Record], control_name: str, threshold: float
+) -> tuple[set[str], list[tuple[str, str]]]:
+    """A registered gate with no contrast to take its readout from: each model's control on its own readout."""
+    passing, failing = set(), []
+    for (model,), group in group_by(report_records(records), "model").items():
+        control = select(group, convention=control_name)
+        if not control:
+            failing.append((model, f"gate control {control_name} not run"))
+            continue
+        try:
+            gate = capability_gate(control, control, guessing_rate(control), threshold)
+        except ConvswapError as error:
+            failing.append((model, str(error)))
+            continue
+        if gate.passed:
+            passing.add(model)
+        else:
+            failing.append((model, f"margin {decimal(gate.margin, 1)}"))
     return passing, failing
 
 

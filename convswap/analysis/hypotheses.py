@@ -19,7 +19,7 @@ from convswap.analysis.contrasts import capability_gate, paired_contrast
 from convswap.analysis.cue_crossover import crossover_if_scored, report_records
 from convswap.analysis.gating import gated_models
 from convswap.analysis.inversions import by_model_and_convention, model_pairs
-from convswap.analysis.loading import NothingScored, chance, group_by, select
+from convswap.analysis.loading import NothingScored, chance, group_by, guessing_rate, select
 from convswap.analysis.mispaired import readership_of
 from convswap.analysis.report import MISSING, Row, Table, count, decimal, points, pvalue, ratio, signed, text
 from convswap.analysis.stats import Alternative, binomial_test
@@ -235,7 +235,7 @@ def _gate_failure(plan: Plan, hypothesis: Hypothesis, group: Sequence[Record]) -
     if not control:
         return f"uninformative: gate control {plan.gate.control} not run"
     try:
-        gate = capability_gate(control, contrast, chance(control), plan.gate.threshold_points)
+        gate = capability_gate(control, contrast, guessing_rate(control), plan.gate.threshold_points)
     except ConvswapError as why:
         return f"uninformative: gate not measured ({why})"
     if gate.passed:

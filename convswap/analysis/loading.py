@@ -203,6 +203,17 @@ def chance(records: Iterable[Record]) -> float:
     return 1.0 / option_count(records)
 
 
+def guessing_rate(records: Iterable[Record]) -> float:
+    """The accuracy uniform guessing is expected to reach: 1/K, or over records whose option counts differ (the
+    items of a user's benchmark) the mean of 1/K.  A gate's margin stands on it; a test against 1/K needs `chance`."""
+    sizes = [len(record.slots) for record in records]
+    if not sizes:
+        raise ConvswapError("no records, so no guessing rate")
+    if len(set(sizes)) == 1:
+        return 1.0 / sizes[0]
+    return sum(1.0 / size for size in sizes) / len(sizes)
+
+
 def field_value(record: Record, name: str) -> Any:
     """A record's field as `select` matches it and `group_by` groups it: `model` is the model label, quantization
     included (4-bit and 8-bit runs of one model are two models to every table)."""

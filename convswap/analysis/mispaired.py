@@ -13,7 +13,6 @@ from dataclasses import dataclass
 
 from convswap.analysis.loading import NothingScored, option_count
 from convswap.analysis.stats import Binomial, binomial_test
-from convswap.conventions import CONVENTIONS
 from convswap.core import ConvswapError, Record
 from convswap.experiments.scoring import is_scored, unscored_counts
 
@@ -74,14 +73,14 @@ class ReadershipResult:
 
 
 def is_mispaired(record: Record) -> bool:
-    """Rendered under a mispaired gloss, by its convention; a record of an unknown convention is not.
+    """Rendered under a mispaired gloss: scored on a coordinate key, where any other record has a target key.
 
-    Its keys are coord and name where the gloss sits on the options (locate,
-    color), and coord alone where it sits in the question (identify: no option
-    lies at the glossed cell).
+    Read from the record's own keys, not from a list of conventions, so that a convention declared in a user's
+    plan folder is recognised as the shipped ones are.  The keys are coord and name where the gloss sits on the
+    options (locate, color), and coord alone where it sits in the question (identify: no option lies at the
+    glossed cell).
     """
-    known = CONVENTIONS.get(record.convention)
-    return known is not None and known.gloss == "mispaired"
+    return "coord" in record.keys
 
 
 def two_key_records(records: Iterable[Record]) -> list[Record]:

@@ -238,7 +238,9 @@ def _pin(quoted: Quoted, cells: list[Reported], distinguishing: dict[str, set[st
         and (_experiment(cell) is None or _named(EXPERIMENT_WORDS.get(_experiment(cell) or "", ()), quoted.paragraph))
     ]
     if not named:
-        shown = "; ".join(cell.describe() for cell in equal[:3]) + (
+        # The spec's numbered tables first, as a number is pinned to them first; the generic tables repeat them.
+        listed = sorted(equal, key=lambda cell: not cell.table.startswith("table"))
+        shown = "; ".join(cell.describe() for cell in listed[:3]) + (
             f"; and {len(equal) - 3} more" if len(equal) > 3 else ""
         )
         return Finding(

@@ -16,6 +16,7 @@ from convswap.analysis.builders import TableSpec, table, tables
 from convswap.analysis.context import Context, MissingInput, experiment_records, ordered, readout_names
 from convswap.analysis.contrasts import PENALTY_ALPHA, paired_contrast
 from convswap.analysis.cue_crossover import Crossover, crossover_if_scored, is_crossover, report_records
+from convswap.analysis.experiment_results import ConventionResult, convention_results
 from convswap.analysis.gating import gated_models
 from convswap.analysis.inversions import by_model_and_convention, model_pairs
 from convswap.analysis.labels import COLOR_RUNGS, SPATIAL_CONVENTIONS
@@ -56,6 +57,8 @@ COLOR_CONTRASTS = (
     ("word", "hue_bare", "word_to_bare_hue"),
     ("word", "label", "output_format_cost"),
 )
+# The control of the spec's convention tables (2, 8, the 4x4 grid, the new conventions).
+SPEC_CONTROL = "cell_name"
 # The spec's conventions of the rank-inversion search; the cross_model plan's rank_inversions contrast replaces them.
 PAIR_CONVENTIONS = ("cell_name", "pixels", "normalized")
 
@@ -225,21 +228,24 @@ def _color_contrasts(context: Context, model: str, by_rung: dict[tuple, list[Rec
 
 
 def convention_table(context: Context, experiment: str, title: str, split: str, split_values: Sequence[str]) -> Table:
-    """One row per (model, other factor, convention); one column group per value of `split`.
+    """One row per (model, other factor, convention); one column group per value of `split`: a layout of the
+    experiment's convention results (`experiment_results`) against the spec's control, cell names.
 
     Table 2 splits by task (locate, identify); Table 8 by condition (visible, cached).
     """
-    records = experiment_records(context, experiment)
     other = "condition" if split == "task" else "task"
+    by_row: dict[tuple[str, str], dict[tuple[str, str], ConventionResult]] = {}
+    for result in convention_results(context, experiment, SPEC_CONTROL):
+        cells = by_row.setdefault((result.model, getattr(result, other)), {})
+        cells[(result.convention, getattr(result, split))] = result
     rows: list[Row] = []
-    for (model, other_value), group in group_by(records, "model", other).items():
-        by_cell = group_by(group, "convention", split)
-        for convention in ordered({convention for convention, _ in by_cell}, SPATIAL_CONVENTIONS):
+    for (model, other_value), cells in sorted(by_row.items(), key=lambda item: tuple(map(str, item[0]))):
+        for convention in ordered({convention for convention, _ in cells}, SPATIAL_CONVENTIONS):
             row: dict[str, CellValue] = {"model": model, other: other_value, "convention": convention}
             for value in split_values:
-                subject = by_cell.get((convention, value), [])
-                control = by_cell.get(("cell_name", value), [])
-                row.update(_convention_cells(context, value, subject, control, convention))
+                found = cells.get((convention, value))
+                if found is not None:
+                    row.update(_convention_cells(context, value, found))
             rows.append({**row, "status": context.registry.status(experiment, "accuracy_table")})
     columns = ["model", other, "convention"]
     for value in split_values:
@@ -265,30 +271,25 @@ def convention_table(context: Context, experiment: str, title: str, split: str, 
     )
 
 
-def _convention_cells(
-    context: Context, value: str, subject: Sequence[Record], control: Sequence[Record], convention: str
-) -> Row:
+def _convention_cells(context: Context, value: str, result: ConventionResult) -> Row:
     """The cells of one column group (`value` of the split): accuracy, and the paired difference from cell names."""
-    if not subject:
-        return {}
     cells: dict[str, CellValue] = {
-        f"{value} chance": chance_points(chance(subject)),
-        **accuracy_cells(value, accuracy(subject)),
-        f"{value} readout": readout_names(subject),
+        f"{value} chance": chance_points(chance(result.records)),
+        **accuracy_cells(value, result.accuracy),
+        f"{value} readout": readout_names(result.records),
     }
-    if convention == "cell_name" or not control:
-        return cells
-    try:
-        result = paired_contrast(subject, control, with_interval=True, seed=context.seed, resamples=context.resamples)
-    except NothingScored:
+    if result.unpaired:
         return {**cells, f"{value} n pairs": count(0)}
-    interval = result.interval
+    contrast = result.contrast
+    if contrast is None:
+        return cells
+    interval = contrast.interval
     return {
         **cells,
-        f"{value} Δ": signed(100 * result.difference, marks=stars(result.test.pvalue)),
-        f"{value} p": pvalue(result.test.pvalue),
+        f"{value} Δ": signed(100 * contrast.difference, marks=stars(contrast.test.pvalue)),
+        f"{value} p": pvalue(contrast.test.pvalue),
         f"{value} 95% CI": IntervalCell(100 * interval.low, 100 * interval.high) if interval else None,
-        f"{value} n pairs": count(result.pairs),
+        f"{value} n pairs": count(contrast.pairs),
     }
 
 
