@@ -10,6 +10,7 @@ import re
 from dataclasses import replace
 from pathlib import Path
 
+import analysis_factory
 import numpy as np
 import pytest
 from analysis_factory import (
@@ -27,14 +28,14 @@ from scipy import stats as scipy_stats
 from convswap.analysis.generate import generate
 from convswap.analysis.registration import POST_HOC, REGISTERED
 from convswap.analysis.subgroups import FACTOR_ANALYSES
-from convswap.conventions import CONVENTIONS, Convention, cell_center_px, cell_names, render
+from convswap.conventions import cell_center_px, cell_names, conventions_of, render
 from convswap.core import ImageSpec, Trial
 from convswap.experiments.analyses import ANALYSES
 from convswap.experiments.plan import load_plan, plan_files
 
 REPO = Path(__file__).resolve().parents[1]
 ANALYSIS_SOURCES = REPO / "convswap" / "analysis"
-SPEC_PLAN_DIR = REPO / "analysis_plan"
+SPEC_PLAN_DIR = REPO / "convswap" / "analysis_plan"
 EXPERIMENT = "thousandths_probe"
 UNPLANNED = "loose_probe"
 WIDTH, HEIGHT = 800, 600
@@ -45,10 +46,19 @@ CATEGORIES = ("cup", "dog", "kite")
 IDENTIFY_OPTIONS = ("fork", "kite", "bottle", "donut", "tie")
 # Declared for the plan as a user's conventions file would declare them: thousandths read like normalized
 # coordinates, and their mispaired variant.
-DECLARED = (
-    Convention("thousandths", ("locate", "identify"), "normalized"),
-    Convention("thousandths_mispaired", ("locate", "identify"), "normalized", gloss="mispaired"),
-)
+DECLARED = """\
+[thousandths]
+tasks = ["locate", "identify"]
+preamble = "Positions are given as (x, y) in thousandths of the image width and height, from the top-left corner. "
+option = "({normalized_x}, {normalized_y})"
+
+[thousandths_mispaired]
+tasks = ["locate", "identify"]
+preamble = "Positions are given as (x, y) in thousandths of the image width and height, from the top-left corner. "
+option = "({normalized_x}, {normalized_y}) [{cell_name}]"
+gloss = "cell_name"
+mispaired = true
+"""
 PLAN = f"""\
 id = "{EXPERIMENT}"
 version = 1
@@ -214,9 +224,13 @@ def out(tmp_path_factory):
     plan_dir = root / "plans"
     plan_dir.mkdir()
     (plan_dir / f"{EXPERIMENT}.toml").write_text(PLAN, encoding="utf-8")
+    (plan_dir / "conventions.toml").write_text(DECLARED, encoding="utf-8")
+    catalog = conventions_of(plan_dir)
     with pytest.MonkeyPatch.context() as patch:
-        for convention in DECLARED:
-            patch.setitem(CONVENTIONS, convention.name, convention)
+        # The record factory renders by name among the shipped conventions; here it renders the folder's.
+        patch.setattr(
+            analysis_factory, "render", lambda trial, name, **options: render(trial, catalog[name], **options)
+        )
         write_jsonl(root / "logs" / "planned.jsonl", planned_records())
         write_jsonl(root / "logs" / "unplanned.jsonl", unplanned_records())
         summary = generate(root / "logs", root / "out", plan_dir=plan_dir, messages=io.StringIO())
