@@ -55,7 +55,7 @@ option = "({normalized_x}, {normalized_y})"
 [thousandths_mispaired]
 tasks = ["locate", "identify"]
 preamble = "Positions are given as (x, y) in thousandths of the image width and height, from the top-left corner. "
-option = "({normalized_x}, {normalized_y}) [{cell_name}]"
+option = "({normalized_x}, {normalized_y})"
 gloss = "cell_name"
 mispaired = true
 """

@@ -126,6 +126,8 @@ KEYS = "gloss, legend, mispaired, option, output, preamble, tasks"
 @pytest.mark.parametrize(
     ("body", "expected"),
     [
+        ('tasks = ["locate"]\noption = "{pixel_x} [{cell_name}]"\ngloss = "cell_name"\nmispaired = true',
+         "bad.gloss: is written after the option, so the option must not name it, got 'cell_name'"),
         ('tasks = ["locate"]\noption = "({pixel_x}, {pixle_y})"', f"bad.option: names no referent field (known: "
                                                                   f"{FIELDS}), got 'pixle_y'"),
         ('tasks = ["locate"]\noption = "{pixel_x}"\ncolour = "red"', f"bad.colour: unknown field (known: {KEYS}), "

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import os
 from pathlib import Path
@@ -227,19 +226,6 @@ def test_items_run_the_choice_task_alone(tmp_path):
     )
 
 
-def choice_task_exists() -> bool:
-    from convswap.core import TASKS
-
-    return "choice" in TASKS
-
-
-needs_choice = pytest.mark.skipif(not choice_task_exists(), reason="the choice task and its rendering are not here")
-needs_observer_files = pytest.mark.skipif(
-    importlib.util.find_spec("convswap.readout.sim_files") is None, reason="sim:FILE.toml observers are not here"
-)
-
-
-@needs_choice
 def test_an_items_plan_builds_its_trials(tmp_path):
     write_items(tmp_path / "bench", [item(f"q{i}") for i in range(5)])
     (tmp_path / "conventions.toml").write_text('[box]\ntasks = ["choice"]\noption = "{box}"\n')
@@ -311,8 +297,6 @@ def test_coco_items_refuses_missing_annotations_or_images(coco_annotations, tmp_
     assert not out.exists()
 
 
-@needs_choice
-@needs_observer_files
 def test_the_example_benchmark_runs_on_the_simulated_observer(coco_annotations, coco_images, tmp_path):
     """items file -> plan -> conventions.toml -> register -> run on sim: -> records with their keys."""
     from runner_support import records_in

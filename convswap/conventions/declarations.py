@@ -169,6 +169,10 @@ class Declaration(Table):
     def _consistent(self) -> Declaration:
         if self.mispaired and self.gloss is None:
             raise problem("needs a gloss field to derange", self.mispaired, ("mispaired",))
+        if self.gloss is not None and self.gloss in template_fields(self.option):
+            # The gloss is written after the option; naming it in the option too would show it twice, and in a
+            # mispaired convention would show each option's own name beside the deranged one.
+            raise problem("is written after the option, so the option must not name it", self.gloss, ("gloss",))
         if self.legend and (self.tasks != ("color",) or self.gloss is None or self.option != "{hue_angle}"):
             raise problem('is for color conventions whose option is "{hue_angle}" and that have a gloss',
                           self.legend, ("legend",))  # fmt: skip
