@@ -99,7 +99,8 @@ def test_a_calibration_under_the_minimum_is_kept_and_reported_as_excluded(tmp_pa
 
 
 CROSS_MODEL_SET = (
-    "Qwen2.5-VL-7B, Qwen3-VL-4B, InternVL3-2B, LLaVA-1.5-7B, SmolVLM-2B, gemini-flash-latest, gpt-4o, "
+    "Qwen2.5-VL-7B-Instruct, Qwen3-VL-4B-Instruct, InternVL3-2B-hf, llava-1.5-7b-hf, SmolVLM-Instruct, "
+    "gemini-flash-latest, gpt-4o, "
     "cross_model.toml design.models"
 )
 
@@ -119,10 +120,11 @@ def test_a_model_outside_the_registered_set_is_refused_naming_the_set(tmp_path, 
     [
         ("openai:gpt-4o", True),
         ("gemini:gemini-flash-latest", True),
-        ("hf:/models/Qwen2.5-VL-7B", True),
-        ("hf:/models/qwen2.5-vl-7b/", True),  # case and a trailing slash do not matter
-        ("hf:OpenGVLab/InternVL3-2B", True),
-        ("hf:Qwen/Qwen2.5-VL-7B-Instruct", False),  # another name: the plan must say which checkpoint it compares
+        ("hf:Qwen/Qwen2.5-VL-7B-Instruct", True),  # the spec's checkpoints, by their hub ids
+        ("hf:llava-hf/llava-1.5-7b-hf", True),
+        ("hf:/models/qwen2.5-vl-7b-instruct/", True),  # a local copy: case and a trailing slash do not matter
+        ("hf:OpenGVLab/InternVL3-2B-hf", True),
+        ("hf:Qwen/Qwen2.5-VL-7B", False),  # another checkpoint: the plan says which one it compares
         ("openai:gpt-4o-mini", False),
         ("sim:qwen25vl-like", True),  # a simulated observer stands in for any model
     ],
