@@ -68,7 +68,7 @@ exclusions = ["none"]
 failure_conditions = ["names_over_thousandths is not significant"]
 registered_analyses = ["accuracy_table", "contrast_table", "key_table", "parse_failure_table",
                        "instrument_agreement", "size_terciles", "boundary_distance_terciles", "per_category",
-                       "side_asymmetry"]
+                       "image_half"]
 
 [design]
 stimuli = "coco"

@@ -30,7 +30,7 @@ FACTOR_ANALYSES = {
     "object size": "size_terciles",
     "distance to cell border": "boundary_distance_terciles",
     "category": "per_category",
-    SIDE: "side_asymmetry",
+    SIDE: "image_half",
 }
 MIN_CATEGORY_IMAGES = 5
 

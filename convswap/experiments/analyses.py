@@ -17,7 +17,8 @@ ANALYSES: dict[str, str] = {
     "gate_sensitivity": "which models clear the capability gate as its threshold moves",
     "prompt_length": "prompt tokens per convention, so that length can be ruled out",
     # COCO trials: breakdowns by the metadata their trials carry.
-    "side_asymmetry": "locate accuracy by the target's side of the image",
+    "side_asymmetry": "the answer-side (locate) difference against the question-side (identify) one",
+    "image_half": "locate accuracy by the half of the image holding the object's center",
     "size_terciles": "locate accuracy by terciles of the object's area",
     "boundary_distance_terciles": "locate accuracy by terciles of the object's distance from its cell's border",
     "per_category": "locate accuracy per COCO category",
