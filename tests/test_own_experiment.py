@@ -97,6 +97,13 @@ def test_the_dry_run_writes_nothing_and_the_run_writes_every_unit(own):
     assert sorted(own["files"]) == ["myplans/conventions.toml", "myplans/grid4_thousandths.toml", "observer.toml"]
 
 
+def test_the_viewer_audits_the_declared_conventions_as_the_audit_does(own):
+    index = (own["root"] / "site" / "index.html").read_text(encoding="utf-8")
+    verdicts = re.findall(r'<tr class="check (pass|fail)"><td>([a-z_-]+)</td>', index)
+    assert {("pass", "prompt-target"), ("pass", "relabel"), ("pass", "index-space")} <= set(verdicts)
+    assert [name for verdict, name in verdicts if verdict == "fail"] == []
+
+
 def test_the_declared_convention_describes_each_cell_in_thousandths(own):
     for record in scored(own, "locate", "thousandths"):
         trial = record["trial"]

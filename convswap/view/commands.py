@@ -7,6 +7,7 @@ import tempfile
 from pathlib import Path
 
 from convswap.core import ConvswapError
+from convswap.experiments.plan_commands import PLAN_DIR_HELP, plan_folder
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -26,10 +27,12 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                       help="what `convswap tables` wrote, linked from the index (default: LOGDIR/tables if present)")  # fmt: skip
     view.add_argument("--vocabulary", type=Path, action="append", default=[], metavar="FILE",
                       help="a calibrated vocabulary for the audit's held-out check, as `convswap audit` takes it")  # fmt: skip
+    view.add_argument("--plan-dir", type=Path, help=f"{PLAN_DIR_HELP}; the audit reads its declared conventions")
     view.set_defaults(handler=view_command)
 
 
 def view_command(args: argparse.Namespace) -> int:
+    from convswap.conventions import conventions_of
     from convswap.view.runs import read_logs
     from convswap.view.serve import site_server
     from convswap.view.site import build_site
@@ -39,7 +42,7 @@ def view_command(args: argparse.Namespace) -> int:
     tables = args.tables if args.tables is not None else args.logdir / "tables"
     if args.tables is None and not tables.is_dir():
         tables = None
-    view = read_logs(args.logdir, args.vocabulary)
+    view = read_logs(args.logdir, args.vocabulary, conventions_of(plan_folder(args.plan_dir)))
     with tempfile.TemporaryDirectory(prefix="convswap-view-") as temporary:
         site = args.out if args.out is not None else Path(temporary) / "site"
         index = build_site(view, args.logdir, site, tables)

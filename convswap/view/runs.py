@@ -20,6 +20,7 @@ from typing import Any
 from convswap.analysis.loading import group_by, record_identity
 from convswap.audits.checks import CheckResult
 from convswap.audits.log_audit import audit_folder
+from convswap.conventions.declarations import CONVENTIONS, Catalog
 from convswap.core import Record
 from convswap.experiments.scoring import Accuracy, accuracy, is_scored, score_key
 
@@ -57,9 +58,10 @@ class LogView:
         return self.audit_failures.get(record_identity(record), [])
 
 
-def read_logs(logdir: Path, vocabularies: Sequence[Path] = ()) -> LogView:
-    """Every record under `logdir`, grouped into runs, with the audit computed once over all of them."""
-    records, results = audit_folder(logdir, vocabularies)
+def read_logs(logdir: Path, vocabularies: Sequence[Path] = (), conventions: Catalog = CONVENTIONS) -> LogView:
+    """Every record under `logdir`, grouped into runs, with the audit computed once over all of them, reading each
+    prompt by `conventions` (a plan folder's, for conventions it declares)."""
+    records, results = audit_folder(logdir, vocabularies, conventions=conventions)
     failures: dict[tuple, list[tuple[str, str]]] = defaultdict(list)
     for result in results:
         for failure in result.failures:
