@@ -13,6 +13,7 @@ from pathlib import Path
 
 import pytest
 from PIL import Image
+from plan_support import without_plan_folder
 from view_support import MODEL_FOLDER, PLANTED_LOG, SCRIPT_OUTPUT, plant, run_demo
 
 from convswap.cli import main
@@ -114,7 +115,7 @@ def test_site_data_carries_log_text_escaped(logs, tmp_path):
 
 def one_error_line(capsys) -> str:
     captured = capsys.readouterr()
-    lines = captured.err.strip().splitlines()
+    lines = without_plan_folder(captured.err).strip().splitlines()
     assert len(lines) == 1, captured.err
     return lines[0]
 
