@@ -345,3 +345,58 @@ def test_a_folders_convention_declarations_are_not_a_plan(tmp_path, capsys):
     assert Ledger(folder).verify() == []
     assert main(["plan", "show", "--plan-dir", str(folder)]) == 0
     assert [line.split()[0] for line in capsys.readouterr().out.splitlines()] == ["experiment", "demo"]
+
+
+# -- a plan's own conventions are registered with it ----------------------------------------------------------------
+
+DECLARED = """\
+[thousandths]
+tasks = ["locate"]
+option = "({normalized_x}, {normalized_y})"
+"""
+
+
+def test_a_declaration_edited_after_registration_stops_the_run_until_the_plan_is_amended(tmp_path, capsys):
+    plans = own_folder(tmp_path / "plans")
+    (plans / "conventions.toml").write_text(DECLARED)
+    (plans / "demo.toml").write_text(MINIMAL.replace('"pixels_mispaired"]', '"pixels_mispaired", "thousandths"]'))
+    Ledger(plans).register("demo.toml")
+    entry = json.loads((plans / "ledger.jsonl").read_text())
+    declared = {"thousandths": {"name": "thousandths", "tasks": ["locate"], "option": "({normalized_x}, {normalized_y})",
+                                "preamble": "", "gloss_field": None, "mispaired": False, "legend": False,
+                                "output": "integer"}}  # fmt: skip
+    # The declaration as registered, hashed here from the declared values.
+    assert (
+        entry["conventions"]
+        == hashlib.sha256(
+            json.dumps(declared, sort_keys=True, separators=(",", ":"), ensure_ascii=False).encode()
+        ).hexdigest()
+    )
+    assert Ledger(plans).verify() == []
+
+    (plans / "conventions.toml").write_text(DECLARED.replace("normalized_x}, {normalized_y", "percent_x}, {percent_y"))
+    changed = "a convention it runs was declared otherwise in conventions.toml at its last ledger entry (line 1)"
+    assert Ledger(plans).verify() == [f"demo.toml: {changed} without an amendment"]
+    assert main(["plan", "show", "--plan-dir", str(plans)]) == 0
+    assert "conventions changed" in capsys.readouterr().out
+    run = ["run", "demo", "--model", SIM, "--coco", "unused", "--out", str(tmp_path / "logs"), "--plan-dir", str(plans)]
+    assert main(run) == 2
+    assert capsys.readouterr().err.splitlines()[-1] == (
+        f"convswap run: error: demo.toml: {changed}; raise its version and record the change with "
+        "`convswap plan amend demo.toml --reason ...`, or restore the declarations"
+    )
+    assert not (tmp_path / "logs").exists()
+
+    (plans / "demo.toml").write_text((plans / "demo.toml").read_text().replace("version = 1", "version = 2"))
+    Ledger(plans).amend("demo.toml", "thousandths are shown as percentages")
+    assert Ledger(plans).verify() == []
+    assert Ledger(plans).status("demo.toml")[0] == "amended"
+
+
+def test_a_plan_of_shipped_conventions_pins_no_declarations(tmp_path):
+    plans = own_folder(tmp_path / "plans", "demo")
+    (plans / "conventions.toml").write_text(DECLARED)  # declared, but not run by the plan
+    Ledger(plans).register("demo.toml")
+    assert "conventions" not in json.loads((plans / "ledger.jsonl").read_text())
+    (plans / "conventions.toml").write_text(DECLARED.replace("normalized", "percent"))
+    assert Ledger(plans).status("demo.toml")[0] == "registered"

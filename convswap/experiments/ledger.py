@@ -6,7 +6,11 @@
      "sha256": "<the file's sha256>", "reason": null | "<why it was amended>",
      "timestamp": "<UTC ISO 8601>", "prev": "<entry_hash of the line before>",
      "version": <the file's version>,
+     "conventions": "<sha256 of the declarations of the conventions it runs from the folder's conventions.toml>",
      "entry_hash": "<sha256 of the canonical JSON of this entry without entry_hash>"}
+
+`conventions` is present only for a plan that runs conventions its folder declares: a declaration edited after
+registration changes the registered experiment, so the plan must be amended before it runs again.
 
 The first entry's `prev` is 64 zeros.  An amendment must raise the file's
 `version` above the version of its latest entry.  Entries written before
@@ -36,14 +40,25 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+from convswap.conventions.declarations import FILE_NAME as CONVENTIONS_FILE_NAME
 from convswap.core import ConvswapError, canonical_json, sha256_hex
-from convswap.experiments.plan import LEDGER_NAME, SHIPPED_PLAN_DIR, load_plan, plan_files
+from convswap.experiments.plan import (
+    LEDGER_NAME,
+    SHIPPED_PLAN_DIR,
+    declared_conventions_sha256,
+    load_plan,
+    plan_files,
+)
 from convswap.validation import is_integer
 
 GENESIS = "0" * 64
+_CONVENTIONS_CHANGED = (
+    f"a convention it runs was declared otherwise in {CONVENTIONS_FILE_NAME} at its last ledger entry"
+)
 ACTIONS = ("register", "amend")
 _FIELDS = ("action", "file", "sha256", "reason", "timestamp", "prev", "entry_hash")
-_VERSIONED_FIELDS = (*_FIELDS, "version")  # entries written since the version was recorded
+# Absent from older entries (version) and from plans that run shipped conventions only (conventions).
+_OPTIONAL_FIELDS = ("version", "conventions")
 
 
 @dataclass(frozen=True)
@@ -57,12 +72,16 @@ class Entry:
     entry_hash: str
     line: int  # 1-based line of the ledger file; not part of the hashed content
     version: int | None = None  # None: an entry from before versions were recorded
+    conventions: str | None = None  # None: the plan runs shipped conventions only
 
     def body(self) -> dict[str, Any]:
         body: dict[str, Any] = {"action": self.action, "file": self.file, "sha256": self.sha256, "reason": self.reason,
                                 "timestamp": self.timestamp, "prev": self.prev}  # fmt: skip
-        if self.version is not None:  # absent from older entries, whose hashes were computed without it
+        # Absent fields stay absent: the entry's hash was computed without them.
+        if self.version is not None:
             body["version"] = self.version
+        if self.conventions is not None:
+            body["conventions"] = self.conventions
         return body
 
 
@@ -100,7 +119,7 @@ class Ledger:
 
     def _append(self, action: str, name: str, reason: str | None) -> Entry:
         plan = load_plan(self.plan_dir / name)
-        digest = plan.sha256
+        digest, declared = plan.sha256, declared_conventions_sha256(plan)
         fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
         try:
             fcntl.flock(fd, fcntl.LOCK_EX)  # held until close: read the chain's tip and extend it as one step
@@ -112,7 +131,7 @@ class Ledger:
                 raise ConvswapError(f"{name} is already registered (line {latest.line}); changes need an amendment")
             if action == "amend" and latest is None:
                 raise ConvswapError(f"{name} is not registered; register it before amending it")
-            if action == "amend" and latest is not None and latest.sha256 == digest:
+            if action == "amend" and latest is not None and (latest.sha256, latest.conventions) == (digest, declared):
                 raise ConvswapError(f"{name} is unchanged since its last entry (line {latest.line}); nothing to amend")
             if action == "amend" and latest is not None:
                 last = _last_version(entries, name)
@@ -130,6 +149,8 @@ class Ledger:
             body: dict[str, Any] = {"action": action, "file": name, "sha256": digest, "reason": reason,
                                     "timestamp": timestamp, "prev": entries[-1].entry_hash if entries else GENESIS,
                                     "version": plan.version}  # fmt: skip
+            if declared is not None:
+                body["conventions"] = declared
             digest_of_entry = entry_hash(body)
             os.write(fd, (canonical_json({**body, "entry_hash": digest_of_entry}) + "\n").encode("utf-8"))
             os.fsync(fd)
@@ -156,6 +177,8 @@ class Ledger:
                 problems.append(f"{name}: registered (line {entry.line}) but missing")
             elif sha256_hex(path.read_bytes()) != entry.sha256:
                 problems.append(f"{name}: edited since its last ledger entry (line {entry.line}) without an amendment")
+            elif self._conventions_changed(path, entry):
+                problems.append(f"{name}: {_CONVENTIONS_CHANGED} (line {entry.line}) without an amendment")
         for path in plan_files(self.plan_dir):
             if path.name not in latest:
                 problems.append(f"{path.name}: not registered")
@@ -176,7 +199,17 @@ class Ledger:
             return "missing", entry
         if sha256_hex(path.read_bytes()) != entry.sha256:
             return "modified", entry
+        if self._conventions_changed(path, entry):
+            return "conventions changed", entry
         return ("amended" if entry.action == "amend" else "registered"), entry
+
+    def _conventions_changed(self, path: Path, entry: Entry) -> bool:
+        """Whether the declarations of the conventions the plan runs differ from those its entry pinned (a plan
+        that no longer loads is not judged here: loading it names its own problem)."""
+        try:
+            return declared_conventions_sha256(load_plan(path)) != entry.conventions
+        except ConvswapError:
+            return False
 
     def current_entry_hash(self, file: str | os.PathLike[str]) -> str:
         """The plan hash a run of this file records; refuses a file not registered as it now reads."""
@@ -190,6 +223,11 @@ class Ledger:
             raise ConvswapError(
                 f"{name} changed since its last ledger entry (line {entry.line}); "
                 f"record the change with `convswap plan amend {name} --reason ...` or restore the file"
+            )
+        if state == "conventions changed":
+            raise ConvswapError(
+                f"{name}: {_CONVENTIONS_CHANGED} (line {entry.line}); raise its version and record the change with "
+                f"`convswap plan amend {name} --reason ...`, or restore the declarations"
             )
         return entry.entry_hash
 
@@ -224,8 +262,10 @@ class Ledger:
             except json.JSONDecodeError:
                 problems.append(f"{where}: not a JSON object")
                 break
-            if not isinstance(data, dict) or sorted(data) not in (sorted(_FIELDS), sorted(_VERSIONED_FIELDS)):
-                problems.append(f"{where}: fields must be exactly {', '.join(_FIELDS)}, and optionally version")
+            if not isinstance(data, dict) or not set(_FIELDS) <= set(data) <= {*_FIELDS, *_OPTIONAL_FIELDS}:
+                problems.append(
+                    f"{where}: fields must be exactly {', '.join(_FIELDS)}, and optionally {' and '.join(_OPTIONAL_FIELDS)}"
+                )
                 break
             if "version" in data and not (is_integer(data["version"]) and data["version"] >= 1):
                 problems.append(f"{where}: version must be an integer >= 1, got {data['version']!r}")

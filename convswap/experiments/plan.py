@@ -18,7 +18,7 @@ import os
 import re
 import tomllib
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Annotated, Any, Literal, get_args
 
@@ -27,7 +27,7 @@ from pydantic import BeforeValidator, Field, ValidationError, ValidationInfo, fi
 from convswap.conventions import Convention, conventions_of
 from convswap.conventions.cells import GRID_SIZES, has_english_names
 from convswap.conventions.declarations import FILE_NAME as CONVENTIONS_FILE_NAME
-from convswap.core import CONDITIONS, TASKS, Condition, ConvswapError, Task, sha256_hex
+from convswap.core import CONDITIONS, TASKS, Condition, ConvswapError, Task, canonical_json, sha256_hex
 from convswap.experiments.analyses import ANALYSES
 from convswap.validation import Table, at_least, checked, first_problem, is_integer, is_number, one_of, problem
 
@@ -448,6 +448,19 @@ class Plan(Table):
 def items_path(plan_path: Path, items: str) -> Path:
     """An items file named by a plan: relative to the plan's folder."""
     return plan_path.parent / items
+
+
+def declared_conventions_sha256(plan: Plan) -> str | None:
+    """The sha256 of the declarations of the conventions a plan runs from its folder's conventions.toml; None when
+    it runs shipped conventions only.
+
+    The ledger pins it beside the plan file's own hash, so that a declaration edited after registration (an option
+    template, a gloss) changes what the plan registered as surely as an edit of the plan file does.
+    """
+    shipped = conventions_of(None)
+    catalog = conventions_of(plan.path.parent)
+    declared = {name: asdict(catalog[name]) for name in plan.design.conventions if name not in shipped}
+    return sha256_hex(canonical_json(declared)) if declared else None
 
 
 def registered_names(plan: Plan) -> frozenset[str]:
