@@ -13,6 +13,9 @@ from convswap.experiments.ledger import Ledger
 from convswap.experiments.plan import load_plan
 from convswap.experiments.runner import RunRequest, check_registered_model, run_experiment
 
+# Whole runs and commands through the CLI: out of the fast tier.
+pytestmark = pytest.mark.slow
+
 QWEN3_WORDS = "orange, yellow, green, blue, purple, pink"  # the six anchors sim:qwen3vl-like's calibration finds
 
 

@@ -20,6 +20,9 @@ from convswap.experiments import ledger as ledger_module
 from convswap.experiments.ledger import Ledger
 from convswap.experiments.plan import load_plan
 
+# Whole runs and commands through the CLI: out of the fast tier.
+pytestmark = pytest.mark.slow
+
 SHIPPED = Path(__file__).resolve().parents[1] / "convswap" / "analysis_plan"
 SHIPPED_WHY = "the spec's plans shipped with convswap; `convswap plan init DIR` starts your own"
 DRAFT = MINIMAL.replace('id = "demo"', 'id = "draft"').replace('readout = "both"', 'readout = "sometimes"')

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import math
 
+import pytest
 from runner_support import GenerateOnly, copy_plan_dir, records_in, spatial_request
 
 from convswap.audits.log_audit import audit_folder
@@ -12,6 +13,9 @@ from convswap.conventions import cell_names, conventions_of
 from convswap.core import Generation, Prompt
 from convswap.experiments.ledger import Ledger
 from convswap.experiments.runner import run_experiment
+
+# Whole runs and commands through the CLI: out of the fast tier.
+pytestmark = pytest.mark.slow
 
 DECLARED = """\
 [percent_named_mispaired]

@@ -30,6 +30,9 @@ from convswap.stimuli.color import DEFAULT_WHEEL
 from convswap.stimuli.render import render_image
 from convswap.stimuli.synthetic_trials import color_trials, spatial_trials
 
+# Whole runs and commands through the CLI: out of the fast tier.
+pytestmark = pytest.mark.slow
+
 ANCHORS = (ColorAnchor("orange", 55), ColorAnchor("yellow", 100), ColorAnchor("green", 160),
            ColorAnchor("blue", 230), ColorAnchor("purple", 290), ColorAnchor("pink", 355))  # fmt: skip
 
@@ -320,7 +323,6 @@ def clopper_pearson(hits: int, n: int) -> tuple[float, float]:
     return float(low), float(high)
 
 
-@pytest.mark.slow
 def test_planted_parameters_are_recovered_from_a_run_of_a_registered_experiment(tmp_path):
     path, out = tmp_path / "planted.toml", tmp_path / "out"
     path.write_text(PLANTED)
