@@ -16,6 +16,9 @@ from convswap.experiments.logs import model_folder
 from convswap.experiments.runner import run_experiment
 from convswap.readout.base import DEFAULT_DTYPE
 
+# Each dry run is checked against the run it describes: whole runs, out of the fast tier.
+pytestmark = pytest.mark.slow
+
 
 def dry_run(capsys, out: Path, vocabulary: Path | None, *extra: str, model: str = SIM) -> tuple[int, str, str]:
     arguments = ["run", SPATIAL, "--model", model, "--limit", "2", "--out", str(out), "--plan-dir", str(PLAN_DIR)]
