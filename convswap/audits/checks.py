@@ -97,10 +97,36 @@ def prompt_of(record: Record, conventions: Catalog = CONVENTIONS) -> Prompt:
 # --- prompt-target ---------------------------------------------------------------------------------
 
 
+# The option shapes the prompt reader decodes: the spec's own.  A declared convention that writes its options
+# another way ("({normalized_x}/1000, ...)", "row {row}, column {column}") cannot be read back from the text.
+READ_BACK_OPTIONS = frozenset(convention.option for convention in CONVENTIONS.values())
+
+
+def reads_back(record: Record, conventions: Catalog) -> bool:
+    """Whether the audit can read this record's options (and identify's position) back from the prompt text: a
+    choice item's by its own descriptions, every other task's when its convention writes a shape the spec's do."""
+    known = conventions.get(record.convention)
+    return known is None or record.task == "choice" or known.option in READ_BACK_OPTIONS
+
+
+def _not_read_back(result: CheckResult, records: Sequence[Record], conventions: Catalog) -> CheckResult:
+    """Say which records a text-reading check left out, so that a pass never hides them."""
+    left_out = Counter(record.convention for record in records if not reads_back(record, conventions))
+    if left_out:
+        listed = ", ".join(f"{name} ({count})" for name, count in sorted(left_out.items()))
+        result.notes.append(
+            f"not checked: records of conventions whose options are written in a shape the audit does not read "
+            f"back from the text: {listed}"
+        )
+    return result
+
+
 def prompt_target(records: Sequence[Record], conventions: Catalog = CONVENTIONS) -> CheckResult:
     """The option at each stored key, read from the prompt text itself, names the target referent."""
-    return per_record("prompt-target", "the option at each stored key names the target in the prompt text",
-                      records, lambda record: _prompt_target_problem(record, conventions))  # fmt: skip
+    result = per_record("prompt-target", "the option at each stored key names the target in the prompt text",
+                        records, lambda record: _prompt_target_problem(record, conventions),
+                        applies=lambda record: reads_back(record, conventions))  # fmt: skip
+    return _not_read_back(result, records, conventions)
 
 
 def _prompt_target_problem(record: Record, conventions: Catalog) -> str | None:
@@ -348,8 +374,10 @@ def derangement(records: Sequence[Record], conventions: Catalog = CONVENTIONS) -
         known = conventions.get(record.convention)
         return known is not None and known.mispaired
 
-    return per_record("derangement", "mispaired glosses have no fixed point and distinct keys", records,
-                      lambda record: _derangement_problem(record, conventions), applies=mispaired)  # fmt: skip
+    result = per_record("derangement", "mispaired glosses have no fixed point and distinct keys", records,
+                        lambda record: _derangement_problem(record, conventions),
+                        applies=lambda record: mispaired(record) and reads_back(record, conventions))  # fmt: skip
+    return _not_read_back(result, [record for record in records if mispaired(record)], conventions)
 
 
 def _derangement_problem(record: Record, conventions: Catalog) -> str | None:
