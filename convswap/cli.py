@@ -27,7 +27,7 @@ MAX_NAME_BYTES = 255  # NAME_MAX of ext4, xfs, btrfs, APFS and NTFS alike
 # In the order a study uses them: stimuli and prompts, the plan, calibration,
 # runs, audits, then tables.
 COMMAND_MODULES = (
-    "convswap.stimuli.prompt_commands",
+    "convswap.experiments.prompt_commands",
     "convswap.experiments.convention_commands",
     "convswap.stimuli.commands",
     "convswap.experiments.plan_commands",

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -23,6 +24,26 @@ def test_coco_form_prints_every_locate_and_identify_convention(capsys, coco_anno
             assert f"[{task} / {name}] keys: " in out
     assert "In this image, the microwave is at one of these positions: " in out
     assert "what object is at position (533, 213)? It is one of these: " in out
+
+
+def test_prompts_show_a_folders_conventions_and_say_which_cannot_describe_the_grid(capsys, coco_annotations, tmp_path):
+    (tmp_path / "conventions.toml").write_text(
+        '[row_column]\ntasks = ["locate"]\noption = "row {row}, column {column}"\n'
+    )
+    command = ["prompts", "--annotations", str(coco_annotations), "--image-id", "139", "--grid", "5"]
+    assert main([*command, "--plan-dir", str(tmp_path)]) == 0  # the clock: the one object admitted on 5x5
+    out = capsys.readouterr().out
+    assert "[locate / cell_name] not on a 5x5 grid: its cells have no English names\n" in out
+    assert "[identify / pixels_glossed] not on a 5x5 grid: its cells have no English names\n" in out
+
+    def target_option(convention: str) -> str:
+        block = out.split(f"[locate / {convention}] keys: target=")[1]
+        target, _, text = block.partition("\n")
+        return re.search(rf"\b{target}=([^,.]+(?:, column \d+)?)", text)[1]
+
+    reference = target_option("grid_ref")  # e.g. "D2": column D, row 2
+    column, row = "ABCDE".index(reference[0]) + 1, int(reference[1:])
+    assert target_option("row_column") == f"row {row}, column {column}"
 
 
 def test_coco_form_needs_the_category_when_two_objects_are_admitted(capsys, coco_annotations):

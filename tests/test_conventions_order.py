@@ -215,3 +215,7 @@ def test_grid_references_on_a_6x6_grid():
         "A to F from left to right and rows are numbered 1 to 6 from top to bottom. "
     )
     assert cell_center_px(5, 5, 600, 600, 6) == (550, 550)
+    # A 6x6 cell has no English name, so no convention stating one can describe it.
+    with pytest.raises(ConvswapError, match=r"^trial t6: convention 'pixels_glossed' names cells by English name, "
+                       r"which the 6x6 grid's cells do not have \(use grid references\)$"):  # fmt: skip
+        render(trial, "pixels_glossed")

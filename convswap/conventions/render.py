@@ -15,7 +15,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from convswap.conventions import choice, color, spatial
-from convswap.conventions.cells import cell_names, grid_of
+from convswap.conventions.cells import cell_names, grid_of, has_english_names
 from convswap.conventions.declarations import (
     CONVENTIONS,
     Convention,
@@ -48,11 +48,22 @@ def render(
         convention = check_task(convention, trial.task)
     else:
         convention = get_convention(convention, trial.task)
+    if not describes_grid(convention, trial.grid):
+        raise ConvswapError(
+            f"trial {trial.trial_id}: convention {convention.name!r} names cells by English name, which the "
+            f"{trial.grid}x{trial.grid} grid's cells do not have (use grid references)"
+        )
     slots = _slots(trial, order)
     mapping = _mapping(trial, convention, mispairing)
     if trial.task == "identify":
         return _render_identify(trial, convention, slots, mapping)
     return _render_options(trial, convention, slots, mapping)
+
+
+def describes_grid(convention: Convention, grid: int | None) -> bool:
+    """Whether the convention can describe the cells of an n x n grid: one naming English cell names cannot
+    describe a grid over 4x4, whose cells are named by grid reference only."""
+    return grid is None or has_english_names(grid) or not convention.needs_english_names
 
 
 def _slots(trial: Trial, order: Sequence[str] | None) -> tuple[str, ...]:

@@ -6,6 +6,7 @@ import argparse
 from pathlib import Path
 
 from convswap.core import ColorAnchor, ConvswapError, ImageSpec, Prompt, Trial
+from convswap.experiments.plan_commands import PLAN_DIR_HELP, plan_folder
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -31,6 +32,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     color.add_argument("--target", help="the color word that is right")
     color.add_argument("--held-out", action="store_true", help="the stimulus angle is held out (changes {which})")
     color.add_argument("--trial-id", default="color-example", help="trial id that seeds the option order")
+    parser.add_argument("--plan-dir", type=Path, help=f"{PLAN_DIR_HELP}; its declared conventions are printed too")
     parser.set_defaults(handler=run_prompts)
 
 
@@ -81,7 +83,8 @@ def format_prompt(prompt: Prompt) -> str:
 
 
 def run_prompts(args: argparse.Namespace) -> int:
-    from convswap.conventions.render import conventions_for, render
+    from convswap.conventions import conventions_of
+    from convswap.conventions.render import conventions_for, describes_grid, render
 
     if args.anchors:
         trials = [color_trial_from_args(args)]
@@ -91,7 +94,13 @@ def run_prompts(args: argparse.Namespace) -> int:
         raise ConvswapError(
             "give a COCO trial (--annotations, --image-id) or a color trial (--anchors, --where, --target)"
         )
+    catalog = conventions_of(plan_folder(args.plan_dir))
     for trial in trials:
-        for name in conventions_for(trial.task):
-            print(format_prompt(render(trial, name)))
+        for name in conventions_for(trial.task, catalog):
+            if describes_grid(catalog[name], trial.grid):
+                print(format_prompt(render(trial, catalog[name])))
+            else:
+                print(
+                    f"[{trial.task} / {name}] not on a {trial.grid}x{trial.grid} grid: its cells have no English names\n"
+                )
     return 0
