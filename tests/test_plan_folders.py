@@ -308,17 +308,17 @@ def test_an_amendment_must_raise_the_version(tmp_path, capsys):
 
 
 def test_entries_from_before_versions_were_recorded_count_one_version_each(tmp_path):
-    plans = copy_plan_dir(tmp_path / "plans")  # the shipped ledger: no entry of color_ladder records a version
+    plans = copy_plan_dir(tmp_path / "plans")  # the shipped ledger: no entry of color_readership records a version
     entries = [json.loads(line) for line in (plans / "ledger.jsonl").read_text().splitlines()]
-    assert [("version" in entry) for entry in entries if entry["file"] == "color_ladder.toml"] == [False] * 3
-    path = plans / "color_ladder.toml"  # registered, then amended twice: version 3
+    assert [("version" in entry) for entry in entries if entry["file"] == "color_readership.toml"] == [False] * 3
+    path = plans / "color_readership.toml"  # registered, then amended twice: version 3
     assert load_plan(path).version == 3
     path.write_text(path.read_text().replace("alpha = 0.05", "alpha = 0.01", 1))
     ledger = Ledger(plans)
-    with pytest.raises(ConvswapError, match=r"^color_ladder\.toml: version: an amendment must raise it above 3, "):
-        ledger.amend("color_ladder.toml", "a stricter alpha")
+    with pytest.raises(ConvswapError, match=r"^color_readership\.toml: version: an amendment must raise it above 3, "):
+        ledger.amend("color_readership.toml", "a stricter alpha")
     path.write_text(path.read_text().replace("version = 3", "version = 4"))
-    assert ledger.amend("color_ladder.toml", "a stricter alpha").version == 4
+    assert ledger.amend("color_readership.toml", "a stricter alpha").version == 4
     assert ledger.verify() == []  # the older entries verify as they always did
 
 
