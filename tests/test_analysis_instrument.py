@@ -40,7 +40,7 @@ def runs(tmp_path_factory, vocabulary):
     ladder = plan / "color_ladder.toml"
     # Calibration angles and no crossover: the crossover trial ids do not say which angles they were drawn from.
     text = ladder.read_text().replace('angles = "held_out"', 'angles = "calibration"')
-    ladder.write_text(text.replace("crossover = true", "crossover = false").replace("version = 3", "version = 4"))
+    ladder.write_text(text.replace("crossover = true", "crossover = false").replace("version = 4", "version = 5"))
     Ledger(plan).amend(ladder, "the word conditions on the calibration angles")
     seen = run_experiment(RunRequest("color_ladder", SIM, logs / "seen", plan_dir=plan, vocabulary=vocabulary,
                                      limit=12, conditions=("visible",)), progress=False)  # fmt: skip
