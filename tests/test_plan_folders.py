@@ -341,6 +341,21 @@ def test_the_registry_keeps_every_valid_plan_and_names_the_invalid_one(folder_wi
     assert registry.status("draft", "accuracy_table") == "post hoc"  # an experiment without a loadable plan
 
 
+def test_the_registry_leaves_out_a_valid_draft_its_ledger_does_not_register(tmp_path, capsys):
+    plans = copy_plan_dir(tmp_path / "plans")
+    (plans / "unfiled.toml").write_text(MINIMAL.replace('id = "demo"', 'id = "unfiled"'))
+    registry = Registry(plans)
+    assert registry.invalid == [f"{plans / 'unfiled.toml'}: not registered in {plans / 'ledger.jsonl'}"]
+    assert capsys.readouterr().err == (
+        f"left out an unregistered plan file: {plans / 'unfiled.toml'} (`convswap plan register` registers it)\n"
+    )
+    assert "unfiled" not in {plan.id for plan in registry.plans}
+    assert registry.status("unfiled", "accuracy_table") == "post hoc"  # its analyses were never registered
+    assert registry.status("synthetic_spatial", "accuracy_table") == "registered"
+    Ledger(plans).register("unfiled.toml")
+    assert Registry(plans).status("unfiled", "accuracy_table") == "registered"
+
+
 def test_a_folders_convention_declarations_are_not_a_plan(tmp_path, capsys):
     folder = own_folder(tmp_path / "plans", "demo")
     (folder / "conventions.toml").write_text('[mine]\ntasks = ["locate"]\noption = "{pixel_x}"\n')

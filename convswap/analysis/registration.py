@@ -9,8 +9,9 @@ registered plan (`convswap tables --allow-unregistered`) is labelled
 own words: the misread-units test, the grid-transform hypotheses, readership
 across models and the headroom-normalized gap are post hoc, the rest registered.
 
-A plan file that does not load (a draft with a mistake) is left out and named on
-stderr with its first problem: its experiment is read as one without a plan,
+A plan file that does not load (a draft with a mistake), and in a folder with a
+ledger a plan file the ledger does not register (a draft not yet registered),
+is left out and named on stderr: its experiment is read as one without a plan,
 and every other experiment's tables are written as registered.
 """
 
@@ -20,7 +21,8 @@ import sys
 from pathlib import Path
 
 from convswap.core import ConvswapError
-from convswap.experiments.plan import Hypothesis, Plan, load_plan, plan_files, registered_names
+from convswap.experiments.ledger import Ledger
+from convswap.experiments.plan import LEDGER_NAME, Hypothesis, Plan, load_plan, plan_files, registered_names
 
 REGISTERED = "registered"
 POST_HOC = "post hoc"
@@ -39,12 +41,20 @@ class Registry:
         self._hypotheses: dict[str, tuple[Hypothesis, ...]] = {}
         self.plans: list[Plan] = []
         self.invalid: list[str] = []  # each left-out plan file's first problem, naming the file
+        ledger = Ledger(self.plan_dir) if self.plan_dir and (self.plan_dir / LEDGER_NAME).is_file() else None
         for path in plan_files(self.plan_dir) if self.plan_dir else []:
             try:
-                self.plans.append(load_plan(path))
+                plan = load_plan(path)
             except ConvswapError as error:
                 self.invalid.append(str(error))
                 print(f"left out an invalid plan file: {error}", file=sys.stderr)
+                continue
+            if ledger is not None and ledger.status(path)[0] == "unregistered":
+                self.invalid.append(f"{path}: not registered in {ledger.path}")
+                print(f"left out an unregistered plan file: {path} (`convswap plan register` registers it)",
+                      file=sys.stderr)  # fmt: skip
+                continue
+            self.plans.append(plan)
         for plan in self.plans:
             self._registered[plan.id] = registered_names(plan)
             self._post_hoc.update(plan.post_hoc)
