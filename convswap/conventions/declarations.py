@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import re
 import string
-import tomllib
 from collections.abc import Mapping
 from dataclasses import dataclass
 from functools import cached_property
@@ -24,7 +23,7 @@ from pydantic import BeforeValidator, ValidationError, ValidationInfo, field_val
 
 from convswap.conventions.fields import REFERENT_FIELDS, TRIAL_FIELDS, Reading
 from convswap.core import TASKS, ConvswapError, Gloss, OutputFormat, Side, Task
-from convswap.validation import Table, checked, first_problem, one_of, problem
+from convswap.validation import Table, checked, first_problem, one_of, problem, read_toml
 
 SHIPPED_FILE = Path(__file__).with_name("conventions.toml")
 FILE_NAME = "conventions.toml"  # a plan folder's own declarations
@@ -189,12 +188,7 @@ class Declaration(Table):
 def load_conventions(path: str | Path) -> dict[str, Convention]:
     """The conventions declared in one file, validated, in file order."""
     path = Path(path)
-    try:
-        data = tomllib.loads(path.read_text(encoding="utf-8"))
-    except OSError as error:
-        raise ConvswapError(f"cannot read conventions file {path}: {error.strerror}") from error
-    except (UnicodeDecodeError, tomllib.TOMLDecodeError) as error:
-        raise ConvswapError(f"{path}: not valid TOML: {error}") from error
+    data, _ = read_toml(path, "conventions")
     conventions = {}
     for name, table in data.items():
         if not _NAME.match(name):

@@ -14,22 +14,33 @@ a plan that loads is a plan the runner and the analysis can rely on.
 
 from __future__ import annotations
 
+import functools
 import os
 import re
-import tomllib
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Annotated, Any, Literal, get_args
 
-from pydantic import BeforeValidator, Field, ValidationError, ValidationInfo, field_validator, model_validator
+from pydantic import BeforeValidator, Field, PrivateAttr, ValidationInfo, field_validator, model_validator
 
-from convswap.conventions import Convention, conventions_of
+from convswap.conventions import CONVENTIONS, conventions_of
 from convswap.conventions.cells import GRID_SIZES, has_english_names
 from convswap.conventions.declarations import FILE_NAME as CONVENTIONS_FILE_NAME
+from convswap.conventions.declarations import Catalog
 from convswap.core import CONDITIONS, TASKS, Condition, ConvswapError, Task, canonical_json, sha256_hex
 from convswap.experiments.analyses import ANALYSES
-from convswap.validation import Table, at_least, checked, first_problem, is_integer, is_number, one_of, problem
+from convswap.validation import (
+    Table,
+    at_least,
+    checked,
+    is_integer,
+    is_number,
+    one_of,
+    problem,
+    read_toml,
+    validate_file,
+)
 
 PLAN_DIR_NAME = "analysis_plan"
 PLAN_DIR_ENV = "CONVSWAP_PLAN_DIR"
@@ -121,10 +132,17 @@ Fraction = Annotated[float, _number(lambda value: 0 < value < 1, _STRICT_FRACTIO
 Boolean = Annotated[bool, checked(lambda value: isinstance(value, bool), "must be a boolean")]
 
 
-def plan_conventions(info: ValidationInfo) -> dict[str, Convention]:
-    """The conventions of the plan's folder (the folder of its file): the shipped ones and the folder's own."""
-    path = (info.context or {}).get("path")
-    return conventions_of(path.parent if path is not None else None)
+def _catalog_reader(info: ValidationInfo) -> Callable[[], Catalog]:
+    """The reader of the plan folder's conventions that `load_plan` puts in the validation context."""
+    if info.context is None or "catalog" not in info.context:
+        raise ConvswapError("a plan is validated through load_plan, which reads its folder's conventions")
+    return info.context["catalog"]
+
+
+def plan_conventions(info: ValidationInfo) -> Catalog:
+    """The conventions of the plan's folder (the folder of its file): the shipped ones and the folder's own, read
+    once per loaded plan."""
+    return _catalog_reader(info)()
 
 
 def _design_of(info: ValidationInfo) -> Design | None:
@@ -357,6 +375,18 @@ class Plan(Table):
     failure_conditions: Texts
     held_out: HeldOutRule | None = None
     calibration: CalibrationDesign | None = Field(None, validate_default=True)
+    # The folder's conventions as its validation read them, so that a run renders exactly those.
+    _catalog: Callable[[], Catalog] = PrivateAttr()
+
+    @model_validator(mode="after")
+    def _keep_the_folders_conventions(self, info: ValidationInfo) -> Plan:
+        self._catalog = _catalog_reader(info)
+        return self
+
+    @property
+    def catalog(self) -> Catalog:
+        """The conventions its folder offers: the shipped ones and those the folder's conventions.toml declares."""
+        return self._catalog()
 
     @field_validator("id")
     @classmethod
@@ -457,9 +487,7 @@ def declared_conventions_sha256(plan: Plan) -> str | None:
     The ledger pins it beside the plan file's own hash, so that a declaration edited after registration (an option
     template, a gloss) changes what the plan registered as surely as an edit of the plan file does.
     """
-    shipped = conventions_of(None)
-    catalog = conventions_of(plan.path.parent)
-    declared = {name: asdict(catalog[name]) for name in plan.design.conventions if name not in shipped}
+    declared = {name: asdict(plan.catalog[name]) for name in plan.design.conventions if name not in CONVENTIONS}
     return sha256_hex(canonical_json(declared)) if declared else None
 
 
@@ -474,19 +502,10 @@ def registered_names(plan: Plan) -> frozenset[str]:
 
 def load_plan(path: str | Path) -> Plan:
     path = Path(path)
-    try:
-        raw = path.read_bytes()
-    except OSError as error:
-        raise ConvswapError(f"cannot read plan file {path}: {error.strerror}") from error
-    try:
-        data = tomllib.loads(raw.decode("utf-8"))
-    except (UnicodeDecodeError, tomllib.TOMLDecodeError) as error:
-        raise ConvswapError(f"{path}: not valid TOML: {error}") from error
-    try:
-        return Plan.model_validate(data, context={"path": path, "sha256": sha256_hex(raw)})
-    except ValidationError as error:
-        field, reason, value = first_problem(error)
-        raise ConvswapError(f"{path}: {field}: {reason}, got {value!r}") from None
+    data, raw = read_toml(path, "plan")
+    # Read when a validator first needs it (a broken conventions.toml is reported in field order), then kept.
+    catalog = functools.cache(lambda: conventions_of(path.parent))
+    return validate_file(Plan, data, path, {"path": path, "sha256": sha256_hex(raw), "catalog": catalog})
 
 
 def find_experiment(plan_dir: str | Path, experiment_id: str) -> Path:

@@ -44,7 +44,7 @@ from convswap.calibration.vocabulary import (
     model_owner,
     save_vocabulary,
 )
-from convswap.conventions import Convention, conventions_of, render
+from convswap.conventions import Convention, render
 from convswap.core import Condition, ConvswapError, Prompt, Record, Trial
 from convswap.experiments.folder_lock import lock_name, locked
 from convswap.experiments.launcher import launcher_shard, local_rank
@@ -535,7 +535,7 @@ def _expected(plan: Plan, plan_hash: str, request: RunRequest, condition: str, t
 
 def _conventions(plan: Plan) -> dict[str, tuple[Convention, ...]]:
     """Per task of the design, the conventions it runs, as the plan's folder declares them."""
-    catalog = conventions_of(plan.path.parent)
+    catalog = plan.catalog
     return {
         task: tuple(catalog[name] for name in plan.design.conventions if task in catalog[name].tasks)
         for task in plan.design.tasks
