@@ -42,6 +42,7 @@ class Registry:
         self.plans: list[Plan] = []
         self.invalid: list[str] = []  # each left-out plan file's first problem, naming the file
         ledger = Ledger(self.plan_dir) if self.plan_dir and (self.plan_dir / LEDGER_NAME).is_file() else None
+        filed = {entry.file for entry in ledger.entries()} if ledger is not None else set()
         for path in plan_files(self.plan_dir) if self.plan_dir else []:
             try:
                 plan = load_plan(path)
@@ -49,7 +50,7 @@ class Registry:
                 self.invalid.append(str(error))
                 print(f"left out an invalid plan file: {error}", file=sys.stderr)
                 continue
-            if ledger is not None and ledger.status(path)[0] == "unregistered":
+            if ledger is not None and path.name not in filed:
                 self.invalid.append(f"{path}: not registered in {ledger.path}")
                 print(f"left out an unregistered plan file: {path} (`convswap plan register` registers it)",
                       file=sys.stderr)  # fmt: skip
