@@ -28,6 +28,7 @@ from convswap.conventions import CONVENTIONS, conventions_of
 from convswap.conventions.cells import GRID_SIZES, has_english_names
 from convswap.conventions.declarations import FILE_NAME as CONVENTIONS_FILE_NAME
 from convswap.conventions.declarations import Catalog
+from convswap.conventions.render import describes_grid
 from convswap.core import CONDITIONS, TASKS, Condition, ConvswapError, Task, canonical_json, sha256_hex
 from convswap.experiments.analyses import ANALYSES
 from convswap.validation import (
@@ -223,7 +224,7 @@ class Design(Table):
             return self
         catalog = plan_conventions(info)
         for name in self.conventions:
-            if catalog[name].needs_english_names:
+            if not describes_grid(catalog[name], self.grid):
                 raise problem(f"names cells by English name, which the {self.grid}x{self.grid} grid's cells do not "
                               "have (use grid references)", name, ("conventions",))  # fmt: skip
         return self
