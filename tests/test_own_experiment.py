@@ -111,7 +111,8 @@ def test_the_declared_convention_describes_each_cell_in_thousandths(own):
         row, column = divmod(CELLS_4X4.index(trial["target"]), 4)
         x, y = math.floor((column + 0.5) * width / 4), math.floor((row + 0.5) * height / 4)
         expected = f"({math.floor(1000 * x / width + 0.5)}, {math.floor(1000 * y / height + 0.5)})"
-        assert f" {key_of(record)}={expected}," in record["prompt"] or record["prompt"].count(f"={expected}.") == 1
+        at_key = re.search(rf"(?:: |, ){key_of(record)}=(\(\d+, \d+\))", record["prompt"])[1]
+        assert at_key == expected
         assert record["prompt"].startswith("Positions are given as (x, y) in thousandths of the image width and "
                                            "height, where (0, 0) is the top-left corner. In this image, the ")  # fmt: skip
     for record in scored(own, "identify", "thousandths_mispaired"):
