@@ -17,9 +17,9 @@ from pathlib import Path
 from typing import Any
 
 from convswap.conventions.cells import cell_center_px, cell_names, cell_position, percent
+from convswap.conventions.choice import OPTIONS_PLACEHOLDER
 from convswap.fileio import atomic_open
 from convswap.stimuli.coco import GridObject, image_path
-from convswap.stimuli.items import OPTIONS_PLACEHOLDER
 
 GRID = 3
 QUESTION = "In this image, the {category} is at one of these positions: " + OPTIONS_PLACEHOLDER + ". Which one?"

@@ -36,10 +36,11 @@ from typing import Any
 import numpy as np
 from PIL import Image, UnidentifiedImageError
 
+from convswap.conventions.choice import OPTIONS_PLACEHOLDER, QUESTION_META
+from convswap.conventions.fields import DESCRIPTIONS_META
 from convswap.core import ConvswapError, ImageSpec, Trial, freeze
 from convswap.stimuli.arrays import check_non_negative
 
-OPTIONS_PLACEHOLDER = "{options}"
 ITEM_FIELDS = ("id", "image", "question", "referents", "target")
 MIN_REFERENTS = 2
 MIN_DESCRIPTION_FIELDS = 2  # an item is described under two or more conventions, or there is nothing to swap
@@ -69,7 +70,7 @@ class Item:
             image=ImageSpec.of("file", path=str(self.image)),
             width=self.width,
             height=self.height,
-            meta=freeze({"question": self.question, "descriptions": self.referents}),
+            meta=freeze({QUESTION_META: self.question, DESCRIPTIONS_META: self.referents}),
         )
 
 
