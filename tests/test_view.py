@@ -160,7 +160,8 @@ def test_a_missing_tables_folder_is_named_and_nothing_is_written(logs, tmp_path,
     assert not site.exists()
 
 
-def test_serve_prints_a_loopback_address_that_serves_the_index(logs):
+@pytest.mark.parametrize(("stop", "status"), [(signal.SIGINT, 130), (signal.SIGTERM, 128 + signal.SIGTERM)])
+def test_serve_prints_a_loopback_address_that_serves_the_index(logs, stop, status):
     command = [sys.executable, "-m", "convswap", "view", str(logs), "--serve"]
     records = sum(len(path.read_text().splitlines()) for path in logs.rglob("*.jsonl"))
     runs = len({path.parent for path in logs.rglob("*.jsonl")})  # one model folder per run
@@ -176,11 +177,65 @@ def test_serve_prints_a_loopback_address_that_serves_the_index(logs):
         assert response.status == 200 and "<h1>convswap view</h1>" in page and "color_ladder" in page
         with urllib.request.urlopen(address + "view.js", timeout=10) as response:
             assert b"convswapLoaded" in response.read()
-        # Ctrl-C stops serving and takes the temporary site with it.
-        server.send_signal(signal.SIGINT)
-        assert server.wait(timeout=10) == 130
-        assert not Path(second.split()[1]).exists()
+        # Ctrl-C, or a SIGTERM, stops serving and takes the temporary site folder with it.
+        site = Path(second.split()[1])
+        assert site.parent.name.startswith("convswap-view-") and site.is_dir()
+        server.send_signal(stop)
+        assert server.wait(timeout=10) == status
+        assert not site.parent.exists()
     finally:
         if server.poll() is None:
             server.kill()
             server.wait(timeout=10)
+
+
+def test_the_index_names_the_tables_folder_it_looked_in(logs, tmp_path, capsys):
+    bare = tmp_path / "logs"
+    shutil.copytree(logs, bare, ignore=shutil.ignore_patterns("tables"))
+    assert main(["view", str(bare), "--out", str(tmp_path / "site")]) == 0
+    index = (tmp_path / "site" / "index.html").read_text(encoding="utf-8")
+    assert f"No tables found in <code>{bare / 'tables'}</code>" in index
+    assert main(["view", str(bare), "--tables", str(logs / "tables"), "--out", str(tmp_path / "site")]) == 0
+    index = (tmp_path / "site" / "index.html").read_text(encoding="utf-8")
+    assert f"From <code>{logs / 'tables'}</code>." in index and 'href="tables/table1_color_ladder.html"' in index
+
+
+def test_missing_images_are_counted_on_the_command_line_and_the_index(logs, tmp_path, capsys):
+    moved = tmp_path / "logs"
+    shutil.copytree(logs, moved)
+    log = moved / PLANTED_LOG
+    records = [json.loads(line) for line in log.read_text(encoding="utf-8").splitlines()]
+    lost = records[0]["trial_id"]
+    for record in records:
+        if record["trial_id"] == lost:
+            record["trial"]["image"] = {"kind": "file", "params": {"path": str(tmp_path / "moved.jpg")}}
+    log.write_text("".join(json.dumps(record) + "\n" for record in records), encoding="utf-8")
+    site = tmp_path / "site"
+    assert main(["view", str(moved), "--out", str(site)]) == 0
+    rendered = len(list((site / "images").glob("*.png")))
+    warning = without_plan_folder(capsys.readouterr().err).strip()
+    assert warning == (
+        f"warning: 1 of {rendered + 1} images could not be re-rendered, so their trial pages show none (first: "
+        f"cannot re-render the image: image file not found: {tmp_path / 'moved.jpg'})"
+    )
+    index = (site / "index.html").read_text(encoding="utf-8")
+    assert f'<p class="warning" id="missing-images">1 of {rendered + 1} images could not be re-rendered' in index
+
+
+@pytest.mark.slow
+def test_photographs_run_from_a_relative_folder_are_found_from_anywhere(coco_images, tmp_path, monkeypatch, capsys):
+    work = tmp_path / "work"
+    work.mkdir()
+    (work / "coco-mini").symlink_to(coco_images.parent, target_is_directory=True)
+    monkeypatch.chdir(work)
+    assert main(["run", "coco_locate_identify", "--model", "sim:qwen3vl-like", "--coco", "coco-mini",
+                 "--limit", "2", "--out", "runs"]) == 0  # fmt: skip
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    monkeypatch.chdir(elsewhere)
+    capsys.readouterr()
+    assert main(["view", str(work / "runs"), "--out", "site"]) == 0
+    assert "warning" not in capsys.readouterr().err
+    assert 'id="missing-images"' not in (elsewhere / "site" / "index.html").read_text(encoding="utf-8")
+    manifest = json.loads((elsewhere / "site" / "images" / "manifest.json").read_text(encoding="utf-8"))
+    assert manifest and {check["verdict"] for check in manifest.values()} == {"match"}

@@ -46,6 +46,7 @@ from __future__ import annotations
 import contextlib
 import io
 import json
+import os
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -409,8 +410,9 @@ def trial_id(placed: GridObject, task: str) -> str:
 
 
 def image_path(images_dir: str | Path, placed: GridObject) -> Path:
-    """The object's photograph, checked to exist at the size its annotations state."""
-    path = Path(images_dir) / placed.file_name
+    """The object's photograph, checked to exist at the size its annotations state; absolute, so that a log names
+    the same file wherever it is read from (a relative `--coco` would tie it to the run's working folder)."""
+    path = Path(os.path.abspath(Path(images_dir) / placed.file_name))
     if not path.is_file():
         raise ConvswapError(f"image file {path} (COCO image {placed.image_id}) does not exist")
     with Image.open(path) as image:

@@ -51,8 +51,7 @@ def write_coco_items(objects: Sequence[GridObject], images_dir: Path, out: Path)
     # Lexical paths, not resolved ones: images reached through a link stay reached through it.
     folder = Path(os.path.abspath(out)).parent
     lines = [
-        json.dumps(coco_item(placed, Path(os.path.abspath(image_path(images_dir, placed))), folder), ensure_ascii=False)
-        for placed in objects
+        json.dumps(coco_item(placed, image_path(images_dir, placed), folder), ensure_ascii=False) for placed in objects
     ]
     with atomic_open(out) as handle:
         handle.write("".join(line + "\n" for line in lines))

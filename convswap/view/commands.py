@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import argparse
+import signal
+import sys
 import tempfile
 from pathlib import Path
 
@@ -24,7 +26,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                       "temporary folder)")  # fmt: skip
     view.add_argument("--serve", action="store_true", help="serve the site on 127.0.0.1 and print its address")
     view.add_argument("--tables", type=Path, metavar="DIR",
-                      help="what `convswap tables` wrote, linked from the index (default: LOGDIR/tables if present)")  # fmt: skip
+                      help="the folder `convswap tables --out` wrote, linked from the index (default: LOGDIR/tables, if it exists; the index names the folder it looked in)")  # fmt: skip
     view.add_argument("--vocabulary", type=Path, action="append", default=[], metavar="FILE",
                       help="a calibrated vocabulary for the audit's held-out check, as `convswap audit` takes it")  # fmt: skip
     view.add_argument("--plan-dir", type=Path, help=f"{PLAN_DIR_HELP}; the audit reads its declared conventions")
@@ -40,18 +42,28 @@ def view_command(args: argparse.Namespace) -> int:
     if args.out is None and not args.serve:
         raise ConvswapError("give --out SITE to write the site, or --serve to serve it")
     tables = args.tables if args.tables is not None else args.logdir / "tables"
-    if args.tables is None and not tables.is_dir():
-        tables = None
     view = read_logs(args.logdir, args.vocabulary, conventions_of(plan_folder(args.plan_dir)))
     with tempfile.TemporaryDirectory(prefix="convswap-view-") as temporary:
         site = args.out if args.out is not None else Path(temporary) / "site"
-        index = build_site(view, args.logdir, site, tables)
+        built = build_site(view, args.logdir, site, tables, tables_given=args.tables is not None)
+        if built.unavailable:
+            print(
+                f"warning: {len(built.unavailable)} of {built.images} images could not be re-rendered, so their "
+                f"trial pages show none (first: {built.unavailable[0]})",
+                file=sys.stderr,
+            )
         records = sum(len(run.records) for run in view.runs)
-        print(f"{records} records in {len(view.runs)} runs: {index.resolve().as_uri()}", flush=True)
+        print(f"{records} records in {len(view.runs)} runs: {built.index.resolve().as_uri()}", flush=True)
         if args.serve:
+            # A terminated server unwinds like an interrupted one, so the temporary site is removed either way.
+            signal.signal(signal.SIGTERM, _exit_on_sigterm)
             with site_server(site) as server:
                 host, port = server.server_address[:2]
                 host = host.decode() if isinstance(host, bytes) else host
                 print(f"serving {site} at http://{host}:{port}/ (Ctrl-C stops)", flush=True)
                 server.serve_forever()
     return 0
+
+
+def _exit_on_sigterm(signum: int, frame: object) -> None:
+    raise SystemExit(128 + signum)

@@ -118,6 +118,10 @@ class Thumbnails:
         note = "re-rendered pixels differ from the logged hash: this is not the image the model saw"
         return ImageCheck(file, "mismatch", logged, rendered, outlined, note)
 
+    def shown(self) -> list[ImageCheck]:
+        """Each distinct image of the records checked so far, once."""
+        return list({id(check): check for check in self._seen.values()}.values())
+
     def save_manifest(self) -> None:
         data = {name: asdict(check) for name, check in sorted(self._checks.items())}
         atomic_write_text(self.folder / MANIFEST, canonical_json(data) + "\n")

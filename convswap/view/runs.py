@@ -30,8 +30,14 @@ LOW_MASS = 0.5
 
 
 @dataclass(frozen=True)
-class ConditionSummary:
+class TaskSummary:
+    """Accuracy of one task under one readout in one condition: never pooled over tasks or readouts, whose chance
+    rates differ (a 3x3 locate's 1/9 beside identify's 1/6)."""
+
     condition: str
+    task: str
+    readout: str
+    k: str  # the option count, or the range of them over items of differing K
     records: int
     accuracy: Accuracy
     per_convention: tuple[tuple[str, Accuracy], ...]
@@ -45,7 +51,11 @@ class Run:
     experiment: str
     model: str
     records: list[Record]
-    conditions: list[ConditionSummary] = field(default_factory=list)
+    summaries: list[TaskSummary] = field(default_factory=list)
+
+    @property
+    def conditions(self) -> list[str]:
+        return list(dict.fromkeys(summary.condition for summary in self.summaries))
 
 
 @dataclass
@@ -69,15 +79,18 @@ def read_logs(logdir: Path, vocabularies: Sequence[Path] = (), conventions: Cata
     runs = []
     for number, ((experiment, model), members) in enumerate(group_by(records, "experiment", "model").items()):
         run = Run(number, experiment, model, members)
-        for (condition,), in_condition in group_by(members, "condition").items():
-            per_convention = tuple(
-                (name, accuracy(group)) for (name,), group in group_by(in_condition, "convention").items()
-            )
-            run.conditions.append(
-                ConditionSummary(condition, len(in_condition), accuracy(in_condition), per_convention)
+        for (condition, task, readout), group in group_by(members, "condition", "task", "readout").items():
+            per_convention = tuple((name, accuracy(of)) for (name,), of in group_by(group, "convention").items())
+            run.summaries.append(
+                TaskSummary(condition, task, readout, option_counts(group), len(group), accuracy(group), per_convention)
             )
         runs.append(run)
     return LogView(runs, results, dict(failures))
+
+
+def option_counts(records: Sequence[Record]) -> str:
+    sizes = sorted({len(record.slots) for record in records})
+    return str(sizes[0]) if len(sizes) == 1 else f"{sizes[0]}-{sizes[-1]}"
 
 
 def outcome(record: Record) -> str:

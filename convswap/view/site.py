@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import json
 import shutil
-from dataclasses import asdict
+from dataclasses import asdict, dataclass
 from html import escape
 from importlib import resources
 from pathlib import Path
@@ -54,9 +54,17 @@ def prepare_site(out: Path) -> None:
         (out / stale).mkdir()
 
 
-def build_site(view: LogView, logdir: Path, out: Path, tables: Path | None) -> Path:
-    """Write the whole site for `view` into `out`; returns the index page."""
-    if tables is not None and not tables.is_dir():
+@dataclass(frozen=True)
+class BuiltSite:
+    index: Path
+    images: int  # distinct images the records show
+    unavailable: tuple[str, ...]  # why each image that could not be re-rendered was not
+
+
+def build_site(view: LogView, logdir: Path, out: Path, tables: Path, tables_given: bool = True) -> BuiltSite:
+    """Write the whole site for `view` into `out`, linking what `convswap tables` wrote in `tables` (which must exist
+    when given; the default folder may be absent, and the index then says where it looked)."""
+    if tables_given and not tables.is_dir():
         raise ConvswapError(f"tables folder {tables} does not exist")
     prepare_site(out)
     static = resources.files("convswap.view") / "static"
@@ -66,10 +74,13 @@ def build_site(view: LogView, logdir: Path, out: Path, tables: Path | None) -> P
     for run in view.runs:
         write_run(run, view, thumbnails, out / "data")
     thumbnails.save_manifest()
-    table_files = copy_tables(tables, out / "tables") if tables is not None else []
+    table_files = copy_tables(tables, out / "tables") if tables.is_dir() else []
+    shown = thumbnails.shown()
+    unavailable = tuple(check.note for check in shown if check.verdict == "unavailable")
+    images = len(shown)
     index = out / "index.html"
-    atomic_write_text(index, index_page(view, logdir, table_files))
-    return index
+    atomic_write_text(index, index_page(view, logdir, Tables(tables, table_files), images, unavailable))
+    return BuiltSite(index, images, unavailable)
 
 
 def write_data(path: Path, data: Any) -> None:
@@ -102,7 +113,7 @@ def write_run(run: Run, view: LogView, thumbnails: Thumbnails, data: Path) -> No
         "experiment": run.experiment,
         "model": run.model,
         "low_mass": LOW_MASS,
-        "conditions": [c.condition for c in run.conditions],
+        "conditions": run.conditions,
         "rows": rows,
     }
     write_data(data / f"run-{run.number}.js", summary)
@@ -156,34 +167,49 @@ def unscored_text(value: Accuracy) -> str:
     return ", ".join(f"{status} {count}" for status, count in value.unscored.items()) or "0"
 
 
-def index_page(view: LogView, logdir: Path, table_files: list[tuple[str, str]]) -> str:
+@dataclass(frozen=True)
+class Tables:
+    folder: Path  # where the index looked for what `convswap tables` wrote
+    files: list[tuple[str, str]]  # (name, link) of each table and figure copied in
+
+
+def index_page(view: LogView, logdir: Path, tables: Tables, images: int, unavailable: tuple[str, ...]) -> str:
     records = sum(len(run.records) for run in view.runs)
     body = [f"<h1>convswap view</h1>\n<p class=\"where\">{escape(str(logdir))}: {len(view.runs)} runs, "
             f"{records} records</p>"]  # fmt: skip
+    if unavailable:
+        body.append(
+            f'<p class="warning" id="missing-images">{len(unavailable)} of {images} images could not be re-rendered, '
+            f"so their trial pages show none (first: {escape(unavailable[0])}).</p>"
+        )
     body.append(runs_table(view.runs))
     body.append(audit_table(view.audit))
-    body.append(tables_section(table_files))
+    body.append(tables_section(tables))
     return page_shell("convswap view", "\n".join(body), css="style.css")
 
 
 def runs_table(runs: list[Run]) -> str:
-    header = "<tr><th>experiment</th><th>model</th><th>condition</th><th>records</th><th>scored</th>" \
-             "<th>unscored</th><th>accuracy</th><th>accuracy per convention</th></tr>"  # fmt: skip
+    header = "<tr><th>experiment</th><th>model</th><th>condition</th><th>task</th><th>readout</th><th>K</th>" \
+             "<th>records</th><th>scored</th><th>unscored</th><th>accuracy</th><th>accuracy per convention</th></tr>"  # fmt: skip
     rows = []
     for run in runs:
-        for summary in run.conditions:
+        for summary in run.summaries:
             conventions = "".join(
                 f'<li><span class="convention">{escape(name)}</span> {percent(value)}</li>'
                 for name, value in summary.per_convention
             )
-            link = f"run.html?run={run.number}&amp;condition={escape(summary.condition)}"
+            link = (
+                f"run.html?run={run.number}&amp;condition={escape(summary.condition)}&amp;task={escape(summary.task)}"
+            )
             rows.append(
                 f'<tr class="run"><td><a href="{link}">{escape(run.experiment)}</a></td><td>{escape(run.model)}</td>'
-                f"<td>{escape(summary.condition)}</td><td>{summary.records}</td><td>{summary.accuracy.scored}</td>"
+                f"<td>{escape(summary.condition)}</td><td>{escape(summary.task)}</td><td>{escape(summary.readout)}</td>"
+                f"<td>{summary.k}</td><td>{summary.records}</td><td>{summary.accuracy.scored}</td>"
                 f"<td>{escape(unscored_text(summary.accuracy))}</td><td>{percent(summary.accuracy)}</td>"
                 f'<td><ul class="per-convention">{conventions}</ul></td></tr>'
             )
-    return f'<h2>Runs</h2>\n<table id="runs">\n{header}\n' + "\n".join(rows) + "\n</table>"
+    note = "<p>Accuracy per task and readout, each against its own K (chance 1/K); never pooled across them.</p>"
+    return f'<h2>Runs</h2>\n{note}\n<table id="runs">\n{header}\n' + "\n".join(rows) + "\n</table>"
 
 
 def audit_table(results: list[CheckResult]) -> str:
@@ -208,11 +234,19 @@ def notes_list(notes: list[str]) -> str:
     return f"<details><summary>{len(notes)} notes</summary><ul>{items}</ul></details>"
 
 
-def tables_section(table_files: list[tuple[str, str]]) -> str:
-    if not table_files:
-        return "<h2>Tables and figures</h2>\n<p>No tables found (run <code>convswap tables</code>).</p>"
+def tables_section(tables: Tables) -> str:
+    where = escape(str(tables.folder))
+    if not tables.files:
+        return (
+            f'<h2>Tables and figures</h2>\n<p id="no-tables">No tables found in <code>{where}</code> (run '
+            "<code>convswap tables LOGDIR --out DIR</code>, then <code>convswap view LOGDIR --tables DIR</code>).</p>"
+        )
     items = []
-    for name, link in table_files:
+    for name, link in tables.files:
         preview = f'<br><img src="{escape(link)}" alt="{escape(name)}">' if name.endswith(".png") else ""
         items.append(f'<li><a href="{escape(link)}">{escape(name)}</a>{preview}</li>')
-    return '<h2>Tables and figures</h2>\n<ul id="tables">' + "".join(items) + "</ul>"
+    return (
+        f'<h2>Tables and figures</h2>\n<p id="tables-from">From <code>{where}</code>.</p>\n<ul id="tables">'
+        + "".join(items)
+        + "</ul>"
+    )
