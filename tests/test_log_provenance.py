@@ -54,6 +54,25 @@ def test_records_of_another_plan_hash_are_refused_naming_file_line_and_hash(comm
     assert not out.exists()
 
 
+def test_records_refused_for_one_reason_are_named_once_with_their_count(clean, tmp_path, capsys):
+    runs = copy_of(clean, tmp_path)
+    log = visible_log(runs)
+    records = read_records(log)
+    records[2:5] = [replace(record, plan_hash=OTHER_HASH) for record in records[2:5]]
+    log.write_text("".join(record.to_json() + "\n" for record in records))
+    assert main(["audit", str(runs), "--plan-dir", str(PLAN_DIR)]) == 2
+    err = without_plan_folder(capsys.readouterr().err)
+    assert err.startswith(f"convswap audit: error: 3 record(s) not of the plan registered in {PLAN_DIR}: ")
+    assert err.count("plan hash ffffffffffff") == 1 and "(and 2 more records alike)" in err
+    out = tmp_path / "tables"
+    assert main(["tables", str(runs), "--out", str(out), "--plan-dir", str(PLAN_DIR), "--allow-unregistered"]) == 0
+    labelled = [line for line in capsys.readouterr().err.splitlines() if line.startswith("unregistered: ")]
+    assert labelled == [
+        f"unregistered: {log}:3: plan hash ffffffffffff, the registered plan of {SPATIAL} is "
+        f"{records[0].plan_hash[:12]} (and 2 more records alike)"
+    ]
+
+
 @pytest.mark.parametrize("command", ["audit", "tables"])
 def test_records_of_a_plan_file_edited_since_registration_are_refused(command, clean, tmp_path, capsys):
     runs = copy_of(clean, tmp_path)

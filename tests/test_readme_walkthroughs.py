@@ -242,6 +242,29 @@ def test_the_audit_passes_every_check_it_could_run(walked):
     assert rows == {"prompt-target": "pass", "relabel": "pass", "index-space": "pass"}
 
 
+def test_tables_of_the_whole_runs_folder_name_each_plan_folder_s_stranger_once(walked, tmp_path):
+    """The prose's promise: `runs` also holds the demo's records, which myplans has no plan for."""
+    env = {
+        **os.environ,
+        "CONVSWAP_PLAN_DIR": "myplans",
+        "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}",
+    }
+    out = tmp_path / "tables"
+    done = subprocess.run(["convswap", "tables", "runs", "--out", str(out)], cwd=walked["root"], env=env,
+                          capture_output=True, text=True)  # fmt: skip
+    assert done.returncode == 2 and not out.exists()
+    (line,) = [line for line in done.stderr.splitlines() if not line.startswith("plan folder: ")]
+    strangers = [
+        r for path in (walked["root"] / "runs").rglob("*.jsonl") for r in read_jsonl(path) if r["experiment"] != OWN
+    ]
+    assert {r["experiment"] for r in strangers} >= {"color_ladder", "coco_items"}
+    for experiment in {r["experiment"] for r in strangers}:
+        assert line.count(f"experiment {experiment} has no plan file in myplans") == 1
+    assert line.startswith(
+        f"convswap tables: error: {len(strangers)} record(s) not of the plan registered in myplans: "
+    )
+
+
 def test_the_viewer_shows_accuracy_per_task_and_the_tables_it_was_given(walked):
     records = read_jsonl(walked["root"] / OWN_LOG)
     index = (walked["root"] / "site" / "own" / "index.html").read_text(encoding="utf-8")

@@ -89,7 +89,7 @@ def checked_provenance(logdir: Path, plan_dir: Path | None, allow_unregistered: 
         print(problem, file=sys.stderr)
     if provenance.unregistered and not allow_unregistered:
         raise ConvswapError(provenance.refusal())
-    for problem in provenance.unregistered:
+    for problem in provenance.unregistered_lines():
         print(f"unregistered: {problem}", file=sys.stderr)
     return provenance
 

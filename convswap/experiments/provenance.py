@@ -19,22 +19,34 @@ from convswap.experiments.ledger import Ledger
 from convswap.experiments.logs import torn_line
 from convswap.experiments.plan import plan_files
 
-SHOWN = 5  # problems named in a refusal; the count says how many more
+SHOWN = 5  # distinct reasons named in a refusal; the count says how many more
 
 
 @dataclass
 class Provenance:
     torn: list[str] = field(default_factory=list)  # "path:line: ..." per torn last line
-    unregistered: list[str] = field(default_factory=list)  # "path:line: ..." per unregistered record
+    unregistered: list[tuple[str, str]] = field(default_factory=list)  # ("path:line", why) per unregistered record
     unregistered_experiments: set[str] = field(default_factory=set)
     checked_against: Path | None = None  # the plan folder, or None when there was none to check against
 
+    def unregistered_lines(self) -> list[str]:
+        """One line per distinct reason, at its first record, with how many more share it: the records of a whole
+        experiment with no plan file give one line, not one per record."""
+        alike: dict[str, list[str]] = {}
+        for where, why in self.unregistered:
+            alike.setdefault(why, []).append(where)
+        return [
+            f"{places[0]}: {why}" + (f" (and {len(places) - 1} more records alike)" if len(places) > 1 else "")
+            for why, places in alike.items()
+        ]
+
     def refusal(self) -> str:
-        shown = "; ".join(self.unregistered[:SHOWN])
-        more = f"; and {len(self.unregistered) - SHOWN} more" if len(self.unregistered) > SHOWN else ""
+        lines = self.unregistered_lines()
+        more = f"; and {len(lines) - SHOWN} more reasons" if len(lines) > SHOWN else ""
         return (
-            f"{len(self.unregistered)} record(s) not of the plan registered in {self.checked_against}: {shown}{more}; "
-            "analyse them apart, or pass --allow-unregistered to label them unregistered"
+            f"{len(self.unregistered)} record(s) not of the plan registered in {self.checked_against}: "
+            f"{'; '.join(lines[:SHOWN])}{more}; analyse them apart, or pass --allow-unregistered to label them "
+            "unregistered"
         )
 
 
@@ -67,7 +79,7 @@ def check_logs(logdir: Path, plan_dir: Path | None) -> Provenance:
                 problem = _unregistered(line, expected, plan_dir)
                 if problem is not None:
                     experiment, why = problem
-                    result.unregistered.append(f"{path}:{number}: {why}")
+                    result.unregistered.append((f"{path}:{number}", why))
                     result.unregistered_experiments.add(experiment)
     return result
 
