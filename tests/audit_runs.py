@@ -25,7 +25,9 @@ MODEL = "sim:qwen3vl-like"
 # center (35) lies under 40 degrees from the yellow (70) and orange (10) anchors, so it is dropped.
 NAMED_FROM = ((0, "orange"), (30, "brown"), (45, "yellow"), (100, "green"), (175, "blue"), (250, "purple"),
               (305, "pink"))  # fmt: skip
-ROW = re.compile(r"^(?P<check>[a-z-]+)\s+(?P<checked>\d+)\s+(?P<failures>\d+)\s+(?P<verdict>pass|FAIL)$", re.M)
+# A verdict, why a check that did not run did not, and the rule it stands on: "too few: ... (fails at p < 0.001)".
+ROW = re.compile(r"^(?P<check>[a-z-]+)\s+(?P<checked>\d+)\s+(?P<failures>\d+)\s+(?P<verdict>pass|FAIL|not run|too few)"
+                 r"(?:: (?P<reason>[^(\n]+?))?(?: \((?P<rule>[^)\n]+)\))?$", re.M)  # fmt: skip
 
 
 def run(experiment: str, out: Path, *, model: str = MODEL, backend: Backend | None = None, **request) -> RunResult:

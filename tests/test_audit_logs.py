@@ -215,6 +215,28 @@ def test_small_groups_are_named_untested_by_pairing_break(records):
     ]
 
 
+def test_a_check_that_could_not_run_says_so_with_its_reason_and_rule(coco_annotations, tmp_path, capsys):
+    """A small COCO run: no held-out color record, and every pairing-break group under the minimum."""
+    out = tmp_path / "runs"
+    run("coco_locate_identify", out, limit=3, coco=coco_annotations.parents[1])
+    status, report, rows = audit(capsys, out)
+    assert status == 0, report
+    lines = {line.split()[0]: line for line in report.splitlines() if line.split() and line.split()[0] in rows}
+    assert lines["pairing-break"].endswith(
+        f"too few: every group has fewer than {checks.PAIRING_BREAK_MIN_RECORDS} scored records (fails at p < 0.001)"
+    )
+    assert lines["held-out"].endswith("  0         0  not run: no record it applies to")
+    assert rows["prompt-target"][2] == "pass"
+    assert report.rstrip().endswith(
+        "records audited; every check that ran passed; did not run: pairing-break (too few), held-out (not run)"
+    )
+    main(["view", str(out), "--out", str(tmp_path / "site")])
+    index = (tmp_path / "site" / "index.html").read_text(encoding="utf-8")
+    assert '<tr class="check too-few"><td>pairing-break</td>' in index
+    assert "too few: every group has fewer than 20 scored records (fails at p &lt; 0.001)</td>" in index
+    assert '<tr class="check not-run"><td>held-out</td>' in index
+
+
 # --- alphabet ----------------------------------------------------------------------------------------
 
 

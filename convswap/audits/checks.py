@@ -49,10 +49,29 @@ class CheckResult:
     checked: int = 0
     failures: list[CheckFailure] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
+    threshold: str = ""  # the rule a verdict stands on, printed beside it ("fails at p < 0.001")
+    too_few: str | None = None  # why records it applies to could not be tested (every group under a minimum)
 
     @property
     def passed(self) -> bool:
         return not self.failures
+
+    @property
+    def verdict(self) -> str:
+        """FAIL, or what was shown: `pass` only when the check ran; `not run` with nothing it applies to, `too few`
+        when what it applies to was too little to test."""
+        if self.failures:
+            return "FAIL"
+        if not self.checked:
+            return "not run"
+        return "too few" if self.too_few else "pass"
+
+    @property
+    def reason(self) -> str:
+        """Why a check that did not run did not: what the verdict column prints after `not run` or `too few`."""
+        if self.verdict == "not run":
+            return "no record it applies to"
+        return self.too_few if self.verdict == "too few" and self.too_few else ""
 
 
 RecordProblem = Callable[[Record], str | None]
@@ -197,8 +216,10 @@ def pairing_break(records: Sequence[Record], seed: int = 0) -> CheckResult:
     keys sit where the answers go anyway (an unshuffled option order meeting a
     position bias, a key written from the answer), and the scorer leaks.
     """
-    result = CheckResult("pairing-break", "answers scored against a shuffled trial's keys score at chance")
+    result = CheckResult("pairing-break", "answers scored against a shuffled trial's keys score at chance",
+                         threshold=f"fails at p < {PAIRING_BREAK_ALPHA:g}")  # fmt: skip
     rng = np.random.default_rng(seed)
+    tested = 0
     scored = [record for record in readable(records) if record.answer_slot is not None]
     groups = group_by(scored, "experiment", "model", "condition", "convention")
     for (experiment, model, condition, convention_name), group in groups.items():
@@ -209,6 +230,7 @@ def pairing_break(records: Sequence[Record], seed: int = 0) -> CheckResult:
             if len(members) < PAIRING_BREAK_MIN_RECORDS:
                 result.notes.append(f"{where}: {len(members)} scored records, too few to test")
                 continue
+            tested += len(members)
             key = score_key(members[0])
             partners = rng.permutation(len(members))
             hits = sum(score_answer(record.answer_slot, members[j].keys).get(key, False)
@@ -218,6 +240,8 @@ def pairing_break(records: Sequence[Record], seed: int = 0) -> CheckResult:
             result.notes.append(line)
             if pvalue < PAIRING_BREAK_ALPHA:
                 result.failures.append(CheckFailure(members[0], f"scorer leaks: {line}"))
+    if result.checked and not tested:
+        result.too_few = f"every group has fewer than {PAIRING_BREAK_MIN_RECORDS} scored records"
     return result
 
 
@@ -227,7 +251,8 @@ def pairing_break(records: Sequence[Record], seed: int = 0) -> CheckResult:
 def ties(records: Sequence[Record]) -> CheckResult:
     """First-token readouts whose top candidates hold the same logit are counted per convention, and a convention
     tying on more than MAX_TIE_RATE of them fails: its answers are decided by precision, not by the model."""
-    result = CheckResult("ties", f"first-token ties stay at or under {MAX_TIE_RATE:.0%} of each convention's readouts")
+    result = CheckResult("ties", f"first-token ties stay at or under {MAX_TIE_RATE:.0%} of each convention's readouts",
+                         threshold=f"fails over {MAX_TIE_RATE:.0%}")  # fmt: skip
     read = [
         record for record in readable(records) if record.readout == "first_token" and record.first_token is not None
     ]

@@ -76,7 +76,12 @@ def run_audit(args: argparse.Namespace) -> int:
     failed = [result.name for result in results if not result.passed]
     if provenance.torn:
         failed.append(f"{len(provenance.torn)} torn last line(s)")
-    print(f"\n{len(records)} records audited; " + (f"FAILED: {', '.join(failed)}" if failed else "every check passed"))
+    unrun = [f"{result.name} ({result.verdict})" for result in results if result.verdict in ("not run", "too few")]
+    if failed:
+        outcome = f"FAILED: {', '.join(failed)}"
+    else:
+        outcome = f"every check that ran passed; did not run: {', '.join(unrun)}" if unrun else "every check passed"
+    print(f"\n{len(records)} records audited; {outcome}")
     return 1 if failed else 0
 
 

@@ -37,12 +37,19 @@ def format_failure(failure: CheckFailure) -> str:
     return f"    {where}: {failure.reason}\n      raw: {raw_output(failure)}\n      stored: {stored}"
 
 
+def verdict_text(result: CheckResult) -> str:
+    """The verdict with why a check did not run and the rule it applies: `too few: every group has fewer than 20
+    scored records (fails at p < 0.001)`."""
+    reason = f": {result.reason}" if result.reason else ""
+    rule = f" ({result.threshold})" if result.threshold else ""
+    return f"{result.verdict}{reason}{rule}"
+
+
 def format_report(results: Sequence[CheckResult]) -> str:
     width = max(len(result.name) for result in results)
     lines = [f"{'check':<{width}}  {'checked':>8}  {'failures':>8}  verdict", "-" * (width + 30)]
     for result in results:
-        verdict = "pass" if result.passed else "FAIL"
-        lines.append(f"{result.name:<{width}}  {result.checked:>8}  {len(result.failures):>8}  {verdict}")
+        lines.append(f"{result.name:<{width}}  {result.checked:>8}  {len(result.failures):>8}  {verdict_text(result)}")
     for result in results:
         if result.notes:
             lines.append(f"\n{result.name}: {result.description}")

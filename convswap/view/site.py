@@ -28,6 +28,7 @@ from typing import Any
 from convswap.analysis.builders import FIGURE_SUFFIXES, TABLE_SUFFIXES
 from convswap.analysis.stats import Accuracy
 from convswap.audits.checks import CheckResult
+from convswap.audits.report import verdict_text
 from convswap.core import ConvswapError, Trial
 from convswap.fileio import atomic_write_text
 from convswap.view.images import Thumbnails
@@ -215,11 +216,10 @@ def runs_table(runs: list[Run]) -> str:
 def audit_table(results: list[CheckResult]) -> str:
     rows = []
     for result in results:
-        verdict = "pass" if result.passed else "FAIL"
         rows.append(
-            f'<tr class="check {verdict.lower()}"><td>{escape(result.name)}</td><td>{escape(result.description)}'
-            f"{notes_list(result.notes)}</td><td>{result.checked}</td><td>{len(result.failures)}</td>"
-            f'<td class="verdict">{verdict}</td></tr>'
+            f'<tr class="check {result.verdict.lower().replace(" ", "-")}"><td>{escape(result.name)}</td>'
+            f"<td>{escape(result.description)}{notes_list(result.notes)}</td><td>{result.checked}</td>"
+            f'<td>{len(result.failures)}</td><td class="verdict">{escape(verdict_text(result))}</td></tr>'
         )
     header = "<tr><th>check</th><th>what it verifies</th><th>checked</th><th>failures</th><th>verdict</th></tr>"
     note = "<p>From <code>convswap audit</code>; a failing record is marked on its run's list and its trial page.</p>"
