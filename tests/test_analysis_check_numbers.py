@@ -177,8 +177,8 @@ def test_reproduce_regenerates_the_tables_and_checks_the_manuscript(tmp_path):
     done = run_reproduce(str(logdir), str(paper), str(out))
     assert done.returncode == 0, done.stderr
     assert (out / "table2_coco.csv").is_file()
-    assert "every check passed" in done.stdout
-    assert "all 2 numbers and macros" in done.stdout
+    assert "8 records audited; every check that ran passed" in done.stdout
+    assert "all 2 numbers and macros (2 numbers, 0 macros)" in done.stdout
     paper.write_text("On COCO photographs cell names score 68.5%.\n")
     failed = run_reproduce(str(logdir), str(paper), str(out))
     assert failed.returncode == 1
@@ -361,4 +361,28 @@ def test_check_numbers_command_lists_each_number_with_its_cell(tmp_path, tables,
         captured.out
     )
     assert f"{paper}:3: 24.5: ERROR no table cell shows this number" in captured.out
-    assert "1 of 5 numbers and macros" in captured.err  # two in the prose, three in the table rows
+    assert "1 of 5 numbers and macros (5 numbers, 0 macros)" in captured.err  # two in the prose, three in the rows
+
+
+def test_check_numbers_counts_and_lists_every_macro_with_its_cell(tmp_path, tables, capsys):
+    cell = "table2_coco [model sim:a, condition visible, convention pixels] locate acc"
+    paper = tmp_path / "paper.tex"
+    paper.write_text("On COCO photographs pixels score \\csTableTwoCocoSimAVisiblePixelsLocateAcc.\n")
+    assert main(["check-numbers", str(paper), str(tables)]) == 0
+    captured = capsys.readouterr()
+    assert f"{paper}:1: \\csTableTwoCocoSimAVisiblePixelsLocateAcc: ok -> {cell}" in captured.out
+    assert f"all 1 numbers and macros (0 numbers, 1 macros) in {paper} are pinned" in captured.out
+
+    paper.write_text(
+        "On COCO photographs pixels score \\csTableTwoCocoSimAVisiblePixelsLocateAcc.\n"
+        "On COCO photographs normalized coordinates score 61.5% and \\csTableTwoCocoSimAVisibleBogusLocateAcc.\n"
+    )
+    assert main(["check-numbers", str(paper), str(tables)]) == 1
+    captured = capsys.readouterr()
+    listed = sorted(line for line in captured.out.splitlines() if line.startswith(f"{paper}:"))
+    assert listed == [
+        f"{paper}:1: \\csTableTwoCocoSimAVisiblePixelsLocateAcc: ok -> {cell}",
+        f"{paper}:2: 61.5: ERROR no table cell shows this number",
+        f"{paper}:2: \\csTableTwoCocoSimAVisibleBogusLocateAcc: ERROR macro no longer exists in the tables",
+    ]
+    assert f"2 of 3 numbers and macros (1 numbers, 2 macros) in {paper} do not match" in captured.err

@@ -109,7 +109,9 @@ def check_manuscript(manuscript: Path, out_dir: Path) -> list[Finding]:
         Reported(name, str(n["table"]), dict(n["row"]), str(n["column"]), str(n["text"])) for name, n in every_number
     ]
     body = body_lines(manuscript)
-    findings = _macro_findings(manuscript, body, {name: str(n["latex"]) for name, n in macros.items()})
+    quoted_by_macro = {name: Reported(name, str(n["table"]), dict(n["row"]), str(n["column"]), str(n["text"]))
+                       for name, n in macros.items()}  # fmt: skip
+    findings = _macro_findings(manuscript, body, {name: str(n["latex"]) for name, n in macros.items()}, quoted_by_macro)
     distinguishing = _distinguishing_labels(cells)
     for quoted in quoted_numbers(manuscript, body):
         findings.append(_pin(quoted, cells, distinguishing))
@@ -272,7 +274,11 @@ def _sign_agrees(quoted: Quoted, cell: Reported) -> bool:
     return cell.sign != "-" or DIRECTION_WORDS.search(quoted.context) is not None
 
 
-def _macro_findings(manuscript: Path, body: list[tuple[int, str]], current: dict[str, str]) -> list[Finding]:
+def _macro_findings(
+    manuscript: Path, body: list[tuple[int, str]], current: dict[str, str], cells: dict[str, Reported]
+) -> list[Finding]:
+    """A finding for every macro the manuscript uses or defines: the cell it quotes, or its problem.  Definitions
+    in an input `numbers*.tex` are reported only when they differ: that file is the tables' own copy."""
     findings = []
     definitions = [(manuscript, number, line) for number, line in body]
     for _, line in body:
@@ -295,10 +301,14 @@ def _macro_findings(manuscript: Path, body: list[tuple[int, str]], current: dict
                     where, f"\\{name}", problem=f"value changed: {path.name} has {body_text}, tables {current[name]}"
                 )
             )
+        elif path == manuscript:
+            findings.append(Finding(where, f"\\{name}", cells=(cells[name].describe(),)))
     for number, line in body:
         if MACRO_DEFINITION.search(line):
             continue
         for match in MACRO_USE.finditer(line):
             if match.group(1) not in current:
                 findings.append(Finding(number, match.group(0), problem="macro no longer exists in the tables"))
+            else:
+                findings.append(Finding(number, match.group(0), cells=(cells[match.group(1)].describe(),)))
     return findings
