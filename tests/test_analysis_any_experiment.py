@@ -341,7 +341,7 @@ def test_readership_covers_every_mispaired_convention_with_two_keys_whatever_its
 
 def test_every_registered_hypothesis_is_tested_as_the_plan_states_it(out):
     names = row(out, "hypotheses", hypothesis="names_over_thousandths", model="sim:a")
-    assert names["estimate"] == "+40.0 points (b 18, c 6)"
+    assert names["estimate"] == "-40.0 points (b 6, c 18)"  # thousandths minus names, as the contrast table
     assert names["p"] == pvalue_text(scipy_stats.binomtest(18, 24, 0.5).pvalue)
     assert (names["outcome"], names["status"]) == ("supported", REGISTERED)
     percent = row(out, "hypotheses", hypothesis="percent_vs_chance", model="sim:a")
@@ -350,7 +350,7 @@ def test_every_registered_hypothesis_is_tested_as_the_plan_states_it(out):
     readership = row(out, "hypotheses", hypothesis="thousandths_readership", model="sim:a")
     assert readership["p"] == pvalue_text(scipy_stats.binomtest(3, 30, 1 / 16).pvalue)
     weak = row(out, "hypotheses", hypothesis="names_over_thousandths", model="sim:weak")
-    assert weak["estimate"] == "+13.3 points (b 4, c 0)"
+    assert weak["estimate"] == "-13.3 points (b 0, c 4)"
 
 
 def test_parse_failures_are_counted_per_convention_and_task_by_reason(out):

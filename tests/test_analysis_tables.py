@@ -284,7 +284,7 @@ def test_hypotheses_are_tested_as_registered(generated):
     out = generated[0]
     pixels = row(out, "hypotheses", hypothesis="answer_side_pixels")
     assert (pixels["estimate"], pixels["p"], pixels["outcome"]) == (
-        "+50.0 points (b 12, c 0)",
+        "-50.0 points (b 0, c 12)",  # the convention minus the control (listed first), as in every table
         f"{sign_test(12, 0):.1e}",
         "supported",
     )
@@ -419,3 +419,20 @@ def test_loading_folds_shared_parts_without_changing_a_record(tmp_path):
     assert loaded == expected  # every field of every record, in file order
     ladder = [r for r in loaded if r.experiment == "color_ladder" and r.trial_id == "color-0"]
     assert len(ladder) == 6 and all(r.trial is ladder[0].trial for r in ladder)  # one trial object for all six
+
+
+MARKED = re.compile(r"\d(\*{1,3})(?![*\w])")
+
+
+def test_every_significance_mark_a_table_shows_is_defined_in_its_legend(generated):
+    out = generated[0]
+    definitions = {"*": "* p < 0.05", "**": "** p < 0.01", "***": "*** p < 0.001"}
+    seen = set()
+    for path in sorted(out.glob("*.md")):
+        text = path.read_text(encoding="utf-8")
+        body = "\n".join(line for line in text.splitlines() if line.startswith("|"))
+        legend = " ".join(line.strip() for line in text.splitlines() if not line.startswith(("|", "#")))
+        for mark in set(MARKED.findall(body)):
+            seen.add(mark)
+            assert definitions[mark] in legend, (path.name, mark)
+    assert seen == {"*", "**", "***"}  # the planted logs hold differences at every level

@@ -216,6 +216,9 @@ def test_each_convention_is_contrasted_with_the_control_under_the_gate(walked):
     assert float(locate["p"]) == pytest.approx(binomtest(b, b + c, 0.5).pvalue, rel=0.05)
     assert (locate["gate"], locate["counted"]) == ("passes", "yes")
     assert rows["locate", "thousandths"]["Δ"] == "+0.0"
+    # The hypothesis (cell names over percentages) states the same difference with the same sign, b and c.
+    (hypothesis,) = table(walked, "tables/own", "hypotheses", OWN)
+    assert hypothesis["estimate"] == f"{locate['Δ']} points (b {b}, c {c})" and locate["Δ"].startswith("-")
 
 
 def test_readership_hypothesis_parse_failures_and_breakdowns(walked):

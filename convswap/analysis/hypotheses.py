@@ -63,7 +63,7 @@ def mcnemar_results(context: Context, hypothesis: Hypothesis, group: Sequence[Re
     significant = result.test.pvalue < hypothesis.alpha
     return [
         Result(
-            f"{signed(100 * result.difference)} points (b {result.test.b}, c {result.test.c})",
+            f"{signed(-100 * result.difference)} points (b {result.test.c}, c {result.test.b})",
             result.pairs,
             result.test.pvalue,
             verdict(hypothesis, result.difference, significant),
@@ -81,7 +81,7 @@ def bootstrap_results(context: Context, hypothesis: Hypothesis, group: Sequence[
     excludes_zero = interval.low > 0 or interval.high < 0
     return [
         Result(
-            f"{signed(100 * result.difference)} [{signed(100 * interval.low)}, {signed(100 * interval.high)}]",
+            f"{signed(-100 * result.difference)} [{signed(-100 * interval.high)}, {signed(-100 * interval.low)}]",
             result.pairs,
             None,
             verdict(hypothesis, result.difference, excludes_zero),
@@ -296,8 +296,10 @@ def hypotheses_table(context: Context) -> list[Table]:
             ),
             tuple(rows),
             (
-                "McNemar and bootstrap: first minus second convention of the contrast, in points, on trials scored "
-                "under both (b: first-only right, c: second-only right); p two-sided exact. Binomial and "
+                "McNemar and bootstrap: the contrast's second convention minus its first, in points, on trials "
+                "scored under both -- with the control first, as the plans write it, the convention minus the "
+                "control, the sign of every other table (b: second-only right, c: first-only right); p two-sided "
+                "exact; direction greater: the first scores above the second, a negative difference. Binomial and "
                 "readership: exact binomial against the null in the registered direction.",
             ),
             labels=7,  # the estimate is a sentence, not a label

@@ -17,7 +17,7 @@ from pathlib import Path
 from convswap.analysis.context import ordered
 from convswap.analysis.labels import COLOR_RUNGS, EXPERIMENT_LABELS, SPATIAL_CONVENTIONS, convention_label
 from convswap.analysis.numbers import SCIENTIFIC_TEXT, latex_math
-from convswap.analysis.report import MISSING, Row, Table, label_columns, text
+from convswap.analysis.report import MISSING, SIGNIFICANCE_MARKS, Row, Table, label_columns, text
 from convswap.fileio import atomic_write_text
 
 TERMINAL_COLUMNS = 120
@@ -96,7 +96,10 @@ def _convention_layout(table: Table, split: Sequence[str], title: str) -> Table:
         title,
         columns,
         tuple(body),
-        ("Δ is against English cell names on trials scored under both, exact McNemar; *** p < 10^-3.",),
+        (
+            f"Δ: this description minus English cell names on trials scored under both, in points, exact McNemar; "
+            f"{SIGNIFICANCE_MARKS}.",
+        ),  # fmt: skip
         labels=len(columns) - len(picks),
     )
 

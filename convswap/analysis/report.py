@@ -168,6 +168,10 @@ def pvalue(p: float | None) -> Quantity | None:
     return None if p is None else Quantity(p, "pvalue")
 
 
+# What `stars` marks, for the legend of every table that shows them.
+SIGNIFICANCE_MARKS = "*** p < 0.001, ** p < 0.01, * p < 0.05"
+
+
 def stars(p: float | None) -> str:
     """Significance marks of Table 2: *** p < 1e-3, ** p < 0.01, * p < 0.05."""
     if p is None:

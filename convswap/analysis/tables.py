@@ -31,6 +31,7 @@ from convswap.analysis.layouts import (
 from convswap.analysis.loading import NothingScored, chance, group_by, vocabulary_label
 from convswap.analysis.mispaired import readership_of, two_key_records
 from convswap.analysis.report import (
+    SIGNIFICANCE_MARKS,
     CellValue,
     IntervalCell,
     Row,
@@ -264,7 +265,7 @@ def convention_table(context: Context, experiment: str, title: str, split: str, 
         tuple(rows),
         (
             "Δ: this convention minus cell names on trials scored under both, in points, exact McNemar; "
-            "*** p < 1e-3, ** p < 0.01, * p < 0.05; 95% CI: paired bootstrap, percentile, "
+            f"{SIGNIFICANCE_MARKS}; 95% CI: paired bootstrap, percentile, "
             f"{context.resamples} resamples, seed {context.seed}.",
             "Mispaired rows are scored on the coordinate key.",
         ),
