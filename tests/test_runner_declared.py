@@ -98,3 +98,25 @@ def test_options_in_a_shape_the_audit_cannot_read_back_are_named_as_not_checked(
         "from the text: row_column (4)"
     ]
     assert all(result.passed for result in results)
+
+
+def test_the_perfect_and_blind_presets_read_a_declared_convention_as_they_read_the_spec_s(tmp_path, vocabulary):
+    """Their summaries say they read every convention, a plan folder's own included: a run with one says so."""
+    from convswap.cli import main
+
+    plans = copy_plan_dir(tmp_path / "plans")
+    (plans / "conventions.toml").write_text(DECLARED, encoding="utf-8")
+    text = (plans / "synthetic_spatial.toml").read_text(encoding="utf-8")
+    text = text.replace('id = "synthetic_spatial"', 'id = "spatial_declared"')
+    text = text.replace('"pixels_mispaired"]', '"pixels_mispaired", "percent_named_mispaired"]', 1)
+    (plans / "spatial_declared.toml").write_text(text, encoding="utf-8")
+    Ledger(plans).register(plans / "spatial_declared.toml")
+    for preset in ("perfect", "blind"):
+        assert main(["run", "spatial_declared", "--model", f"sim:{preset}", "--plan-dir", str(plans), "--limit", "4",
+                     "--vocabulary", str(vocabulary), "--vocabulary-from-other-model", "--out", str(tmp_path / "out")]) == 0  # fmt: skip
+    perfect = records_in(tmp_path / "out" / "spatial_declared" / "sim-perfect")
+    declared = [record for record in perfect if record.convention == "percent_named_mispaired"]
+    assert len(declared) == 4 * 2 and all(record.correct["coord"] for record in declared)
+    assert all(record.correct.get("target", record.correct.get("coord")) for record in perfect)  # every answer right
+    blind = records_in(tmp_path / "out" / "spatial_declared" / "sim-blind")
+    assert {record.convention for record in blind} == {record.convention for record in perfect}

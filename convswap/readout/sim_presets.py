@@ -244,10 +244,6 @@ def _row(task: str, convention: str, visible: float, cached: float, name_pull: f
     ]
 
 
-def _everywhere(p_read: float) -> tuple[tuple[tuple[str, str, str], Reading], ...]:
-    return _table(*((task, c.name, p_read, p_read) for c in CONVENTIONS.values() for task in c.tasks))
-
-
 def _spatial(p_read: float) -> tuple[tuple, ...]:
     """Rows reading every locate, then every identify convention, at one p_read in both conditions."""
     return tuple(
@@ -368,9 +364,12 @@ PRESETS: dict[str, Preset] = {
                summary='near chance everywhere (below the capability gate); says " Green", not "green"'),
         replace(QWEN3VL_PRESET, name="reasons-first", reasoning_tokens=REASONS_FIRST_TOKENS,
                 summary=f"the qwen3vl-like observer, reasoning {REASONS_FIRST_TOKENS} hidden tokens before it answers"),
-        Preset("perfect", _everywhere(1.0), NO_NOISE, hues=QWEN3VL_HUES,
-               summary="reads every convention and names every hue: every answer right"),
-        Preset("blind", _everywhere(0.0), NO_NOISE, summary="reads nothing and names no color: every answer a guess"),
+        # Their reading is the default one, so they read a plan folder's own conventions as they read the spec's.
+        Preset("perfect", (), NO_NOISE, hues=QWEN3VL_HUES, default_reading=Reading(1.0),
+               summary="reads every convention, a plan folder's own included, and names every hue: every answer "
+                       "right"),
+        Preset("blind", (), NO_NOISE, default_reading=Reading(0.0),
+               summary="reads no convention, a plan folder's own included, and names no color: every answer a guess"),
     )
 }  # fmt: skip
 
