@@ -35,6 +35,11 @@ function mass(value) {
   return value === null || value === undefined ? "–" : value.toFixed(3);
 }
 
+// A text whose lines may break only between its words (each word is kept whole by the stylesheet).
+function words(text) {
+  return String(text).split(" ").flatMap((word, index) => [index ? " " : null, el("span", { class: "word" }, word)]);
+}
+
 function keyBadges(keys) {
   return keys.map((name) => el("span", { class: "key" }, name));
 }
@@ -204,8 +209,8 @@ function optionsTable(record) {
     el("tr", {}, el("th", {}, "slot"), el("th", {}, "answer"), el("th", {}, "referent"), el("th", {}, "gloss"),
       el("th", {}, "keys"), el("th", {}, "logit")),
     record.options.map((option) => el("tr", { class: option.slot === record.answer ? "answer" : null },
-      el("td", { class: "num" }, option.slot), el("td", {}, option.answer), el("td", {}, option.referent),
-      el("td", {}, option.gloss), el("td", {}, keyBadges(option.keys)),
+      el("td", { class: "num" }, option.slot), el("td", {}, words(option.answer)), el("td", {}, words(option.referent)),
+      el("td", {}, option.gloss ? words(option.gloss) : ""), el("td", {}, keyBadges(option.keys)),
       el("td", { class: "num" }, logits.length ? logits[option.slot - 1].toFixed(3) : "–"))));
 }
 
