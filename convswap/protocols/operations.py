@@ -193,6 +193,7 @@ class FilterParams(Table):
     max_fraction: Annotated[float, _fraction(False)] = 1.0  # of the image's area
     min_fill: Annotated[float, _fraction(True)] = 0.0
     min_solidity: Annotated[float, _fraction(True)] = 0.0
+    max_area_ratio: Annotated[float | None, checked(lambda v: is_number(v) and v > 1, "must be a number > 1")] = None
 
 
 class SelectParams(Table):
@@ -294,8 +295,9 @@ def _solidity(state: ParseState, index: int) -> float:
 @operation("filter", FilterParams, needs=("components",))
 def filter_components(state: ParseState, params: FilterParams) -> None:
     """Keep the components of plausible size and shape: at least `min_area` pixels and at most `max_fraction` of
-    the image, filling at least `min_fill` of their bounding box, and at least `min_solidity` of their convex hull
-    (two marks merged into one blob are not convex)."""
+    the image, filling at least `min_fill` of their bounding box, at least `min_solidity` of their convex hull
+    (marks merged into one blob are not convex), and, with `max_area_ratio`, at most that many times the
+    median area of the other kept components (two marks merged are twice the size of the rest)."""
     width, height = state.size
     largest = params.max_fraction * width * height
     for index, component in enumerate(state.components):
@@ -314,6 +316,22 @@ def filter_components(state: ParseState, params: FilterParams) -> None:
             state.misshapen.add(index)
         if reason:
             state.components[index] = replace(component, kept=False, reason=reason)
+    if params.max_area_ratio is not None:
+        _refuse_outsized(state, params.max_area_ratio)
+
+
+def _refuse_outsized(state: ParseState, ratio: float) -> None:
+    kept = _kept(state)
+    outsized = []
+    for index in kept:
+        others = [state.components[other].area for other in kept if other != index]
+        if others and state.components[index].area > ratio * float(np.median(others)):
+            outsized.append((index, float(np.median(others))))
+    for index, median in outsized:
+        component = state.components[index]
+        reason = f"area {component.area} > {ratio} times the other marks' median ({median:.0f}): merged marks?"
+        state.components[index] = replace(component, kept=False, reason=reason)
+        state.misshapen.add(index)
 
 
 def _kept(state: ParseState) -> list[int]:
@@ -385,12 +403,17 @@ def slot_of_point(state: ParseState, params: SlotParams) -> None:
 
 @operation("count", CountParams, needs=("components",), output="count")
 def count(state: ParseState, params: CountParams) -> None:
-    """The number of kept components; none, or (with `refuse_misshapen`) a mark refused for its shape, which may
-    be several marks merged, is no answer."""
-    if params.refuse_misshapen and state.misshapen:
-        component = state.components[min(state.misshapen)]
+    """The number of kept components; none, or (with `refuse_misshapen`) a mark as large as half the kept marks'
+    median refused for its shape, which may be several marks merged, is no answer."""
+    kept_areas = [state.components[index].area for index in _kept(state)]
+    # A misshapen component counts against the count when it is as large as a mark: a sliver of the photograph's own
+    # colour that the re-encoding moved is not one.
+    least = 0.5 * float(np.median(kept_areas)) if kept_areas else 0.0
+    misshapen = [index for index in sorted(state.misshapen) if state.components[index].area >= least]
+    if params.refuse_misshapen and misshapen:
+        component = state.components[misshapen[0]]
         raise Noncompliant(f"a mark of {component.area} pixels has an irregular shape ({component.reason})")
-    kept = len(_kept(state))
+    kept = len(kept_areas)
     if not kept:
         raise Noncompliant("no mark: no component of the protocol's colour passed the filter")
     state.output = kept
