@@ -163,6 +163,17 @@ def test_names_clashing_with_shipped_protocols_or_any_convention_are_refused(tmp
     )
 
 
+def test_the_readmes_declaration_loads_as_it_says(tmp_path):
+    from pathlib import Path
+
+    readme = (Path(__file__).resolve().parents[1] / "README.md").read_text(encoding="utf-8")
+    section = readme.split("## Visual protocols\n", 1)[1].split("\n## ", 1)[0]
+    declaration = section.split("```toml\n", 1)[1].split("```", 1)[0]
+    protocol = load_protocols(declare(tmp_path, declaration).parent)["corner_code"]
+    assert (protocol.output_kind, protocol.layout, protocol.tasks) == ("slot", "corners4", ("identify",))
+    assert [step.op for step in protocol.pipeline][-1] == "slot_of_point"
+
+
 def test_a_file_that_is_not_toml_is_one_line(tmp_path):
     assert refusal(tmp_path, "[dot_marker\n").startswith("not valid TOML: ")
 
