@@ -3,6 +3,8 @@
 Each protocol parses images the simulated painter drew on a coco-mini photograph resized to 1024x1024 (one image
 per answer it can give, JPEG re-encoded at quality 60 as image models deliver them), against that source, with
 OpenCV held to one thread.  The target is at least 50 parses per second, so that parsing never dominates a run.
+Both rates are printed: per second of wall time, and per second of this process's CPU time, which on a machine
+shared with other work leaves out the waits for a core; the target is judged on the CPU rate, one thread's work.
 
     python benchmarks/parse_speed.py [--repeats 20]
 """
@@ -49,7 +51,8 @@ def main() -> None:
     source = Image.open(PHOTO).convert("RGB").resize((SIDE, SIDE), Image.Resampling.BILINEAR)
     faults = PaintFaults(jpeg_quality=60, jitter=0.5, hue_shift=5)
     rng = np.random.default_rng(0)
-    print(f"{'protocol':18} {'images':>6} {'parses':>7} {'per s':>8}  target >= {TARGET_PER_S:.0f}/s, one thread")
+    print(f"{'protocol':18} {'images':>6} {'parses':>7} {'per wall s':>10} {'per CPU s':>10}  "
+          f"target >= {TARGET_PER_S:.0f}/s, one thread")  # fmt: skip
     worst = float("inf")
     for name, (trial, slots, k) in cases(source).items():
         protocol = PROTOCOLS[name]
@@ -60,16 +63,17 @@ def main() -> None:
                   for slot in answers]  # fmt: skip
         for image in images:  # warm: the first parse imports OpenCV's modules
             assert parse_image(protocol, image, source, k=k).status == "ok"
-        start = time.perf_counter()
+        start, start_cpu = time.perf_counter(), time.process_time()
         for _ in range(args.repeats):
             for image in images:
                 parse_image(protocol, image, source, k=k)
-        elapsed = time.perf_counter() - start
+        wall, cpu = time.perf_counter() - start, time.process_time() - start_cpu
         parses = args.repeats * len(images)
-        rate = parses / elapsed
+        rate = parses / cpu
         worst = min(worst, rate)
-        print(f"{name:18} {len(images):6} {parses:7} {rate:8.1f}  ({rate / TARGET_PER_S:.1f}x the target)")
-    print(f"slowest: {worst:.1f} parses/s, {worst / TARGET_PER_S:.2f}x the target of {TARGET_PER_S:.0f}/s: "
+        print(f"{name:18} {len(images):6} {parses:7} {parses / wall:10.1f} {rate:10.1f}  "
+              f"({rate / TARGET_PER_S:.1f}x the target)")  # fmt: skip
+    print(f"slowest: {worst:.1f} parses per CPU second, {worst / TARGET_PER_S:.2f}x the target of {TARGET_PER_S:.0f}/s: "
           f"{'met' if worst >= TARGET_PER_S else 'NOT met'}")  # fmt: skip
 
 

@@ -72,7 +72,7 @@ class ParseState:
     generated_image: Image.Image
     source_image: Image.Image
     generated: np.ndarray | None = None  # RGB, uint8, at the source's resolution
-    source: np.ndarray | None = None
+    source: Image.Image | None = None  # RGB; operations read the parts they need
     mask: np.ndarray | None = None  # uint8, 255 where a pixel is the protocol's colour
     labels: np.ndarray | None = None
     components: list[Component] = field(default_factory=list)
@@ -217,7 +217,7 @@ def load_generated(state: ParseState, params: NoParams) -> None:
     likewise), and every threshold below is in source pixels."""
     from PIL import Image
 
-    image = state.generated_image.convert("RGB")
+    image = _rgb(state.generated_image)
     if image.size != state.size:
         image = image.resize(state.size, Image.Resampling.BILINEAR)
     state.generated = np.asarray(image)
@@ -225,7 +225,11 @@ def load_generated(state: ParseState, params: NoParams) -> None:
 
 @operation("load_source", needs=("source_image",), gives=("source",))
 def load_source(state: ParseState, params: NoParams) -> None:
-    state.source = np.asarray(state.source_image.convert("RGB"))
+    state.source = _rgb(state.source_image)
+
+
+def _rgb(image: Image.Image) -> Image.Image:
+    return image if image.mode == "RGB" else image.convert("RGB")
 
 
 def colour_mask(protocol: Protocol, rgb: np.ndarray) -> np.ndarray:
@@ -249,13 +253,22 @@ def subtract(state: ParseState, params: SubtractParams) -> None:
     photograph already had is not an answer, and a regenerated image shifts it a little."""
     cv2 = _cv2()
     assert state.mask is not None and state.source is not None
-    existing = colour_mask(state.protocol, state.source)
+    # Only the source's colour within `guard` of a marked pixel can remove one: read the source there alone.
+    x, y, w, h = cv2.boundingRect(state.mask)
+    if not w:
+        return
+    height, width = state.mask.shape
+    x0, y0 = max(x - params.guard, 0), max(y - params.guard, 0)
+    x1, y1 = min(x + w + params.guard, width), min(y + h + params.guard, height)
+    existing = colour_mask(state.protocol, np.asarray(state.source.crop((x0, y0, x1, y1))))
     if not existing.any():
         return
     if params.guard:
         side = 2 * params.guard + 1
         existing = cv2.dilate(existing, cv2.getStructuringElement(cv2.MORPH_ELLIPSE, (side, side)))
-    state.mask = cv2.bitwise_and(state.mask, cv2.bitwise_not(existing))
+    mask = state.mask.copy()
+    mask[y0:y1, x0:x1] = cv2.bitwise_and(mask[y0:y1, x0:x1], cv2.bitwise_not(existing))
+    state.mask = mask
 
 
 @operation("morphology", MorphologyParams, needs=("mask",))
@@ -270,14 +283,21 @@ def morphology(state: ParseState, params: MorphologyParams) -> None:
 @operation("components", needs=("mask",), gives=("components",))
 def components(state: ParseState, params: NoParams) -> None:
     cv2 = _cv2()
-    count, labels, stats, centroids = cv2.connectedComponentsWithStats(state.mask, connectivity=8)
-    state.labels = labels
-    found = []
+    assert state.mask is not None
+    labels = np.zeros(state.mask.shape, np.int32)
+    state.labels, state.components = labels, []
+    # Labelled within the bounding box of the marked pixels: a mark is small beside the image.
+    x0, y0, w, h = cv2.boundingRect(state.mask)
+    if not w:
+        return
+    count, crop, stats, centroids = cv2.connectedComponentsWithStats(
+        np.ascontiguousarray(state.mask[y0 : y0 + h, x0 : x0 + w]), connectivity=8
+    )
+    labels[y0 : y0 + h, x0 : x0 + w] = crop
     for label in range(1, count):
         x, y, w, h, area = (int(v) for v in stats[label])
-        cx, cy = (round(float(v), 3) for v in centroids[label])
-        found.append(Component(area, (x, y, w, h), (cx, cy), round(area / (w * h), 4)))
-    state.components = found
+        centroid = (round(float(centroids[label][0]) + x0, 3), round(float(centroids[label][1]) + y0, 3))
+        state.components.append(Component(area, (x + x0, y + y0, w, h), centroid, round(area / (w * h), 4)))
 
 
 def _solidity(state: ParseState, index: int) -> float:
