@@ -93,6 +93,16 @@ def test_parse_says_why_an_image_is_no_answer(capsys, tmp_path):
     assert result["status"] == "protocol_noncompliance"
 
 
+def test_parse_reads_a_folders_own_protocol(capsys, tmp_path):
+    (tmp_path / "protocols.toml").write_text(DECLARED, encoding="utf-8")
+    generated = drawn(tmp_path, lambda image: cv2.rectangle(image, (560, 20), (609, 69), (255, 0, 255), -1))
+    argv = ("corner_code", generated, "--source", str(SOURCE), "--k", "4")
+    status, result = parse(capsys, *argv, "--plan-dir", str(tmp_path))
+    assert status == 0 and (result["status"], result["output"]) == ("ok", 2)  # the top-right corner
+    assert parse(capsys, *argv)[1].endswith("unknown protocol 'corner_code'; known: point_marker, label_code, "
+                                            "direction_grid, instance_marking")  # fmt: skip
+
+
 def test_a_file_that_is_no_image_is_a_parser_failure(capsys, tmp_path):
     garbage = tmp_path / "reply.png"
     garbage.write_text("<html>rate limited</html>")
