@@ -337,6 +337,12 @@ def test_no_green_dot_is_no_count():
     assert noncompliant(parse("instance_marking", jpeg(photo()), photo()), "no mark")
 
 
+def test_parsing_is_deterministic():
+    generated = jpeg(box(dot(photo(), (150, 150), 12, rgb(90)), 400, 300, 420, 320, rgb(90)))
+    first, second = (parse("point_marker", generated, photo()) for _ in range(2))
+    assert first == second and first.to_json() == second.to_json()
+
+
 def test_a_parse_survives_its_json():
     result = parse("point_marker", dot(photo(), (400, 200), 12, rgb(90)), photo())
     assert ProtocolParse.from_json(result.to_json()) == result
