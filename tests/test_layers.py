@@ -1,4 +1,4 @@
-"""Every import points down the layers: core -> conventions -> stimuli -> readout -> calibration -> experiments ->
+"""Every import points down the layers: core -> conventions -> protocols -> stimuli -> readout -> calibration -> experiments ->
 analysis -> audits -> cli.
 
 Imports are read from the source with `ast`, inside functions and `TYPE_CHECKING` blocks too, so a cycle cannot
@@ -16,6 +16,7 @@ PACKAGE = Path(__file__).resolve().parent.parent / "convswap"
 LAYERS = (
     "core",
     "conventions",
+    "protocols",
     "stimuli",
     "readout",
     "calibration",

@@ -1,0 +1,258 @@
+"""Visual protocols declared in TOML: the shipped ones, and those of a plan folder.
+
+The shipped protocols are declared in protocols.toml beside this module (its header describes each key); a plan
+folder may declare its own in `<plan folder>/protocols.toml`, in the same form.  A declaration is data only: its
+parser is a pipeline of operations registered in `convswap.protocols.operations`, each named with its parameters.
+Every problem is one `ConvswapError` naming the file, the protocol, its key and the value.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Annotated, Any, Literal, get_args
+
+from pydantic import BeforeValidator, ValidationError, field_validator, model_validator
+
+from convswap.conventions.declarations import conventions_of, template_fields
+from convswap.core import TASKS, ConvswapError, FrozenMapping, Task, canonical_json, freeze, sha256_hex
+from convswap.protocols.layouts import LAYOUTS, OUTER_CELLS
+from convswap.protocols.operations import OPERATIONS, check_pipeline
+from convswap.validation import Table, checked, first_problem, one_of, problem, read_toml
+
+SHIPPED_FILE = Path(__file__).with_name("protocols.toml")
+FILE_NAME = "protocols.toml"  # a plan folder's own declarations
+
+Primitive = Literal["dot", "square", "fill"]
+MarkCount = Literal["one", "any"]
+OutputKind = Literal["point", "slot", "count"]
+PRIMITIVES: tuple[Primitive, ...] = get_args(Primitive)
+MARK_COUNTS: tuple[MarkCount, ...] = get_args(MarkCount)
+OUTPUT_KINDS: tuple[OutputKind, ...] = get_args(OutputKind)
+# What a guidance template may name: the trial's fields, never its target or keys.
+GUIDANCE_FIELDS = ("question", "options", "k", "layout", "color")
+_NAME = re.compile(r"^[a-z][a-z0-9_]*$")
+_HEX = re.compile(r"^#[0-9A-Fa-f]{6}$")
+
+
+@dataclass(frozen=True)
+class Step:
+    """One operation of a parser pipeline and its parameters as declared."""
+
+    op: str
+    params: FrozenMapping = FrozenMapping()
+
+
+@dataclass(frozen=True)
+class HsvRange:
+    """A colour range in OpenCV's HSV: hue 0-179 (half degrees), saturation and value 0-255, bounds inclusive."""
+
+    hue: tuple[int, int]
+    saturation: tuple[int, int]
+    value: tuple[int, int]
+
+    @property
+    def lower(self) -> tuple[int, int, int]:
+        return self.hue[0], self.saturation[0], self.value[0]
+
+    @property
+    def upper(self) -> tuple[int, int, int]:
+        return self.hue[1], self.saturation[1], self.value[1]
+
+
+@dataclass(frozen=True)
+class Protocol:
+    """One declared visual protocol (protocols.toml's header says what each attribute means).
+
+    sha256: of the declaration's table as canonical JSON, so a ledger can pin it and an edited declaration is seen.
+    directions: grid3x3_outer only: (outer cell name, direction word) pairs in the file's order.
+    """
+
+    name: str
+    tasks: tuple[Task, ...]
+    guidance: str
+    primitive: Primitive
+    color_hex: str
+    count: MarkCount
+    pipeline: tuple[Step, ...]
+    output_kind: OutputKind
+    layout: str | None
+    hsv: HsvRange
+    sha256: str
+    directions: tuple[tuple[str, str], ...] = ()
+
+    @property
+    def color_rgb(self) -> tuple[int, int, int]:
+        return int(self.color_hex[1:3], 16), int(self.color_hex[3:5], 16), int(self.color_hex[5:7], 16)
+
+
+def _pair(low: int, high: int) -> BeforeValidator:
+    def check(value: Any) -> Any:
+        if not (
+            isinstance(value, list)
+            and len(value) == 2
+            and all(isinstance(x, int) and not isinstance(x, bool) and low <= x <= high for x in value)
+            and value[0] <= value[1]
+        ):
+            raise problem(f"must be [low, high], integers {low} to {high} with low <= high", value)
+        return tuple(value)
+
+    return BeforeValidator(check)
+
+
+class HsvDeclaration(Table):
+    hue: Annotated[tuple[int, int], _pair(0, 179)]
+    saturation: Annotated[tuple[int, int], _pair(0, 255)]
+    value: Annotated[tuple[int, int], _pair(0, 255)]
+
+
+def _guidance(value: Any) -> Any:
+    if not isinstance(value, str) or not value.strip():
+        raise problem("must be a non-empty template string", value)
+    try:
+        names = template_fields(value)
+    except ValueError as error:
+        raise problem(f"is not a template ({error})", value) from None
+    for name in names:
+        if name not in GUIDANCE_FIELDS:
+            raise problem(f"names {{{name}}}, not a field of the trial (known: {', '.join(GUIDANCE_FIELDS)})", value)
+    return value
+
+
+def _steps(value: Any) -> Any:
+    if not isinstance(value, list) or not value:
+        raise problem("must be a non-empty list of steps, each a table with its op", value)
+    steps = []
+    for index, step in enumerate(value):
+        if not isinstance(step, dict) or not isinstance(step.get("op"), str):
+            raise problem("must be a table naming its op", step, (index,))
+        params = {key: item for key, item in step.items() if key != "op"}
+        operation = OPERATIONS.get(step["op"])
+        if operation is None:
+            raise problem(f"names no registered operation (known: {', '.join(OPERATIONS)})", step["op"], (index, "op"))
+        try:
+            operation.params.model_validate(params)
+        except ValidationError as error:
+            field, reason, bad = first_problem(error)
+            raise problem(reason, bad, (index, *field.split("."))) from None
+        steps.append(Step(step["op"], freeze(params)))
+    return tuple(steps)
+
+
+class Declaration(Table):
+    tasks: Annotated[
+        tuple[Task, ...],
+        checked(lambda value: isinstance(value, list) and value and all(t in TASKS for t in value)
+                and len(set(value)) == len(value), f"must be a non-empty list of distinct tasks from "
+                f"{', '.join(TASKS)}"),
+    ]  # fmt: skip
+    guidance: Annotated[str, BeforeValidator(_guidance)]
+    primitive: Annotated[Primitive, one_of(PRIMITIVES)]
+    color: Annotated[str, checked(lambda value: isinstance(value, str) and _HEX.match(value), "must be #RRGGBB")]
+    count: Annotated[MarkCount, one_of(MARK_COUNTS)]
+    output: Annotated[OutputKind, one_of(OUTPUT_KINDS)]
+    layout: Annotated[str | None, one_of(tuple(LAYOUTS))] = None
+    directions: dict[str, str] | None = None
+    hsv: HsvDeclaration
+    pipeline: Annotated[Any, BeforeValidator(_steps)]  # a tuple of Step
+
+    @field_validator("directions", mode="before")
+    @classmethod
+    def _directions(cls, value: Any) -> Any:
+        if value is None:
+            return None
+        if not isinstance(value, dict) or sorted(value) != sorted(OUTER_CELLS):
+            raise problem(f"must be a table with one direction word for each outer cell ({', '.join(OUTER_CELLS)})",
+                          value)  # fmt: skip
+        words = list(value.values())
+        if not all(isinstance(word, str) and word.strip() for word in words) or len(set(words)) != len(words):
+            raise problem("must give eight distinct non-empty direction words", value)
+        return value
+
+    @model_validator(mode="after")
+    def _consistent(self) -> Declaration:
+        if (self.output == "slot") != (self.layout is not None):
+            raise problem("a slot output needs a layout, and only a slot output has one", self.layout, ("layout",))
+        if self.directions is not None and self.layout != "grid3x3_outer":
+            raise problem("are for the grid3x3_outer layout", self.directions, ("directions",))
+        if self.layout == "grid3x3_outer" and "choice" in self.tasks and self.directions is None:
+            raise problem("a grid3x3_outer protocol for choice items needs the direction of each outer cell",
+                          None, ("directions",))  # fmt: skip
+        if (self.count == "any") != (self.output == "count"):
+            raise problem('must be "any" exactly when the output is a count', self.count, ("count",))
+        if "{layout}" in self.guidance and self.layout is None:
+            raise problem("names {layout}, but the protocol has no layout", self.guidance, ("guidance",))
+        hue = _hue_of(self.color)
+        if hue is not None and not self.hsv.hue[0] <= hue <= self.hsv.hue[1]:
+            raise problem(f"has OpenCV hue {hue}, outside the declared hsv.hue {list(self.hsv.hue)}", self.color,
+                          ("color",))  # fmt: skip
+        where, reason = check_pipeline(self.pipeline, self.output)
+        if reason:
+            raise problem(reason, self.pipeline[where].op if where is not None else self.output,
+                          ("pipeline", where, "op") if where is not None else ("pipeline",))  # fmt: skip
+        return self
+
+    def protocol(self, name: str, table: Mapping[str, Any]) -> Protocol:
+        hsv = HsvRange(self.hsv.hue, self.hsv.saturation, self.hsv.value)
+        directions = tuple(self.directions.items()) if self.directions else ()
+        return Protocol(name, self.tasks, self.guidance, self.primitive, self.color.upper(), self.count,
+                        self.pipeline, self.output, self.layout, hsv, sha256_hex(canonical_json(dict(table))),
+                        directions)  # fmt: skip
+
+
+def _hue_of(color: str) -> int | None:
+    """The OpenCV hue of a #RRGGBB colour; None for a grey, which has no hue."""
+    import colorsys
+
+    r, g, b = (int(color[i : i + 2], 16) / 255 for i in (1, 3, 5))
+    h, s, _ = colorsys.rgb_to_hsv(r, g, b)
+    return None if s == 0 else round(h * 180) % 180
+
+
+def load_protocol_file(path: str | Path) -> dict[str, Protocol]:
+    """The protocols declared in one file, validated, in file order."""
+    path = Path(path)
+    data, _ = read_toml(path, "protocols")
+    protocols = {}
+    for name, table in data.items():
+        if not _NAME.match(name):
+            raise ConvswapError(f"{path}: {name}: a protocol's name must be a lower-case identifier (a-z, 0-9, _)")
+        try:
+            protocols[name] = Declaration.model_validate(table).protocol(name, table)
+        except ValidationError as error:
+            field, reason, value = first_problem(error)
+            raise ConvswapError(f"{path}: {name}.{field}: {reason}, got {value!r}") from None
+    return protocols
+
+
+PROTOCOLS: dict[str, Protocol] = load_protocol_file(SHIPPED_FILE)
+
+
+def load_protocols(plan_dir: str | Path | None) -> dict[str, Protocol]:
+    """The protocols a plan folder's plans may run: the shipped ones and those its protocols.toml declares.
+
+    A declared name that is a shipped protocol's or any text convention's (shipped or the folder's own) is refused:
+    a name means one answer interface wherever it is logged.
+    """
+    catalog = dict(PROTOCOLS)
+    if plan_dir is None:
+        return catalog
+    path = Path(plan_dir) / FILE_NAME
+    if not path.is_file():
+        return catalog
+    conventions = conventions_of(plan_dir)
+    for name, protocol in load_protocol_file(path).items():
+        if name in PROTOCOLS:
+            raise ConvswapError(f"{path}: {name}: the name of a shipped protocol; declare it under another name")
+        if name in conventions:
+            raise ConvswapError(f"{path}: {name}: the name of a text convention; declare it under another name")
+        catalog[name] = protocol
+    return catalog
+
+
+def get_protocol(name: str, catalog: Mapping[str, Protocol] = PROTOCOLS) -> Protocol:
+    if name not in catalog:
+        raise ConvswapError(f"unknown protocol {name!r}; known: {', '.join(catalog)}")
+    return catalog[name]

@@ -1,0 +1,439 @@
+"""The parser operations a protocol's pipeline names: THE extension point for new ways of reading a drawn answer.
+
+Each operation is one function registered with the `operation` decorator, with the pydantic model of the
+parameters a declaration may give it, the parts of the parse state it needs and those it gives:
+
+    @operation("centroid", needs=("selected",), gives=("point",))
+    def centroid(state: ParseState, params: NoParams) -> None:
+        state.point = state.components[state.selected].centroid
+
+A pipeline is checked when it is declared: every parameter against the model, every operation's needs against
+what the steps before it give, and the output against the protocol's output kind.  At parse time an operation
+either updates the state, raises `Noncompliant` (an image came back but the contract is not met: no mark, two
+marks, a mark outside the layout) or fails otherwise (the parser could not run on it).
+
+Colours follow OpenCV's HSV convention (hue 0-179, saturation and value 0-255), the one ProVisE's thresholds are
+written in; components are 8-connected.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field, replace
+from typing import TYPE_CHECKING, Annotated, Any, Literal
+
+import numpy as np
+
+from convswap.core import ConvswapError
+from convswap.protocols.layouts import center_cell, slot_of, slot_rects
+from convswap.validation import Table, checked, is_integer, is_number, one_of
+
+if TYPE_CHECKING:
+    from PIL import Image
+
+    from convswap.protocols.declarations import OutputKind, Protocol, Step
+
+
+class Noncompliant(Exception):
+    """The image does not meet the protocol's contract; the message says how."""
+
+
+@dataclass(frozen=True)
+class Component:
+    """One connected component of the protocol's colour: area in pixels, bbox (x, y, w, h), centroid (x, y) in
+    pixels of the source resolution, fill ratio (area over its bounding box), and whether the parser kept it (when
+    not, why)."""
+
+    area: int
+    bbox: tuple[int, int, int, int]
+    centroid: tuple[float, float]
+    fill_ratio: float
+    kept: bool = True
+    reason: str | None = None
+
+    def to_json(self) -> dict[str, Any]:
+        return {"area": self.area, "bbox": list(self.bbox), "centroid": list(self.centroid),
+                "fill_ratio": self.fill_ratio, "kept": self.kept, "reason": self.reason}  # fmt: skip
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> Component:
+        x, y, w, h = data["bbox"]
+        cx, cy = data["centroid"]
+        return cls(int(data["area"]), (x, y, w, h), (cx, cy), data["fill_ratio"], data["kept"], data["reason"])
+
+
+@dataclass
+class ParseState:
+    """What the steps of one parse read and write; `components[i]` is the label i+1 of `labels`."""
+
+    protocol: Protocol
+    k: int | None
+    layout: str | None
+    generated_image: Image.Image
+    source_image: Image.Image
+    generated: np.ndarray | None = None  # RGB, uint8, at the source's resolution
+    source: Image.Image | None = None  # RGB; operations read the parts they need
+    mask: np.ndarray | None = None  # uint8, 255 where a pixel is the protocol's colour
+    labels: np.ndarray | None = None
+    components: list[Component] = field(default_factory=list)
+    misshapen: set[int] = field(default_factory=set)  # components refused for their shape, not their size
+    selected: int | None = None
+    point: tuple[float, float] | None = None
+    output: Any = None
+
+    @property
+    def size(self) -> tuple[int, int]:
+        return self.source_image.size
+
+
+@dataclass(frozen=True)
+class Operation:
+    name: str
+    function: Callable[[ParseState, Any], None]
+    params: type[Table]
+    needs: tuple[str, ...]
+    gives: tuple[str, ...]
+    output: OutputKind | None  # the output kind it gives, when it gives the output
+
+
+OPERATIONS: dict[str, Operation] = {}
+
+
+def operation(
+    name: str,
+    params: type[Table] | None = None,
+    *,
+    needs: tuple[str, ...] = (),
+    gives: tuple[str, ...] = (),
+    output: OutputKind | None = None,
+) -> Callable[[Callable[[ParseState, Any], None]], Callable[[ParseState, Any], None]]:
+    """Register a function as the operation `name` (see the module docstring)."""
+
+    def register(function: Callable[[ParseState, Any], None]) -> Callable[[ParseState, Any], None]:
+        if name in OPERATIONS:
+            raise ConvswapError(f"operation {name!r} is registered twice")
+        gives_all = (*gives, "output") if output else gives
+        OPERATIONS[name] = Operation(name, function, params or NoParams, needs, gives_all, output)
+        return function
+
+    return register
+
+
+INPUTS = ("generated_image", "source_image")
+
+
+def check_pipeline(steps: tuple[Step, ...], output_kind: str) -> tuple[int | None, str | None]:
+    """(step index, problem) for the first step whose needs no earlier step gives, or (None, problem) when the
+    pipeline does not end in the protocol's output kind; (None, None) when it is sound."""
+    available = set(INPUTS)
+    gives_output: Operation | None = None
+    for index, step in enumerate(steps):
+        op = OPERATIONS[step.op]
+        missing = [need for need in op.needs if need not in available]
+        if missing:
+            return index, f"needs the {', '.join(missing)}, which no earlier step gives"
+        available.update(op.gives)
+        if op.output:
+            gives_output = op
+    if gives_output is None:
+        return None, f"must end in a step that gives the {output_kind} output"
+    if gives_output.output != output_kind:
+        return None, f"gives a {gives_output.output} output ({gives_output.name}), not the declared {output_kind}"
+    return None, None
+
+
+def run_step(state: ParseState, step: Step) -> None:
+    op = OPERATIONS[step.op]
+    op.function(state, _params(op.params, step.params))
+
+
+_PARAMS_CACHE: dict[tuple[str, Any], Table] = {}
+
+
+def _params(model: type[Table], frozen: Any) -> Table:
+    key = (model.__name__, frozen)
+    if key not in _PARAMS_CACHE:
+        _PARAMS_CACHE[key] = model.model_validate(dict(frozen))
+    return _PARAMS_CACHE[key]
+
+
+def _cv2() -> Any:
+    import cv2
+
+    return cv2
+
+
+# --- parameters --------------------------------------------------------------------------------------------------
+
+
+def _fraction(inclusive_zero: bool) -> Any:
+    low = "0 <=" if inclusive_zero else "0 <"
+    return checked(
+        lambda value: is_number(value) and (value >= 0 if inclusive_zero else value > 0) and value <= 1,
+        f"must be a number with {low} x <= 1",
+    )
+
+
+class NoParams(Table):
+    pass
+
+
+class SubtractParams(Table):
+    guard: Annotated[int, checked(lambda v: is_integer(v) and 0 <= v <= 50, "must be an integer 0 to 50")] = 7
+
+
+class MorphologyParams(Table):
+    mode: Annotated[Literal["open", "close", "dilate"], one_of(("open", "close", "dilate"))]
+    kernel: Annotated[int, checked(lambda v: is_integer(v) and v >= 1 and v % 2 == 1, "must be an odd integer >= 1")]
+    iterations: Annotated[int, checked(lambda v: is_integer(v) and 1 <= v <= 10, "must be an integer 1 to 10")] = 1
+
+
+class FilterParams(Table):
+    min_area: Annotated[int, checked(lambda v: is_integer(v) and v >= 1, "must be an integer >= 1")] = 1
+    max_fraction: Annotated[float, _fraction(False)] = 1.0  # of the image's area
+    min_fill: Annotated[float, _fraction(True)] = 0.0
+    min_solidity: Annotated[float, _fraction(True)] = 0.0
+    max_area_ratio: Annotated[float | None, checked(lambda v: is_number(v) and v > 1, "must be a number > 1")] = None
+
+
+class SelectParams(Table):
+    ambiguous_ratio: Annotated[float, _fraction(False)]
+
+
+class SlotParams(Table):
+    min_inside: Annotated[float, _fraction(False)] = 0.8
+
+
+class CountParams(Table):
+    refuse_misshapen: Annotated[bool, checked(lambda v: isinstance(v, bool), "must be a boolean")] = True
+
+
+# --- operations --------------------------------------------------------------------------------------------------
+
+
+@operation("load_generated", needs=("generated_image",), gives=("generated",))
+def load_generated(state: ParseState, params: NoParams) -> None:
+    """The generated image as RGB at the source's resolution: a model may answer at another size (ProVisE resizes
+    likewise), and every threshold below is in source pixels."""
+    from PIL import Image
+
+    image = _rgb(state.generated_image)
+    if image.size != state.size:
+        image = image.resize(state.size, Image.Resampling.BILINEAR)
+    state.generated = np.asarray(image)
+
+
+@operation("load_source", needs=("source_image",), gives=("source",))
+def load_source(state: ParseState, params: NoParams) -> None:
+    state.source = _rgb(state.source_image)
+
+
+def _rgb(image: Image.Image) -> Image.Image:
+    return image if image.mode == "RGB" else image.convert("RGB")
+
+
+def colour_mask(protocol: Protocol, rgb: np.ndarray) -> np.ndarray:
+    """255 where a pixel of an RGB image falls inside the protocol's HSV range, else 0."""
+    cv2 = _cv2()
+    hsv = cv2.cvtColor(rgb, cv2.COLOR_RGB2HSV)
+    return cv2.inRange(hsv, np.array(protocol.hsv.lower, np.uint8), np.array(protocol.hsv.upper, np.uint8))
+
+
+@operation("hsv_mask", needs=("generated",), gives=("mask",))
+def hsv_mask(state: ParseState, params: NoParams) -> None:
+    """The generated pixels inside the protocol's declared `hsv` range (one range, declared once, which the
+    painter and the viewer's mask read too)."""
+    assert state.generated is not None
+    state.mask = colour_mask(state.protocol, state.generated)
+
+
+@operation("subtract", SubtractParams, needs=("mask", "source"))
+def subtract(state: ParseState, params: SubtractParams) -> None:
+    """Remove from the mask every pixel within `guard` pixels of the protocol's colour in the source: a mark the
+    photograph already had is not an answer, and a regenerated image shifts it a little."""
+    cv2 = _cv2()
+    assert state.mask is not None and state.source is not None
+    # Only the source's colour within `guard` of a marked pixel can remove one: read the source there alone.
+    x, y, w, h = cv2.boundingRect(state.mask)
+    if not w:
+        return
+    height, width = state.mask.shape
+    x0, y0 = max(x - params.guard, 0), max(y - params.guard, 0)
+    x1, y1 = min(x + w + params.guard, width), min(y + h + params.guard, height)
+    existing = colour_mask(state.protocol, np.asarray(state.source.crop((x0, y0, x1, y1))))
+    if not existing.any():
+        return
+    if params.guard:
+        side = 2 * params.guard + 1
+        existing = cv2.dilate(existing, cv2.getStructuringElement(cv2.MORPH_ELLIPSE, (side, side)))
+    mask = state.mask.copy()
+    mask[y0:y1, x0:x1] = cv2.bitwise_and(mask[y0:y1, x0:x1], cv2.bitwise_not(existing))
+    state.mask = mask
+
+
+@operation("morphology", MorphologyParams, needs=("mask",))
+def morphology(state: ParseState, params: MorphologyParams) -> None:
+    """A square kernel of `kernel` pixels: open removes specks and threads, close fills pinholes, dilate grows."""
+    cv2 = _cv2()
+    kernel = np.ones((params.kernel, params.kernel), np.uint8)
+    modes = {"open": cv2.MORPH_OPEN, "close": cv2.MORPH_CLOSE, "dilate": cv2.MORPH_DILATE}
+    state.mask = cv2.morphologyEx(state.mask, modes[params.mode], kernel, iterations=params.iterations)
+
+
+@operation("components", needs=("mask",), gives=("components",))
+def components(state: ParseState, params: NoParams) -> None:
+    cv2 = _cv2()
+    assert state.mask is not None
+    labels = np.zeros(state.mask.shape, np.int32)
+    state.labels, state.components = labels, []
+    # Labelled within the bounding box of the marked pixels: a mark is small beside the image.
+    x0, y0, w, h = cv2.boundingRect(state.mask)
+    if not w:
+        return
+    count, crop, stats, centroids = cv2.connectedComponentsWithStats(
+        np.ascontiguousarray(state.mask[y0 : y0 + h, x0 : x0 + w]), connectivity=8
+    )
+    labels[y0 : y0 + h, x0 : x0 + w] = crop
+    for label in range(1, count):
+        x, y, w, h, area = (int(v) for v in stats[label])
+        centroid = (round(float(centroids[label][0]) + x0, 3), round(float(centroids[label][1]) + y0, 3))
+        state.components.append(Component(area, (x + x0, y + y0, w, h), centroid, round(area / (w * h), 4)))
+
+
+def _solidity(state: ParseState, index: int) -> float:
+    """The component's area over that of its filled convex hull, both counted in pixels."""
+    cv2 = _cv2()
+    assert state.labels is not None
+    x, y, w, h = state.components[index].bbox
+    crop = (state.labels[y : y + h, x : x + w] == index + 1).astype(np.uint8)
+    contours, _ = cv2.findContours(crop, cv2.RETR_EXTERNAL, cv2.CHAIN_APPROX_NONE)
+    hull = np.zeros_like(crop)
+    cv2.fillConvexPoly(hull, cv2.convexHull(np.concatenate(contours)), 1)
+    return int(crop.sum()) / max(int(hull.sum()), 1)
+
+
+@operation("filter", FilterParams, needs=("components",))
+def filter_components(state: ParseState, params: FilterParams) -> None:
+    """Keep the components of plausible size and shape: at least `min_area` pixels and at most `max_fraction` of
+    the image, filling at least `min_fill` of their bounding box, at least `min_solidity` of their convex hull
+    (marks merged into one blob are not convex), and, with `max_area_ratio`, at most that many times the
+    median area of the other kept components (two marks merged are twice the size of the rest)."""
+    width, height = state.size
+    largest = params.max_fraction * width * height
+    for index, component in enumerate(state.components):
+        if not component.kept:
+            continue
+        reason = None
+        if component.area < params.min_area:
+            reason = f"area {component.area} < {params.min_area} pixels: too small to localize"
+        elif component.area > largest:
+            reason = f"area {component.area} > {params.max_fraction} of the image: not a mark"
+        elif component.fill_ratio < params.min_fill:
+            reason = f"fill ratio {component.fill_ratio:.2f} < {params.min_fill}: too diffuse"
+            state.misshapen.add(index)
+        elif params.min_solidity and (solidity := _solidity(state, index)) < params.min_solidity:
+            reason = f"solidity {solidity:.2f} < {params.min_solidity}: not one convex mark (merged marks?)"
+            state.misshapen.add(index)
+        if reason:
+            state.components[index] = replace(component, kept=False, reason=reason)
+    if params.max_area_ratio is not None:
+        _refuse_outsized(state, params.max_area_ratio)
+
+
+def _refuse_outsized(state: ParseState, ratio: float) -> None:
+    kept = _kept(state)
+    outsized = []
+    for index in kept:
+        others = [state.components[other].area for other in kept if other != index]
+        if others and state.components[index].area > ratio * float(np.median(others)):
+            outsized.append((index, float(np.median(others))))
+    for index, median in outsized:
+        component = state.components[index]
+        reason = f"area {component.area} > {ratio} times the other marks' median ({median:.0f}): merged marks?"
+        state.components[index] = replace(component, kept=False, reason=reason)
+        state.misshapen.add(index)
+
+
+def _kept(state: ParseState) -> list[int]:
+    return [index for index, component in enumerate(state.components) if component.kept]
+
+
+@operation("select_one", SelectParams, needs=("components",), gives=("selected",))
+def select_one(state: ParseState, params: SelectParams) -> None:
+    """The largest kept component; ambiguous, so no answer, when the second largest has at least
+    `ambiguous_ratio` of its area."""
+    kept = sorted(_kept(state), key=lambda index: -state.components[index].area)
+    if not kept:
+        raise Noncompliant("no mark: no component of the protocol's colour passed the filter")
+    first = state.components[kept[0]]
+    if len(kept) > 1:
+        second = state.components[kept[1]]
+        ratio = second.area / first.area
+        if ratio >= params.ambiguous_ratio:
+            raise Noncompliant(
+                f"ambiguous: a second mark of {second.area} pixels is {ratio:.2f} of the largest ({first.area}), "
+                f"at least {params.ambiguous_ratio}"
+            )
+    for index in kept[1:]:
+        other = state.components[index]
+        state.components[index] = replace(other, kept=False, reason=(
+            f"smaller than the selected mark ({other.area} < {params.ambiguous_ratio} of {first.area} pixels)"))  # fmt: skip
+    state.selected = kept[0]
+
+
+@operation("centroid", needs=("selected",), gives=("point",))
+def centroid(state: ParseState, params: NoParams) -> None:
+    assert state.selected is not None
+    state.point = state.components[state.selected].centroid
+
+
+@operation("normalize", needs=("point",), output="point")
+def normalize(state: ParseState, params: NoParams) -> None:
+    """The point as fractions of the image's width and height, (0, 0) the top-left corner."""
+    assert state.point is not None
+    width, height = state.size
+    state.output = (round(state.point[0] / width, 6), round(state.point[1] / height, 6))
+
+
+@operation("slot_of_point", SlotParams, needs=("selected",), output="slot")
+def slot_of_point(state: ParseState, params: SlotParams) -> None:
+    """The slot of the layout holding the selected mark's centroid, when at least `min_inside` of the mark lies
+    in it; a mark outside every slot, on the 3x3 grid's center, or across two slots is no answer."""
+    assert state.selected is not None and state.labels is not None and state.layout is not None
+    component = state.components[state.selected]
+    width, height = state.size
+    x, y = component.centroid
+    if state.layout == "grid3x3_outer":
+        x0, y0, x1, y1 = center_cell(width, height)
+        if x0 <= x < x1 and y0 <= y < y1:
+            raise Noncompliant(f"the mark at ({x:.0f}, {y:.0f}) is on the center cell, which is no answer")
+    slot = slot_of(state.layout, state.k, width, height, x, y)
+    if slot is None:
+        raise Noncompliant(f"the mark at ({x:.0f}, {y:.0f}) lies outside the {state.layout} layout's slots")
+    x0, y0, x1, y1 = slot_rects(state.layout, state.k, width, height)[slot - 1]
+    rows = slice(int(np.ceil(y0 - 0.5)), int(np.ceil(y1 - 0.5)))  # pixel centers inside the half-open rectangle
+    cols = slice(int(np.ceil(x0 - 0.5)), int(np.ceil(x1 - 0.5)))
+    inside = int((state.labels[rows, cols] == state.selected + 1).sum()) / component.area
+    if inside < params.min_inside:
+        raise Noncompliant(
+            f"the mark lies across slots: {inside:.0%} of it is inside slot {slot}, less than {params.min_inside:.0%}"
+        )
+    state.output = slot
+
+
+@operation("count", CountParams, needs=("components",), output="count")
+def count(state: ParseState, params: CountParams) -> None:
+    """The number of kept components; none, or (with `refuse_misshapen`) a mark as large as half the kept marks'
+    median refused for its shape, which may be several marks merged, is no answer."""
+    kept_areas = [state.components[index].area for index in _kept(state)]
+    # A misshapen component counts against the count when it is as large as a mark: a sliver of the photograph's own
+    # colour that the re-encoding moved is not one.
+    least = 0.5 * float(np.median(kept_areas)) if kept_areas else 0.0
+    misshapen = [index for index in sorted(state.misshapen) if state.components[index].area >= least]
+    if params.refuse_misshapen and misshapen:
+        component = state.components[misshapen[0]]
+        raise Noncompliant(f"a mark of {component.area} pixels has an irregular shape ({component.reason})")
+    kept = len(kept_areas)
+    if not kept:
+        raise Noncompliant("no mark: no component of the protocol's colour passed the filter")
+    state.output = kept
