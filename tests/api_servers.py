@@ -37,6 +37,8 @@ class Reply:
     body: dict[str, Any] = field(default_factory=dict)
     headers: dict[str, str] = field(default_factory=dict)
     delay: float = 0.0  # seconds to wait before answering (client timeouts)
+    raw: bytes | None = None  # sent as the body instead of `body` as JSON (a damaged reply)
+    content_type: str = "application/json"
 
 
 Responder = Callable[[Seen], Reply]
@@ -113,9 +115,9 @@ def _handler_for(server: LoopbackServer) -> type[BaseHTTPRequestHandler]:
             body = json.loads(self.rfile.read(length) or b"{}")
             headers = {name.lower(): value for name, value in self.headers.items()}
             reply = server._handle(Seen(self.path, headers, body))
-            payload = json.dumps(reply.body).encode()
+            payload = json.dumps(reply.body).encode() if reply.raw is None else reply.raw
             self.send_response(reply.status)
-            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Type", reply.content_type)
             self.send_header("Content-Length", str(len(payload)))
             for name, value in reply.headers.items():
                 self.send_header(name, value)
