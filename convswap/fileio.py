@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import errno
 import os
 import tempfile
 from collections.abc import Iterator
@@ -44,6 +45,19 @@ def atomic_open(path: str | os.PathLike[str], mode: str = "w") -> Iterator[IO[An
         if isinstance(error, OSError):
             raise ConvswapError(f"cannot write {target}: {error.strerror}") from error
         raise
+
+
+def open_no_follow(path: Path, flags: int, what: str) -> int:
+    """os.open of a file that must not be a symbolic link: writing through one (a lock, a log) would write into
+    whatever it points to, outside the folder.  A link, or any failure, is a one-line error naming the file."""
+    try:
+        return os.open(path, flags | os.O_NOFOLLOW, 0o644)
+    except OSError as error:
+        if error.errno == errno.ELOOP:
+            raise ConvswapError(
+                f"{path} is a symbolic link; a run's {what} must be a plain file in its folder: remove the link"
+            ) from None
+        raise ConvswapError(f"cannot open the {what} {path}: {error.strerror}") from error
 
 
 def _current_umask() -> int:

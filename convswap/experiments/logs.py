@@ -31,7 +31,7 @@ from pathlib import Path
 from typing import Any
 
 from convswap.core import ConvswapError, Record, canonical_json
-from convswap.fileio import atomic_write_text
+from convswap.fileio import atomic_write_text, open_no_follow
 
 DEFAULT_OUT = Path("runs")
 Unit = tuple[str, str, str, str]  # (model, condition, convention, trial_id), as Record.unit
@@ -66,6 +66,8 @@ def log_files(folder: Path, condition: str | None = None) -> list[Path]:
     found = []
     for path in folder.iterdir():
         match = _SHARD_NAME.match(path.name)
+        if match and path.is_symlink():  # its records would come from, or go to, a file outside the folder
+            raise ConvswapError(f"{path} is a symbolic link, not a log: a log folder holds its logs themselves")
         if match and path.is_file() and (condition is None or match["condition"] == condition):
             found.append(path)
     return sorted(found)
@@ -149,10 +151,7 @@ class RecordWriter:
     def __init__(self, path: Path) -> None:
         self.path = path
         created = not path.exists()
-        try:
-            self._fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
-        except OSError as error:
-            raise ConvswapError(f"cannot write the log {path}: {error.strerror}") from error
+        self._fd = open_no_follow(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, "log")
         if created:
             _sync_folder(path.parent)
 

@@ -46,7 +46,7 @@ from convswap.calibration.vocabulary import (
 )
 from convswap.conventions import Convention, render
 from convswap.core import Condition, ConvswapError, Prompt, Record, Trial
-from convswap.experiments.folder_lock import lock_name, locked
+from convswap.experiments.folder_lock import lock_names, locked
 from convswap.experiments.launcher import launcher_shard, local_rank
 from convswap.experiments.ledger import Ledger
 from convswap.experiments.logs import (
@@ -150,11 +150,12 @@ def prepare_out(out: Path) -> Path:
 
 
 def _remove_if_unused(folders: list[Path], shard: tuple[int, int]) -> None:
-    """Remove the folders a failed run created, deepest first, where it left nothing but its lock file."""
+    """Remove the folders a failed run created, deepest first, where it left nothing but its lock files."""
     for folder in reversed(folders):
         with contextlib.suppress(OSError):
-            if {path.name for path in folder.iterdir()} <= {lock_name(shard)}:
-                (folder / lock_name(shard)).unlink(missing_ok=True)
+            if {path.name for path in folder.iterdir()} <= lock_names(shard):
+                for name in lock_names(shard):
+                    (folder / name).unlink(missing_ok=True)
                 folder.rmdir()
 
 
