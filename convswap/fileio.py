@@ -13,6 +13,14 @@ from typing import IO, Any
 from convswap.core import ConvswapError
 
 
+class WriteError(ConvswapError):
+    """A file could not be written (disk full, a file-size limit): a fault of the disk, not of the data."""
+
+    def __init__(self, message: str, reason: str) -> None:
+        super().__init__(message)
+        self.reason = reason  # the system's words (No space left on device)
+
+
 @contextlib.contextmanager
 def atomic_open(path: str | os.PathLike[str], mode: str = "w") -> Iterator[IO[Any]]:
     """Open a temporary file beside `path`; it replaces `path` only if the block succeeds.
@@ -29,7 +37,7 @@ def atomic_open(path: str | os.PathLike[str], mode: str = "w") -> Iterator[IO[An
     try:
         fd, tmp_name = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=folder)
     except OSError as error:
-        raise ConvswapError(f"cannot write to {folder}: {error.strerror}") from error
+        raise WriteError(f"cannot write to {folder}: {error.strerror}", error.strerror or str(error)) from error
     try:
         # mkstemp creates the file private (0600); the result should carry the
         # permissions any other file written here would get.
@@ -43,7 +51,7 @@ def atomic_open(path: str | os.PathLike[str], mode: str = "w") -> Iterator[IO[An
         with contextlib.suppress(FileNotFoundError):
             os.unlink(tmp_name)
         if isinstance(error, OSError):
-            raise ConvswapError(f"cannot write {target}: {error.strerror}") from error
+            raise WriteError(f"cannot write {target}: {error.strerror}", error.strerror or str(error)) from error
         raise
 
 
