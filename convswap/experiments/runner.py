@@ -27,6 +27,7 @@ vocabulary that drew their stimuli.
 from __future__ import annotations
 
 import contextlib
+import itertools
 import tempfile
 from collections import deque
 from collections.abc import Callable, Iterable, Iterator, Sequence
@@ -310,28 +311,39 @@ def _run_trials(
     reader = Reader(backend, plan.design.readout, request.max_new_tokens)
     writers = {condition: RecordWriter(result.folder / log_name(condition, shard)) for condition in conditions}
 
-    def read_trial(item: tuple[Trial, list[tuple[Condition, list[Prompt]]]]) -> list[Record]:
+    def read_trial(item: tuple[Trial, list[tuple[Condition, list[Prompt]]]]) -> tuple[list[Record], Exception | None]:
+        """The trial's records, and the error that stopped the backend part-way (a full cache, a revoked key)."""
         trial, asks = item
         image = render_image(trial.image)
         context = RecordContext(
             plan, plan_hash, request.model, request.quant, backend, shard, image_sha256(image), vocabulary_owner
         )
-        return [
-            record
-            for condition, prompts in asks
-            for record in reader.read(Query(image, tuple(prompts), condition, trial), context)
-        ]
+        records: list[Record] = []
+        try:
+            for condition, prompts in asks:
+                records += reader.read(Query(image, tuple(prompts), condition, trial), context)
+        except ConvswapError as error:
+            return records, error
+        return records, None
 
+    # Once the backend stops, no further trial starts, and those in flight are still written: every reply that
+    # came back reaches the log before the run stops.
+    stopped: list[Exception] = []
     try:
         with tqdm(
             total=pending, desc=_describe(plan.id, request.model, shard), unit="answer", disable=not progress
         ) as bar:
-            for records in in_order(read_trial, work, backend.parallel_queries):
+            started = itertools.takewhile(lambda _: not stopped, work)
+            for records, error in in_order(read_trial, started, backend.parallel_queries):
                 for record in records:
                     writers[record.condition].write(record)
                     result.written += 1
                     result.failed += record.parse_status == RETRIED_STATUS
                     bar.update(1)
+                if error is not None and not stopped:
+                    stopped.append(error)
+        if stopped:
+            raise stopped[0]
     except KeyboardInterrupt:
         backend.cancel()  # no further request; every record written so far is whole, so a rerun resumes
         raise

@@ -357,6 +357,7 @@ class ApiBackend(Backend):
         self._cache = ResponseCache(settings.cache_path)
         self._pool = ThreadPoolExecutor(max_workers=settings.concurrency, thread_name_prefix=f"convswap-{self.api}")
         self._cancelled = threading.Event()
+        self._cache_failure: str | None = None  # set once a reply could not be cached: no further query starts
         self.parallel_queries = settings.concurrency
 
     @classmethod
@@ -370,6 +371,13 @@ class ApiBackend(Backend):
         return ModelInfo(spec=self.spec, backend=self.api, revision=self._served_model or self.model)
 
     def generate(self, query: Query, max_new_tokens: int = DEFAULT_MAX_NEW_TOKENS) -> list[Generation]:
+        """The generations of every prompt, in order.
+
+        A reply that cannot be cached (a full disk) is still returned, so that the records of every query begun
+        are written; the next query is refused with the cache's error, which stops the run.
+        """
+        if self._cache_failure is not None:
+            raise ConvswapError(self._cache_failure)
         image = png_base64(query.image)
         budget = max(max_new_tokens, self.settings.max_output_tokens)
         requests = [self._request(conversation(query.condition, text), image, budget) for text in query.texts]
@@ -403,7 +411,12 @@ class ApiBackend(Backend):
             except RequestFailed as failed:
                 return self._failed(failed)
             self.counters.add("retries", attempts - 1)
-            self._cache.put(key, self.api, self.model, sent)
+            try:
+                self._cache.put(key, self.api, self.model, sent)
+            except ConvswapError as error:
+                self._cache_failure = self._cache_failure or (
+                    f"{error}; the records of the replies that came back are written; free space and run again"
+                )
             reply = sent
         generation, served_model = self._read(reply)
         if served_model:
