@@ -390,7 +390,7 @@ class UnreadablePart:
 PartType = type[Trial] | type[FirstTokenReadout] | type[Generation] | type[RecordExtra]
 # What loading a garbled part can raise: a missing or unknown field, a value of the wrong kind, a trial that
 # contradicts itself.
-PART_ERRORS = (KeyError, TypeError, ValueError, AttributeError, ConvswapError)
+PART_ERRORS = (KeyError, TypeError, ValueError, AttributeError, RecursionError, ConvswapError)
 
 
 def load_part(part_type: PartType, logged: Any) -> Any:

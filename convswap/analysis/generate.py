@@ -25,7 +25,7 @@ from typing import TextIO
 
 from convswap.analysis.builders import registered
 from convswap.analysis.context import Context, MissingInput
-from convswap.analysis.loading import load_records, load_vocabularies
+from convswap.analysis.loading import load_vocabularies, read_log_folder
 from convswap.analysis.numbers import write_numbers
 from convswap.analysis.registration import Registry
 from convswap.analysis.report import Table
@@ -39,6 +39,11 @@ class Summary:
     written: list[Path] = field(default_factory=list)
     skipped: list[tuple[str, str]] = field(default_factory=list)
     failed: list[tuple[str, str]] = field(default_factory=list)
+    refused: list[str] = field(default_factory=list)  # record lines left out of every table, each with why
+    missing: list[str] = field(default_factory=list)  # runs whose logs lack expected units
+
+
+SHOWN = 5  # refused records printed; index.md lists them all
 
 
 def generate(
@@ -54,9 +59,13 @@ def generate(
     """Every table and figure from the records under `logdir`; `unregistered` names the experiments whose records
     include some not of their registered plan, so that every row of theirs says so."""
     messages = messages or sys.stderr
-    records = load_records(logdir)
+    folder = read_log_folder(logdir)
+    records, unreadable = folder.readable()
     vocabularies = load_vocabularies(logdir)
     if not records and not vocabularies:
+        refused = [*folder.refused, *unreadable]
+        if refused:
+            raise ConvswapError(f"no record under {logdir} can be read: {len(refused)} refused, the first {refused[0]}")
         raise ConvswapError(f"no records (*.jsonl) and no vocabulary files under {logdir}")
     out = Path(out_dir)
     try:
@@ -64,7 +73,13 @@ def generate(
     except OSError as error:
         raise ConvswapError(f"cannot create output folder {out}: {error.strerror}") from error
     context = Context(records, Registry(plan_dir, unregistered), vocabularies, seed, resamples)
-    summary = Summary()
+    summary = Summary(refused=[*folder.refused, *unreadable], missing=folder.missing)
+    for line in summary.refused[:SHOWN]:
+        print(f"refused: {line}", file=messages)
+    if len(summary.refused) > SHOWN:
+        print(f"refused: {len(summary.refused) - SHOWN} more record(s), listed in {out / 'index.md'}", file=messages)
+    for line in summary.missing:
+        print(f"missing: {line}", file=messages)
     tables: list[Table] = []
     stale: list[str] = []  # earlier outputs of builders skipped or failed this time
     with _staged(out) as stage:
@@ -127,4 +142,9 @@ def _index(summary: Summary, logdir: str | Path, plan_dir: str | Path | None, se
         lines += ["", "## Skipped (inputs missing)", *(f"- {names}: {why}" for names, why in summary.skipped)]
     if summary.failed:
         lines += ["", "## Failed (problems in the records)", *(f"- {names}: {why}" for names, why in summary.failed)]
+    if summary.missing:
+        lines += ["", "## Missing units (every table above is of the records present)",
+                  *(f"- {line}" for line in summary.missing)]  # fmt: skip
+    if summary.refused:
+        lines += ["", "## Refused records (in no table)", *(f"- {line}" for line in summary.refused)]
     return "\n".join(lines) + "\n"

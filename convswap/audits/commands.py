@@ -65,18 +65,28 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 
 def run_audit(args: argparse.Namespace) -> int:
-    from convswap.audits.log_audit import audit_folder
-    from convswap.audits.report import format_report
+    from convswap.audits.log_audit import audit_log_folder
+    from convswap.audits.report import format_folder_problems, format_report
     from convswap.conventions.declarations import conventions_of
 
     plan_dir = plan_folder(args.plan_dir)
     provenance = checked_provenance(args.logdir, plan_dir, args.allow_unregistered)
-    records, results = audit_folder(args.logdir, args.vocabulary, seed=args.seed, conventions=conventions_of(plan_dir))
+    folder, results = audit_log_folder(
+        args.logdir, args.vocabulary, seed=args.seed, conventions=conventions_of(plan_dir)
+    )
     print(format_report(results))
+    print(format_folder_problems(folder), end="")
     failed = [result.name for result in results if not result.passed]
     if provenance.torn:
         failed.append(f"{len(provenance.torn)} torn last line(s)")
-    print(f"\n{len(records)} records audited; " + (f"FAILED: {', '.join(failed)}" if failed else "every check passed"))
+    if folder.refused:
+        failed.append(f"{len(folder.refused)} refused record(s)")
+    if folder.missing:
+        failed.append(f"{len(folder.missing)} run(s) missing expected units")
+    print(
+        f"\n{len(folder.records)} records audited; "
+        + (f"FAILED: {', '.join(failed)}" if failed else "every check passed")
+    )
     return 1 if failed else 0
 
 

@@ -102,8 +102,10 @@ def parse_line(path: Path, number: int, line: bytes) -> Record:
     """One log line as a record, or an error naming the file and line."""
     try:
         return Record.from_json(line.decode("utf-8"))
-    except (UnicodeDecodeError, json.JSONDecodeError, TypeError, KeyError) as error:
+    except (UnicodeDecodeError, json.JSONDecodeError, TypeError, KeyError, ValueError) as error:
         raise ConvswapError(f"{path}:{number}: not a log record ({error})") from error
+    except RecursionError:
+        raise ConvswapError(f"{path}:{number}: not a log record (nested too deep to be one)") from None
 
 
 RETRIED_STATUS = "api_error"  # a request that failed for good: what a rerun sends again
