@@ -5,9 +5,10 @@ from __future__ import annotations
 
 import json
 import shutil
+from html import escape
 
 import pytest
-from runner_support import PLAN_DIR, SPATIAL, spatial_request
+from runner_support import PLAN_DIR, SPATIAL, copy_plan_dir, spatial_request
 
 from convswap.analysis.loading import read_log_folder
 from convswap.cli import main
@@ -128,3 +129,22 @@ def test_a_deleted_line_is_named_by_tables_audit_view_and_merge(clean, tmp_path,
     assert gap in (tmp_path / "site" / "index.html").read_text(encoding="utf-8")
     assert main(["merge", str(runs)]) == 2
     assert "1 missing" in capsys.readouterr().err
+
+
+def test_the_site_shows_the_audit_s_refusal_of_records_not_of_the_registered_plan(clean, tmp_path, monkeypatch, capsys):
+    plans = copy_plan_dir(tmp_path / "myplans")
+    with open(plans / f"{SPATIAL}.toml", "a") as handle:
+        handle.write("# an edit nobody recorded\n")
+    monkeypatch.setenv("CONVSWAP_PLAN_DIR", str(plans))
+    assert main(["audit", str(clean)]) == 2
+    refusal = capsys.readouterr().err.splitlines()[-1].removeprefix("convswap audit: error: ")
+    assert refusal.startswith("20 record(s) not of the plan registered in")
+
+    assert main(["view", str(clean), "--out", str(tmp_path / "site")]) == 0
+    assert f"the site shows no audit verdict: {refusal}" in capsys.readouterr().err
+    index = (tmp_path / "site" / "index.html").read_text(encoding="utf-8")
+    assert "refuses these records and checks nothing" in index and escape(refusal) in index
+    assert 'class="verdict"' not in index  # no check is shown passing
+
+    assert main(["view", str(clean), "--out", str(tmp_path / "site"), "--allow-unregistered"]) == 0
+    assert 'id="audit"' in (tmp_path / "site" / "index.html").read_text(encoding="utf-8")
