@@ -73,6 +73,8 @@ ANGLE_SETS: tuple[AngleSet, ...] = get_args(AngleSet)
 ENDPOINTS: tuple[Endpoint, ...] = get_args(Endpoint)
 TESTS: tuple[Test, ...] = get_args(Test)
 DIRECTIONS: tuple[Direction, ...] = get_args(Direction)
+# The tests that compare a fixed number of conventions: two paired against each other, or one against a null.
+CONTRAST_SIZES: dict[str, int] = {"mcnemar_exact": 2, "bootstrap": 2, "binomial_exact": 1, "readership": 1}
 KEYS: tuple[Key, ...] = get_args(Key)
 GATE_READOUTS: tuple[GateReadout, ...] = get_args(GateReadout)
 CALIBRATED_K = "calibrated"  # color: K is the size of the model's calibrated vocabulary
@@ -442,6 +444,13 @@ class Plan(Table):
         for index, hypothesis in enumerate(hypotheses):
             if not hypothesis.contrast:
                 raise problem("must name at least one convention", [], (index, "contrast"))
+            if len(set(hypothesis.contrast)) < len(hypothesis.contrast):
+                raise problem("names a convention twice: no convention is contrasted with itself",
+                              list(hypothesis.contrast), (index, "contrast"))  # fmt: skip
+            size = CONTRAST_SIZES.get(hypothesis.test)
+            if size is not None and len(hypothesis.contrast) != size:
+                raise problem(f"must name {size} convention{'s' * (size > 1)} for the {hypothesis.test} test",
+                              list(hypothesis.contrast), (index, "contrast"))  # fmt: skip
             for name in hypothesis.contrast:
                 if design is not None and name not in design.conventions:
                     raise problem("names a convention the design does not run", name, (index, "contrast"))
