@@ -51,7 +51,18 @@ def build_parser() -> argparse.ArgumentParser:
     subparsers = parser.add_subparsers(dest="command", metavar="COMMAND")
     for module_name in COMMAND_MODULES:
         importlib.import_module(module_name).register(subparsers)
+    for command in subparsers.choices.values():
+        for action in command._actions:
+            if action.type is Path:  # every path option, in every command, read as `path_argument` reads it
+                action.type = path_argument
     return parser
+
+
+def path_argument(text: str) -> Path:
+    """A path option's value; an empty one is refused: it would name the current folder without saying so."""
+    if not text.strip():
+        raise argparse.ArgumentTypeError("an empty path names no file or folder")
+    return Path(text)
 
 
 def check_path_arguments(args: argparse.Namespace) -> None:

@@ -31,7 +31,7 @@ def atomic_open(path: str | os.PathLike[str], mode: str = "w") -> Iterator[IO[An
     target = Path(path)
     folder = target.parent if str(target.parent) else Path(".")
     if not folder.is_dir():
-        raise ConvswapError(f"output folder {folder} does not exist")
+        raise ConvswapError(f"output folder {why_not_a_folder(folder)}")
     if target.is_dir():
         raise ConvswapError(f"{target} is a folder; give a file name")
     try:
@@ -66,6 +66,17 @@ def open_no_follow(path: Path, flags: int, what: str) -> int:
                 f"{path} is a symbolic link; a run's {what} must be a plain file in its folder: remove the link"
             ) from None
         raise ConvswapError(f"cannot open the {what} {path}: {error.strerror}") from error
+
+
+def why_not_a_folder(folder: Path) -> str:
+    """Why `folder` is no folder to write in, naming it: it, or the nearest of its parents that exists, is a file;
+    or it does not exist."""
+    for path in (folder, *folder.parents):
+        if path.exists() and not path.is_dir():
+            return f"{folder} is a file" if path == folder else f"{folder} cannot be made: {path} is a file"
+        if path.exists():
+            break
+    return f"{folder} does not exist"
 
 
 def _current_umask() -> int:

@@ -334,6 +334,12 @@ def save_vocabulary(path: str | Path, vocabulary: Vocabulary) -> None:
     atomic_write_text(path, json.dumps(vocabulary.to_json(), indent=2, ensure_ascii=False) + "\n")
 
 
+def _budget(value: Any) -> int:
+    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+        raise ConvswapError(f"max_new_tokens must be an integer >= 1, got {value!r}")
+    return value
+
+
 def load_vocabulary(path: str | Path) -> Vocabulary:
     """Read a saved vocabulary and rebuild it from its raw answers; refuse one whose stored result differs."""
     try:
@@ -344,7 +350,11 @@ def load_vocabulary(path: str | Path) -> Vocabulary:
         raise ConvswapError(f"cannot read vocabulary file {path}: {error.strerror}") from error
     except (json.JSONDecodeError, UnicodeDecodeError) as error:
         raise ConvswapError(f"{path}: not valid JSON: {error}") from error
+    except RecursionError:
+        raise ConvswapError(f"{path}: not a vocabulary: its JSON is nested too deep") from None
     try:
+        if not isinstance(data, dict):
+            raise ConvswapError(f"not a vocabulary: a JSON {type(data).__name__}, not an object")
         if data["format"] != FORMAT_VERSION:
             raise ConvswapError(f"format {data['format']!r} is not {FORMAT_VERSION}")
         namings = [
@@ -358,7 +368,7 @@ def load_vocabulary(path: str | Path) -> Vocabulary:
             namings,
             model=data["model"],
             prompt=str(data["prompt"]),
-            max_new_tokens=int(data["max_new_tokens"]),
+            max_new_tokens=_budget(data["max_new_tokens"]),
             wheel=Wheel(**{k: float(v) for k, v in data["wheel"].items()}),
         )
     except KeyError as error:

@@ -77,6 +77,7 @@ from convswap.experiments.trials import (
     needs_vocabulary,
     shard_trials,
 )
+from convswap.fileio import why_not_a_folder
 from convswap.readout.base import DEFAULT_DTYPE, DEFAULT_MAX_NEW_TOKENS, Backend, ModelInfo, Query, check_max_new_tokens
 from convswap.readout.registry import backend_entry, backend_options, check_local_model, load_backend, split_spec
 from convswap.stimuli.render import image_sha256, render_image
@@ -140,7 +141,7 @@ def prepare_out(out: Path) -> Path:
         raise ConvswapError(f"output folder {out} is a file")
     if not out.exists():
         if not out.parent.is_dir():
-            raise ConvswapError(f"output folder {out} cannot be created: {out.parent} does not exist")
+            raise ConvswapError(f"output folder {out} cannot be created: {why_not_a_folder(out.parent)}")
         _mkdir(out)
     try:  # a real attempt: permission bits say nothing to root, and read-only mounts ignore them
         with tempfile.TemporaryFile(dir=out):
