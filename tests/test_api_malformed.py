@@ -5,38 +5,19 @@ from __future__ import annotations
 import sqlite3
 
 import pytest
-from api_servers import LoopbackServer, Reply, gemini_reply, openai_reply, question_of
+from api_servers import (
+    GEMINI_MALFORMED,
+    OPENAI_MALFORMED,
+    LoopbackServer,
+    Reply,
+    gemini_reply,
+    openai_reply,
+    question_of,
+)
 from runner_support import SPATIAL, records_in
 from test_api_backends import GEMINI, OPENAI, api, connect, query, sleeps  # noqa: F401 (fixtures, shared)
 from test_runner_reruns import run_against
 
-# Replies a server may send with HTTP 200 that carry no answer where the API documents one.
-OPENAI_MALFORMED = {
-    "no-choices": Reply(200, {"id": "x", "object": "chat.completion", "model": "m"}),
-    "empty-choices": Reply(200, {"id": "x", "choices": [], "model": "m"}),
-    "null-message": Reply(200, {"id": "x", "choices": [{"index": 0, "message": None, "finish_reason": "stop"}]}),
-    "number-content": Reply(
-        200, {"id": "x", "choices": [{"index": 0, "message": {"role": "assistant", "content": 5}}]}
-    ),
-    "list-usage": Reply(
-        200,
-        {"choices": [{"index": 0, "message": {"role": "assistant", "content": "1"}}], "usage": [1, 2]},
-    ),
-    "not-json": Reply(200, raw=b"<html>bad gateway</html>", content_type="text/html"),
-    "bad-json": Reply(200, raw=b'{"choices": [', content_type="application/json"),
-    "json-list": Reply(200, raw=b"[1, 2]"),
-    "json-null": Reply(200, raw=b"null"),
-}
-GEMINI_MALFORMED = {
-    "no-candidates": Reply(200, {"modelVersion": "m"}),
-    "empty-candidates": Reply(200, {"candidates": []}),
-    "no-content": Reply(200, {"candidates": [{"finishReason": "STOP", "index": 0}]}),
-    "no-parts": Reply(200, {"candidates": [{"content": {"role": "model"}, "finishReason": "STOP"}]}),
-    "wrong-types": Reply(200, {"candidates": [{"content": {"parts": "text"}, "finishReason": 7}]}),
-    "not-json": Reply(200, raw=b"<html>bad gateway</html>", content_type="text/html"),
-    "bad-json": Reply(200, raw=b'{"candidates": [', content_type="application/json"),
-    "json-list": Reply(200, raw=b"[1, 2]"),
-}
 CASES = [(OPENAI, name, reply) for name, reply in OPENAI_MALFORMED.items()] + [
     (GEMINI, name, reply) for name, reply in GEMINI_MALFORMED.items()
 ]

@@ -51,9 +51,9 @@ DAMAGE = [
     ("numeric-timestamp", changed(timestamp=1790000000), "timestamp 1790000000 is not text"),
     ("unknown-parse-status", changed(parse_status="great"), "parse_status 'great' is not one of ok, unparseable"),
     ("slot-out-of-range", changed(answer_slot=99), "answer_slot 99 is not a slot 1 to 9"),
-    ("correct-as-text", changed(correct="yes"), "correct 'yes' is not key names with true or false"),
-    ("keys-as-list", changed(keys=[1, 2]), "keys [1, 2] is not key names with slots 1 to 9"),
-    ("nan-logit", first_token(candidate_logits=[float("nan")] * 9), "first_token.candidate_logits [nan"),
+    ("correct-as-text", changed(correct="yes"), "correct 'yes' is not an object"),
+    ("keys-as-list", changed(keys=[1, 2]), "keys [1, 2] is not an object"),
+    ("nan-logit", first_token(candidate_logits=[float("nan")] * 9), "first_token.candidate_logits[0] nan is not a finite number"),
     ("unknown-experiment-here", changed(experiment="coco_4x4"), "experiment 'coco_4x4' but the run of this folder"),
 ]
 IDS = [case[0] for case in DAMAGE]

@@ -81,6 +81,9 @@ def run_audit(args: argparse.Namespace) -> int:
         failed.append(f"{len(provenance.torn)} torn last line(s)")
     if folder.refused:
         failed.append(f"{len(folder.refused)} refused record(s)")
+    unreadable = folder.readable()[1]
+    if unreadable:
+        failed.append(f"{len(unreadable)} record(s) with a part that does not load")
     if folder.missing:
         failed.append(f"{len(folder.missing)} run(s) missing expected units")
     print(

@@ -11,13 +11,17 @@ experiment, model and condition (its `<condition>.expected.json` says which).
 
 from __future__ import annotations
 
+import dataclasses
+import functools
 import math
 import re
+import types
+import typing
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal, Union
 
-from convswap.core import CONDITIONS, PARSE_STATUSES, FirstTokenReadout, Generation, Record
-from convswap.experiments.logs import Expected
+from convswap.core import CONDITIONS, PARSE_STATUSES, FirstTokenReadout, Generation, Record, Trial, UnreadablePart
+from convswap.experiments.logs import Expected, model_slug
 
 _TEXT = ("experiment", "plan_hash", "package_version", "model", "model_revision", "backend", "convention", "task",
          "trial_id", "prompt", "prompt_sha256", "image_sha256", "timestamp")  # fmt: skip
@@ -28,6 +32,9 @@ _LOG_NAME = re.compile(rf"^(?P<condition>{'|'.join(CONDITIONS)})(?:\.shard(?P<in
 
 def record_problem(record: Record) -> str | None:
     """What makes a record one no run writes, naming the field and its value, or None."""
+    problem = shape_problem(record)
+    if problem is not None:
+        return problem
     for name in _TEXT:
         if not isinstance(getattr(record, name), str):
             return _bad(name, getattr(record, name), "is not text")
@@ -59,9 +66,22 @@ def record_problem(record: Record) -> str | None:
         return _bad("correct", record.correct, "is not key names with true or false")
     if set(record.correct) != set(record.keys):
         return _bad("correct", record.correct, f"does not score the record's keys ({', '.join(record.keys)})")
+    if not isinstance(record.environment, dict) or not all(
+        isinstance(name, str) and (value is None or isinstance(value, str))
+        for name, value in record.environment.items()
+    ):
+        return _bad("environment", record.environment, "is not names with versions (text or null)")
     shard = record.shard
     if not (len(shard) == 2 and all(_integer(part) for part in shard) and 0 <= shard[0] < shard[1]):
         return _bad("shard", list(shard), "is not [process, processes] with 0 <= process < processes")
+    if record.condition == "visible" and record.acknowledgement is not None:
+        return _bad("acknowledgement", record.acknowledgement, "but a visible query has no acknowledgement turn")
+    if isinstance(record.trial, Trial):
+        for name in ("trial_id", "task"):
+            if getattr(record.trial, name) != getattr(record, name):
+                return _bad(
+                    f"trial.{name}", getattr(record.trial, name), f"but the record's is {getattr(record, name)!r}"
+                )
     if isinstance(record.first_token, FirstTokenReadout):
         problem = _first_token_problem(record.first_token, options)
         if problem is not None:
@@ -94,6 +114,8 @@ def log_problem(record: Record, path: Path, expected: Expected | None, units: fr
     for name in ("experiment", "model", "quant"):
         if getattr(record, name) != getattr(expected, name):
             return _bad(name, getattr(record, name), f"but the run of this folder has {getattr(expected, name)!r}")
+    if model_slug(record.model, record.quant, record.dtype) != path.parent.name:
+        return _bad("dtype", record.dtype, f"but this folder, {path.parent.name}, is of another weight dtype")
     if units is not None and record.unit not in units:
         return (
             f"trial {record.trial_id} under {record.convention} is not among the units the run of this folder expects"
@@ -110,6 +132,91 @@ def _first_token_problem(readout: FirstTokenReadout, options: int) -> str | None
     if not (_number(readout.candidate_mass) and 0.0 <= readout.candidate_mass <= 1.0 + 1e-6):
         return _bad("first_token.candidate_mass", readout.candidate_mass, "is not a probability")
     return None
+
+
+def shape_problem(value: Any, where: str = "") -> str | None:
+    """The first field of a record (or of a part of it that loaded) whose value is not of its declared type, or a
+    number that is not finite; its parts that did not load are the audit's to name."""
+    for item in dataclasses.fields(value):
+        field_value = getattr(value, item.name)
+        name = f"{where}{item.name}"
+        if isinstance(field_value, UnreadablePart):
+            continue
+        declared: Any = type(value)  # a dataclass, hashable as every class is
+        problem = _type_problem(field_value, _hints(declared)[item.name], name)
+        if problem is not None:
+            return problem
+    return None
+
+
+@functools.cache
+def _hints(cls: Any) -> dict[str, Any]:
+    return typing.get_type_hints(cls)
+
+
+def _type_problem(value: Any, hint: Any, name: str) -> str | None:
+    """Why `value` is not a `hint` (the few kinds a record's fields are declared as), or None."""
+    origin, arguments = typing.get_origin(hint), typing.get_args(hint)
+    if hint is Any:
+        return None
+    if origin in (Union, types.UnionType):
+        problems = [_type_problem(value, option, name) for option in arguments]
+        if None in problems:
+            return None
+        others = [problem for option, problem in zip(arguments, problems, strict=True) if option is not type(None)]
+        if value is not None and len(others) == 1:  # an optional field: what is wrong with the value given
+            return others[0]
+        return _bad(name, value, f"is not {' or '.join(_named(option) for option in arguments)}")
+    if origin is Literal:
+        return None if value in arguments else _bad(name, value, f"is not one of {', '.join(map(str, arguments))}")
+    if hint is type(None):
+        return None if value is None else _bad(name, value, "is not null")
+    if hint is bool:
+        return None if isinstance(value, bool) else _bad(name, value, "is not true or false")
+    if hint is int:
+        return None if _integer(value) else _bad(name, value, "is not an integer")
+    if hint is float:
+        return None if _number(value) and math.isfinite(value) else _bad(name, value, "is not a finite number")
+    if hint is str:
+        return None if isinstance(value, str) else _bad(name, value, "is not text")
+    if origin is tuple:
+        if not isinstance(value, tuple):
+            return _bad(name, value, "is not a list")
+        items = arguments[:1] * len(value) if len(arguments) == 2 and arguments[1] is Ellipsis else arguments
+        if len(items) != len(value):
+            return _bad(name, list(value), f"is not a list of {len(items)}")
+        for index, (item, item_hint) in enumerate(zip(value, items, strict=True)):
+            problem = _type_problem(item, item_hint, f"{name}[{index}]")
+            if problem is not None:
+                return problem
+        return None
+    if origin is dict:
+        if not isinstance(value, dict):
+            return _bad(name, value, "is not an object")
+        key_hint, value_hint = arguments
+        for key, item in value.items():
+            problem = _type_problem(key, key_hint, f"{name} key") or _type_problem(item, value_hint, f"{name}.{key}")
+            if problem is not None:
+                return problem
+        return None
+    if isinstance(hint, type) and dataclasses.is_dataclass(hint):
+        if not isinstance(value, hint):
+            return _bad(name, value, f"is not a {hint.__name__}")
+        return shape_problem(value, f"{name}.")
+    if isinstance(hint, type) and issubclass(hint, tuple) and hasattr(hint, "_fields"):  # a named tuple
+        if not isinstance(value, tuple) or len(value) != len(hint._fields):
+            return _bad(name, value, f"is not a {hint.__name__}")
+        field_hints = _hints(hint)
+        for field_name, item in zip(hint._fields, value, strict=True):
+            problem = _type_problem(item, field_hints[field_name], f"{name}.{field_name}")
+            if problem is not None:
+                return problem
+        return None
+    return None  # a kind no record field is declared as: not judged here
+
+
+def _named(hint: Any) -> str:
+    return "null" if hint is type(None) else getattr(hint, "__name__", str(hint))
 
 
 def _integer(value: Any) -> bool:
