@@ -53,7 +53,11 @@ DAMAGE = [
     ("slot-out-of-range", changed(answer_slot=99), "answer_slot 99 is not a slot 1 to 9"),
     ("correct-as-text", changed(correct="yes"), "correct 'yes' is not an object"),
     ("keys-as-list", changed(keys=[1, 2]), "keys [1, 2] is not an object"),
-    ("nan-logit", first_token(candidate_logits=[float("nan")] * 9), "first_token.candidate_logits[0] nan is not a finite number"),
+    (
+        "nan-logit",
+        first_token(candidate_logits=[float("nan")] * 9),
+        "first_token.candidate_logits[0] nan is not a finite number",
+    ),
     ("unknown-experiment-here", changed(experiment="coco_4x4"), "experiment 'coco_4x4' but the run of this folder"),
 ]
 IDS = [case[0] for case in DAMAGE]
