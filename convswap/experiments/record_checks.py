@@ -17,10 +17,20 @@ import math
 import re
 import types
 import typing
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any, Literal, Union
 
-from convswap.core import CONDITIONS, PARSE_STATUSES, FirstTokenReadout, Generation, Record, Trial, UnreadablePart
+from convswap.core import (
+    CONDITIONS,
+    PARSE_STATUSES,
+    FirstTokenReadout,
+    Generation,
+    Record,
+    RecordExtra,
+    Trial,
+    UnreadablePart,
+)
 from convswap.experiments.logs import Expected, model_slug
 
 _TEXT = ("experiment", "plan_hash", "package_version", "model", "model_revision", "backend", "convention", "task",
@@ -137,82 +147,144 @@ def _first_token_problem(readout: FirstTokenReadout, options: int) -> str | None
 def shape_problem(value: Any, where: str = "") -> str | None:
     """The first field of a record (or of a part of it that loaded) whose value is not of its declared type, or a
     number that is not finite; its parts that did not load are the audit's to name."""
-    for item in dataclasses.fields(value):
-        field_value = getattr(value, item.name)
-        name = f"{where}{item.name}"
+    declared: Any = type(value)  # a dataclass, hashable as every class is
+    for name, check in _field_checks(declared):
+        field_value = getattr(value, name)
         if isinstance(field_value, UnreadablePart):
             continue
-        declared: Any = type(value)  # a dataclass, hashable as every class is
-        problem = _type_problem(field_value, _hints(declared)[item.name], name)
+        problem = check(field_value, f"{where}{name}")
         if problem is not None:
             return problem
     return None
 
 
+Check = Callable[[Any, str], "str | None"]
+
+
 @functools.cache
-def _hints(cls: Any) -> dict[str, Any]:
-    return typing.get_type_hints(cls)
+def _field_checks(cls: Any) -> tuple[tuple[str, Check], ...]:
+    hints = typing.get_type_hints(cls)
+    return tuple((item.name, _check(hints[item.name])) for item in dataclasses.fields(cls))
 
 
-def _type_problem(value: Any, hint: Any, name: str) -> str | None:
-    """Why `value` is not a `hint` (the few kinds a record's fields are declared as), or None."""
+_SHARED = (Trial, RecordExtra)
+_SIMPLE: dict[Any, tuple[Callable[[Any], bool], str]] = {
+    str: (lambda value: isinstance(value, str), "is not text"),
+    bool: (lambda value: isinstance(value, bool), "is not true or false"),
+    int: (lambda value: _integer(value), "is not an integer"),
+    float: (lambda value: _number(value) and math.isfinite(value), "is not a finite number"),
+    type(None): (lambda value: value is None, "is not null"),
+}
+
+
+@functools.cache
+def _check(hint: Any) -> Check:
+    """A function telling why a value is not a `hint` (the few kinds a record's fields are declared as), or None;
+    built once per declared type, since every record is checked."""
     origin, arguments = typing.get_origin(hint), typing.get_args(hint)
     if hint is Any:
-        return None
+        return lambda value, name: None
+    if hint in _SIMPLE:
+        test, why = _SIMPLE[hint]
+        return lambda value, name: None if test(value) else _bad(name, value, why)
     if origin in (Union, types.UnionType):
-        problems = [_type_problem(value, option, name) for option in arguments]
-        if None in problems:
-            return None
-        others = [problem for option, problem in zip(arguments, problems, strict=True) if option is not type(None)]
-        if value is not None and len(others) == 1:  # an optional field: what is wrong with the value given
-            return others[0]
-        return _bad(name, value, f"is not {' or '.join(_named(option) for option in arguments)}")
+        optional = type(None) in arguments
+        options = [_check(option) for option in arguments if option is not type(None)]
+        named = " or ".join(_named(option) for option in arguments)
+
+        def union(value: Any, name: str) -> str | None:
+            if value is None:
+                return None if optional else _bad(name, value, "is missing")
+            problems = []
+            for option in options:
+                problem = option(value, name)
+                if problem is None:
+                    return None
+                problems.append(problem)
+            return problems[0] if len(options) == 1 else _bad(name, value, f"is not {named}")
+
+        return union
     if origin is Literal:
-        return None if value in arguments else _bad(name, value, f"is not one of {', '.join(map(str, arguments))}")
-    if hint is type(None):
-        return None if value is None else _bad(name, value, "is not null")
-    if hint is bool:
-        return None if isinstance(value, bool) else _bad(name, value, "is not true or false")
-    if hint is int:
-        return None if _integer(value) else _bad(name, value, "is not an integer")
-    if hint is float:
-        return None if _number(value) and math.isfinite(value) else _bad(name, value, "is not a finite number")
-    if hint is str:
-        return None if isinstance(value, str) else _bad(name, value, "is not text")
+        allowed = ", ".join(map(str, arguments))
+        return lambda value, name: None if value in arguments else _bad(name, value, f"is not one of {allowed}")
+    if origin is tuple and len(arguments) == 2 and arguments[1] is Ellipsis:
+        return _list_check(arguments[0])
     if origin is tuple:
-        if not isinstance(value, tuple):
-            return _bad(name, value, "is not a list")
-        items = arguments[:1] * len(value) if len(arguments) == 2 and arguments[1] is Ellipsis else arguments
-        if len(items) != len(value):
-            return _bad(name, list(value), f"is not a list of {len(items)}")
-        for index, (item, item_hint) in enumerate(zip(value, items, strict=True)):
-            problem = _type_problem(item, item_hint, f"{name}[{index}]")
-            if problem is not None:
-                return problem
-        return None
+        items = [_check(item) for item in arguments]
+
+        def fixed(value: Any, name: str) -> str | None:
+            if not isinstance(value, tuple) or len(value) != len(items):
+                return _bad(name, value, f"is not a list of {len(items)}")
+            return next((p for i, (c, v) in enumerate(zip(items, value, strict=True)) if (p := c(v, f"{name}[{i}]"))),
+                        None)  # fmt: skip
+
+        return fixed
     if origin is dict:
-        if not isinstance(value, dict):
-            return _bad(name, value, "is not an object")
-        key_hint, value_hint = arguments
-        for key, item in value.items():
-            problem = _type_problem(key, key_hint, f"{name} key") or _type_problem(item, value_hint, f"{name}.{key}")
-            if problem is not None:
-                return problem
-        return None
+        key_check, value_check = (_check(argument) for argument in arguments)
+
+        def mapping(value: Any, name: str) -> str | None:
+            if not isinstance(value, dict):
+                return _bad(name, value, "is not an object")
+            for key, item in value.items():
+                problem = key_check(key, f"{name} key") or value_check(item, f"{name}.{key}")
+                if problem is not None:
+                    return problem
+            return None
+
+        return mapping
     if isinstance(hint, type) and dataclasses.is_dataclass(hint):
+        if hint in _SHARED:
+            return _shared_check(hint)
+        return lambda value, name: (
+            shape_problem(value, f"{name}.")
+            if isinstance(value, hint)
+            else _bad(name, value, f"is not a {hint.__name__}")
+        )
+    if isinstance(hint, type) and issubclass(hint, tuple) and hasattr(hint, "_fields"):  # a named tuple
+        fields = tuple(zip(hint._fields, (_check(h) for h in typing.get_type_hints(hint).values()), strict=True))
+
+        def named_tuple(value: Any, name: str) -> str | None:
+            if not isinstance(value, tuple) or len(value) != len(fields):
+                return _bad(name, value, f"is not a {hint.__name__}")
+            return next((p for (n, c), v in zip(fields, value, strict=True) if (p := c(v, f"{name}.{n}"))), None)
+
+        return named_tuple
+    return lambda value, name: None  # a kind no record field is declared as: not judged here
+
+
+# Parts a folder reader shares among records (`SharedParts`): one trial is every convention's, one extra part
+# every record's of an alphabet.  Each object is checked once; the objects are kept so that their ids stay theirs.
+_SHARED_LIMIT = 200_000
+
+
+def _shared_check(hint: type) -> Check:
+    checked: dict[int, tuple[Any, str | None]] = {}
+
+    def shared(value: Any, name: str) -> str | None:
         if not isinstance(value, hint):
             return _bad(name, value, f"is not a {hint.__name__}")
-        return shape_problem(value, f"{name}.")
-    if isinstance(hint, type) and issubclass(hint, tuple) and hasattr(hint, "_fields"):  # a named tuple
-        if not isinstance(value, tuple) or len(value) != len(hint._fields):
-            return _bad(name, value, f"is not a {hint.__name__}")
-        field_hints = _hints(hint)
-        for field_name, item in zip(hint._fields, value, strict=True):
-            problem = _type_problem(item, field_hints[field_name], f"{name}.{field_name}")
-            if problem is not None:
-                return problem
-        return None
-    return None  # a kind no record field is declared as: not judged here
+        seen = checked.get(id(value))
+        if seen is None or seen[0] is not value:
+            if len(checked) >= _SHARED_LIMIT:
+                checked.clear()
+            seen = checked[id(value)] = (value, shape_problem(value))
+        return None if seen[1] is None else f"{name}.{seen[1]}"
+
+    return shared
+
+
+def _list_check(item_hint: Any) -> Check:
+    item = _check(item_hint)
+    simple = _SIMPLE.get(item_hint)
+
+    def items(value: Any, name: str) -> str | None:
+        if not isinstance(value, tuple):
+            return _bad(name, value, "is not a list")
+        if simple is not None and all(map(simple[0], value)):  # the common case, without a call per item
+            return None
+        return next((p for index, v in enumerate(value) if (p := item(v, f"{name}[{index}]"))), None)
+
+    return items
 
 
 def _named(hint: Any) -> str:
