@@ -1,6 +1,27 @@
 """convswap: convention-swap experiments on vision-language models."""
 
-from importlib.metadata import PackageNotFoundError, version
+import os
+import signal
+import sys
+
+
+def _exit_quietly(signum: int, frame: object) -> None:
+    """Ctrl-C or SIGTERM while the command is still starting (importing): one line, the shell's status for it."""
+    os.write(2, b"convswap: interrupted\n" if signum == signal.SIGINT else b"convswap: terminated\n")
+    os._exit(128 + signum)
+
+
+# Only when convswap is the command being started (its script, or `python -m convswap`, whose package is imported
+# while argv[0] is still "-m"): a program that imports convswap keeps its own signal handling.  The command's
+# `main` hands both signals back to its own handling once it runs.
+if os.path.basename(sys.argv[0]) in ("convswap", "-m"):
+    for _signal in (signal.SIGINT, signal.SIGTERM):
+        try:
+            signal.signal(_signal, _exit_quietly)
+        except ValueError:  # not the main thread: nothing is starting here
+            break
+
+from importlib.metadata import PackageNotFoundError, version  # noqa: E402 (after the handlers: it takes a while)
 
 try:
     __version__ = version("convswap")

@@ -16,7 +16,9 @@ from __future__ import annotations
 import argparse
 import importlib
 import os
+import signal
 import sys
+import threading
 from pathlib import Path
 
 from convswap import __version__
@@ -52,7 +54,18 @@ def build_parser() -> argparse.ArgumentParser:
     subparsers = parser.add_subparsers(dest="command", metavar="COMMAND")
     for module_name in COMMAND_MODULES:
         importlib.import_module(module_name).register(subparsers)
+    for command in subparsers.choices.values():
+        for action in command._actions:
+            if action.type is Path:  # every path option, in every command, read as `path_argument` reads it
+                action.type = path_argument
     return parser
+
+
+def path_argument(text: str) -> Path:
+    """A path option's value; an empty one is refused: it would name the current folder without saying so."""
+    if not text.strip():
+        raise argparse.ArgumentTypeError("an empty path names no file or folder")
+    return Path(text)
 
 
 def check_path_arguments(args: argparse.Namespace) -> None:
@@ -81,9 +94,20 @@ def check_path_arguments(args: argparse.Namespace) -> None:
                 )
 
 
+class Terminated(KeyboardInterrupt):
+    """SIGTERM, handled as Ctrl-C is (nothing more is sent, every record already written is whole), exit 143."""
+
+
+def _terminate(signum: int, frame: object) -> None:
+    raise Terminated()
+
+
 def main(argv: list[str] | None = None) -> int:
     command = "convswap"
+    previous = signal.signal(signal.SIGTERM, _terminate) if _main_thread() else None
     try:
+        if _main_thread():
+            signal.signal(signal.SIGINT, signal.default_int_handler)
         parser = build_parser()
         args = parser.parse_args(argv)
         if not getattr(args, "handler", None):
@@ -99,13 +123,24 @@ def main(argv: list[str] | None = None) -> int:
         where = f"{error.filename!r}: " if error.filename is not None else ""  # repr: any name prints
         print(f"{command}: error: {where}{error.strerror or error}", file=sys.stderr)
         return 2
-    except KeyboardInterrupt:
-        print(f"{command}: interrupted", file=sys.stderr)
+    except KeyboardInterrupt as interrupt:
+        if _main_thread():  # a second Ctrl-C while this one is being answered changes nothing
+            signal.signal(signal.SIGINT, signal.SIG_IGN)
+            signal.signal(signal.SIGTERM, signal.SIG_IGN)
+        terminated = isinstance(interrupt, Terminated)
+        print(f"{command}: {'terminated' if terminated else 'interrupted'}", file=sys.stderr)
         sys.stderr.flush()
         sys.stdout.flush()
         # At once: a worker thread may be blocked in a request that only its timeout ends, and the
         # interpreter's normal exit joins every worker thread.  Each record is already whole on disk.
-        os._exit(130)
+        os._exit(143 if terminated else 130)
+    finally:
+        if previous is not None:
+            signal.signal(signal.SIGTERM, previous)
+
+
+def _main_thread() -> bool:
+    return threading.current_thread() is threading.main_thread()
 
 
 if __name__ == "__main__":

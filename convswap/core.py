@@ -176,13 +176,14 @@ class Trial:
             referents=tuple(data["referents"]),
             target=data["target"],
             image=ImageSpec.from_json(data["image"]),
-            width=int(data["width"]),
-            height=int(data["height"]),
+            # As logged, not coerced: a record reader judges the types (`record_checks`).
+            width=data["width"],
+            height=data["height"],
             grid=data.get("grid"),
             subject=data.get("subject", ""),
             cell=data.get("cell"),
             anchors=tuple(ColorAnchor(a["word"], int(a["angle"])) for a in data.get("anchors", ())),
-            held_out=bool(data.get("held_out", False)),
+            held_out=data.get("held_out", False),
             meta=freeze(data.get("meta", {})),
         )
 
@@ -390,7 +391,7 @@ class UnreadablePart:
 PartType = type[Trial] | type[FirstTokenReadout] | type[Generation] | type[RecordExtra]
 # What loading a garbled part can raise: a missing or unknown field, a value of the wrong kind, a trial that
 # contradicts itself.
-PART_ERRORS = (KeyError, TypeError, ValueError, AttributeError, ConvswapError)
+PART_ERRORS = (KeyError, TypeError, ValueError, AttributeError, RecursionError, ConvswapError)
 
 
 def load_part(part_type: PartType, logged: Any) -> Any:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import errno
 import os
 import tempfile
 from collections.abc import Iterator
@@ -10,6 +11,14 @@ from pathlib import Path
 from typing import IO, Any
 
 from convswap.core import ConvswapError
+
+
+class WriteError(ConvswapError):
+    """A file could not be written (disk full, a file-size limit): a fault of the disk, not of the data."""
+
+    def __init__(self, message: str, reason: str) -> None:
+        super().__init__(message)
+        self.reason = reason  # the system's words (No space left on device)
 
 
 @contextlib.contextmanager
@@ -22,13 +31,13 @@ def atomic_open(path: str | os.PathLike[str], mode: str = "w") -> Iterator[IO[An
     target = Path(path)
     folder = target.parent if str(target.parent) else Path(".")
     if not folder.is_dir():
-        raise ConvswapError(f"output folder {folder} does not exist")
+        raise ConvswapError(f"output folder {why_not_a_folder(folder)}")
     if target.is_dir():
         raise ConvswapError(f"{target} is a folder; give a file name")
     try:
         fd, tmp_name = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=folder)
     except OSError as error:
-        raise ConvswapError(f"cannot write to {folder}: {error.strerror}") from error
+        raise WriteError(f"cannot write to {folder}: {error.strerror}", error.strerror or str(error)) from error
     try:
         # mkstemp creates the file private (0600); the result should carry the
         # permissions any other file written here would get.
@@ -42,8 +51,32 @@ def atomic_open(path: str | os.PathLike[str], mode: str = "w") -> Iterator[IO[An
         with contextlib.suppress(FileNotFoundError):
             os.unlink(tmp_name)
         if isinstance(error, OSError):
-            raise ConvswapError(f"cannot write {target}: {error.strerror}") from error
+            raise WriteError(f"cannot write {target}: {error.strerror}", error.strerror or str(error)) from error
         raise
+
+
+def open_no_follow(path: Path, flags: int, what: str) -> int:
+    """os.open of a file that must not be a symbolic link: writing through one (a lock, a log) would write into
+    whatever it points to, outside the folder.  A link, or any failure, is a one-line error naming the file."""
+    try:
+        return os.open(path, flags | os.O_NOFOLLOW, 0o644)
+    except OSError as error:
+        if error.errno == errno.ELOOP:
+            raise ConvswapError(
+                f"{path} is a symbolic link; a run's {what} must be a plain file in its folder: remove the link"
+            ) from None
+        raise ConvswapError(f"cannot open the {what} {path}: {error.strerror}") from error
+
+
+def why_not_a_folder(folder: Path) -> str:
+    """Why `folder` is no folder to write in, naming it: it, or the nearest of its parents that exists, is a file;
+    or it does not exist."""
+    for path in (folder, *folder.parents):
+        if path.exists() and not path.is_dir():
+            return f"{folder} is a file" if path == folder else f"{folder} cannot be made: {path} is a file"
+        if path.exists():
+            break
+    return f"{folder} does not exist"
 
 
 def _current_umask() -> int:

@@ -97,6 +97,8 @@ def read_toml(path: Path, kind: str) -> tuple[dict[str, Any], bytes]:
         return tomllib.loads(raw.decode("utf-8")), raw
     except (UnicodeDecodeError, tomllib.TOMLDecodeError) as error:
         raise ConvswapError(f"{path}: not valid TOML: {error}") from error
+    except RecursionError:
+        raise ConvswapError(f"{path}: not a {kind} file: its TOML is nested too deep") from None
 
 
 def validate_file(model: type[Model], data: dict[str, Any], path: Path, context: dict[str, Any] | None = None) -> Model:

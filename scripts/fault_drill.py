@@ -1,135 +1,685 @@
-"""The kill -9 drill: random kills of a simulated run, each followed by a resume, compared with an uninterrupted run.
+"""The fault drill: damage that must not spread, as a careful user would inflict it, counted.
 
-Each of --runs output folders receives its share of --kills: `convswap run` on
-the simulated observer is started and sent SIGKILL at a moment drawn uniformly
-from the length of an uninterrupted run (start-up included), again and again,
-and then run to completion.  Every final log is then compared unit by unit with
-the uninterrupted run's:
+Each case damages something and runs `convswap` on it the way a user would,
+then judges what came back:
 
-    resume: N kills, D duplicates, G gaps, X differing records
+    clean one line    a non-zero exit naming the damage, no traceback
+    traceback         an exception escaped (or a Python traceback was printed)
+    accepted silently exit 0 on damaged input, or damage written on as if sound
+    data lost         a record, a reply or a table that was there before is gone or changed
 
-N counts the kills that landed while their run was still going (a resumed
-run is shorter, so some drawn moments fall after it ends); D counts records
-beyond the first of a unit, G the units missing, X the units whose record
-differs from the uninterrupted one in anything but its timestamp.  A torn line
-left anywhere is reported too.  Exit status 1 when any is non-zero.
+The cases, by area:
 
-    python scripts/fault_drill.py --kills 60 --runs 8 --seed 0
+    api replies   every malformed 200 reply on both API backends (through the real
+                  clients, against loopback servers): an api_error record each, the
+                  cache checked empty after, and a rerun against the repaired server
+                  sends the requests again and succeeds
+    two writers   a plain run and a shard run started on one folder
+    full disk     `tables` and a run under a file-size limit (what a full disk does
+                  to a write): one line, earlier tables kept, whole records kept
+    links         a lock, a log and a dangling log that are symbolic links
+    fuzz          damaged plans, convention declarations, observer files, items,
+                  vocabularies, log lines and arguments, each run in-process
+    kill -9       random kills of a simulated run, each resumed and compared with an
+                  uninterrupted run (duplicates, gaps, differing records, torn lines)
+
+    python scripts/fault_drill.py              # everything (a few minutes)
+    python scripts/fault_drill.py --short      # the form CI runs (under a minute)
+
+The last line reads `tried N / clean one line C / traceback T / accepted silently S /
+data lost L`; the exit status is 1 unless T, S and L are all 0.
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
+import io
 import json
+import os
 import random
+import resource
+import shutil
 import signal
+import sqlite3
 import subprocess
 import sys
 import tempfile
 import time
+import traceback
 from collections import Counter
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
 from pathlib import Path
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO_ROOT / "tests"))  # the loopback API servers the tests use
+
+from api_servers import GEMINI_MALFORMED, OPENAI_MALFORMED, LoopbackServer, gemini_reply, openai_reply  # noqa: E402
+
+from convswap.cli import main  # noqa: E402
+
+PLAN_DIR = REPO_ROOT / "convswap" / "analysis_plan"
 EXPERIMENT = "synthetic_spatial"
 MODEL = "sim:qwen3vl-like"
 MODEL_FOLDER = Path(EXPERIMENT) / "sim-qwen3vl-like"
 RUN_DETAILS = ("timestamp",)  # what legitimately differs between two runs of one unit
+VERDICTS = ("clean one line", "traceback", "accepted silently", "data lost")
 
 
-def run_command(out: Path, vocabulary: Path, limit: int) -> list[str]:
-    return [sys.executable, "-m", "convswap", "run", EXPERIMENT, "--model", MODEL, "--vocabulary", str(vocabulary),
-            "--limit", str(limit), "--out", str(out), "--no-progress"]  # fmt: skip
+@dataclass
+class Tally:
+    counts: Counter = field(default_factory=Counter)
+    by_area: dict[str, Counter] = field(default_factory=dict)
+    bad: list[str] = field(default_factory=list)
+
+    def add(self, area: str, case: str, verdict: str, detail: str = "") -> None:
+        self.counts[verdict] += 1
+        self.by_area.setdefault(area, Counter())[verdict] += 1
+        if verdict != "clean one line":
+            self.bad.append(f"{area}: {case}: {verdict}{': ' + detail if detail else ''}")
+
+    def line(self, counts: Counter) -> str:
+        return f"tried {sum(counts.values())} / " + " / ".join(f"{name} {counts[name]}" for name in VERDICTS)
 
 
-def run_to_completion(out: Path, vocabulary: Path, limit: int) -> float:
-    """Seconds the whole run took; raises if it failed."""
-    start = time.monotonic()
-    subprocess.run(run_command(out, vocabulary, limit), cwd=REPO_ROOT, check=True, capture_output=True)
-    return time.monotonic() - start
+# --- running the command ------------------------------------------------------------------------------
 
 
-def killed_run(out: Path, vocabulary: Path, limit: int, after: float) -> bool:
-    """Start a run and SIGKILL it `after` seconds in; False when it had already finished."""
-    process = subprocess.Popen(
-        run_command(out, vocabulary, limit), cwd=REPO_ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
-    )
+@dataclass(frozen=True)
+class Ran:
+    status: int | None  # None: an exception escaped
+    out: str
+    err: str
+
+    @property
+    def traceback(self) -> bool:
+        return self.status is None or "Traceback (most recent call last)" in self.err
+
+
+@contextlib.contextmanager
+def environment(**variables: str) -> Iterator[None]:
+    saved = {name: os.environ.get(name) for name in variables}
+    os.environ.update(variables)
     try:
-        process.wait(timeout=after)
-        return False
-    except subprocess.TimeoutExpired:
-        process.send_signal(signal.SIGKILL)
-        process.wait()
-        return True
+        yield
+    finally:
+        for name, value in saved.items():
+            if value is None:
+                os.environ.pop(name, None)
+            else:
+                os.environ[name] = value
 
 
-def log_lines(folder: Path) -> tuple[list[dict], list[str]]:
-    """Every record line of the folder's logs, parsed, and each torn last line as path:line."""
-    records, torn = [], []
-    for path in sorted(folder.glob("*.jsonl")):
-        data = path.read_bytes()
-        lines = data.split(b"\n")
-        if lines[-1]:
-            torn.append(f"{path}:{len(lines)}")
-        records.extend(json.loads(line) for line in lines[:-1])
-    return records, torn
+def convswap(*argv: str, **variables: str) -> Ran:
+    """`convswap ARGV` in this process, its output captured; an escaping exception is kept as a traceback."""
+    out, err = io.StringIO(), io.StringIO()
+    with environment(**variables), contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+        try:
+            status: int | None = main(list(argv))
+        except SystemExit as exited:  # argparse's refusals
+            status = exited.code if isinstance(exited.code, int) else 2
+        except Exception:  # noqa: BLE001 (what the drill counts)
+            traceback.print_exc(file=err)
+            status = None
+    return Ran(status, out.getvalue(), err.getvalue())
 
 
-def unit(record: dict) -> tuple[str, str, str, str]:
+def subprocess_convswap(*argv: str, limit: int | None = None, env: dict | None = None) -> Ran:
+    """`python -m convswap ARGV` as a child, optionally with files capped at `limit` bytes (a full disk's EFBIG)."""
+
+    def capped() -> None:
+        signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
+        resource.setrlimit(resource.RLIMIT_FSIZE, (limit, limit))
+
+    done = subprocess.run([sys.executable, "-m", "convswap", *argv], cwd=REPO_ROOT, capture_output=True, text=True,
+                          timeout=600, env=env, preexec_fn=capped if limit is not None else None)  # fmt: skip
+    return Ran(done.returncode, done.stdout, done.stderr)
+
+
+def judged(ran: Ran) -> str:
+    if ran.traceback:
+        return "traceback"
+    return "accepted silently" if ran.status == 0 else "clean one line"
+
+
+def snapshot(folder: Path, leave_out: tuple[Path, ...] = ()) -> dict[str, bytes]:
+    return {
+        str(path.relative_to(folder)): path.read_bytes()
+        for path in sorted(folder.rglob("*"))
+        if path.is_file() and not path.is_symlink() and not any(path.is_relative_to(out) for out in leave_out)
+    }
+
+
+def lost(before: dict[str, bytes], after: dict[str, bytes]) -> list[str]:
+    return [name for name, data in before.items() if after.get(name) != data]
+
+
+# --- shared inputs ------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Inputs:
+    root: Path
+    vocabulary: Path  # the simulated observer's calibrated vocabulary
+    runs: Path  # a finished simulated run of EXPERIMENT, 2 trials
+    observer: Path  # a preset written as a file
+    items_plans: Path  # a plan folder with an items plan, its items file and its conventions
+
+
+ITEMS_PLAN = """\
+id = "my_items"
+version = 1
+title = "My benchmark under two conventions"
+spec_section = "10"
+exclusions = ["none"]
+failure_conditions = ["none"]
+
+[design]
+stimuli = "items"
+items = "items.jsonl"
+tasks = ["choice"]
+conventions = ["box", "word"]
+conditions = ["visible"]
+n = 2
+seeds = [0]
+readout = "generate"
+k = 3
+"""
+CONVENTIONS = '[box]\ntasks = ["choice"]\noption = "{box}"\n\n[word]\ntasks = ["choice"]\noption = "{word}"\n'
+
+
+def an_item(number: int) -> dict:
+    return {
+        "id": f"q{number}",
+        "image": "img.png",
+        "question": "Which box holds the cup? {options}",
+        "referents": {name: {"box": f"[{i}, 0, {i + 9}, 9]", "word": name} for i, name in
+                      enumerate(("left", "middle", "right"))},
+        "target": "right",
+    }  # fmt: skip
+
+
+def prepare(root: Path) -> Inputs:
+    from PIL import Image
+
+    vocabulary = root / "qwen3vl-like.vocab.json"
+    assert convswap("calibrate", "--model", MODEL, "--out", str(vocabulary)).status == 0
+    runs = root / "runs"
+    made = convswap("run", EXPERIMENT, "--model", MODEL, "--vocabulary", str(vocabulary), "--limit", "2",
+                    "--out", str(runs), "--plan-dir", str(PLAN_DIR), "--no-progress")  # fmt: skip
+    assert made.status == 0, made.err
+    observer = root / "observer.toml"
+    assert convswap("presets", "write", "qwen3vl-like", str(observer)).status == 0
+    plans = root / "items_plans"
+    plans.mkdir()
+    (plans / "my_items.toml").write_text(ITEMS_PLAN)
+    (plans / "conventions.toml").write_text(CONVENTIONS)
+    (plans / "items.jsonl").write_text("".join(json.dumps(an_item(n)) + "\n" for n in range(3)))
+    Image.new("RGB", (40, 30), (200, 10, 10)).save(plans / "img.png")
+    (plans / "ledger.jsonl").write_text("")
+    return Inputs(root, vocabulary, runs, observer, plans)
+
+
+# --- api replies -------------------------------------------------------------------------------------
+
+
+def api_cases(inputs: Inputs, tally: Tally, short: bool) -> None:
+    backends = [("openai", "openai:gpt-4o", OPENAI_MALFORMED, "OPENAI_BASE_URL", "/v1", openai_reply),
+                ("gemini", "gemini:gemini-flash-latest", GEMINI_MALFORMED, "GOOGLE_GEMINI_BASE_URL", "",
+                 gemini_reply)]  # fmt: skip
+    for api, spec, malformed, url_variable, suffix, good in backends:
+        names = list(malformed)[:2] if short else list(malformed)
+        for name in names:
+            work = Path(tempfile.mkdtemp(dir=inputs.root))
+            reply = malformed[name]
+            with LoopbackServer(lambda seen, reply=reply: reply) as server:
+                variables = {url_variable: server.url + suffix, "XDG_CACHE_HOME": str(work / "cache"),
+                             "OPENAI_API_KEY": "sk-drill-0123456789", "GEMINI_API_KEY": "AIzaDRILL0123456789abcdef"}  # fmt: skip
+                argv = ("run", EXPERIMENT, "--model", spec, "--vocabulary", str(inputs.vocabulary),
+                        "--vocabulary-from-other-model", "--limit", "1", "--out", str(work / "out"),
+                        "--plan-dir", str(PLAN_DIR), "--no-progress")  # fmt: skip
+                first = convswap(*argv, **variables)
+                cache = work / "cache" / "convswap" / "api.sqlite"
+                cached = _rows(cache)
+                server.respond = lambda seen, good=good: good("1")
+                sent_before = len(server.requests)
+                second = convswap(*argv, **variables)
+                resent = len(server.requests) - sent_before
+            case = f"{api} {name}"
+            records = _records(work / "out")
+            if first.traceback or second.traceback:
+                tally.add("api replies", case, "traceback", (first.err + second.err)[-300:])
+            elif cached:
+                tally.add("api replies", case, "accepted silently", f"{cached} malformed replies cached")
+            elif first.status == 0 or second.status != 0 or resent == 0:
+                tally.add("api replies", case, "accepted silently", f"exit {first.status} then {second.status}, "
+                          f"{resent} resent")  # fmt: skip
+            elif len(records) != resent or {r["parse_status"] for r in records} != {"ok"}:
+                tally.add("api replies", case, "data lost", f"{len(records)} records after the rerun")
+            else:
+                tally.add("api replies", case, "clean one line")
+
+
+def _rows(cache: Path) -> int:
+    if not cache.exists():
+        return 0
+    with contextlib.closing(sqlite3.connect(cache)) as db:
+        return db.execute("SELECT COUNT(*) FROM responses").fetchone()[0]
+
+
+def _records(out: Path) -> list[dict]:
+    return [json.loads(line) for path in sorted(out.rglob("*.jsonl")) for line in path.read_text().splitlines()]
+
+
+# --- two writers, full disk, links ----------------------------------------------------------------------
+
+
+def run_argv(out: Path, vocabulary: Path, limit: int) -> list[str]:
+    return ["run", EXPERIMENT, "--model", MODEL, "--vocabulary", str(vocabulary), "--limit", str(limit),
+            "--out", str(out), "--plan-dir", str(PLAN_DIR), "--no-progress"]  # fmt: skip
+
+
+def two_writers(inputs: Inputs, tally: Tally) -> None:
+    out = Path(tempfile.mkdtemp(dir=inputs.root)) / "out"
+    folder = out / MODEL_FOLDER
+    command = [sys.executable, "-m", "convswap", *run_argv(out, inputs.vocabulary, 200)]
+    for first_env, second_env, case in ((None, {"RANK": "0", "WORLD_SIZE": "2"}, "plain, then a shard"),
+                                        ({"RANK": "1", "WORLD_SIZE": "2"}, None, "a shard, then plain")):  # fmt: skip
+        shutil.rmtree(out, ignore_errors=True)
+        first = subprocess.Popen(command, cwd=REPO_ROOT, env={**os.environ, **(first_env or {})},
+                                 stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)  # fmt: skip
+        try:
+            deadline = time.monotonic() + 120
+            while not any(folder.glob("*.jsonl")) and first.poll() is None and time.monotonic() < deadline:
+                time.sleep(0.01)
+            second = subprocess_convswap(*run_argv(out, inputs.vocabulary, 200),
+                                         env={**os.environ, **(second_env or {})})  # fmt: skip
+        finally:
+            first.kill()
+            first.wait()
+        units = Counter(_unit(record) for record in _records(out))
+        if second.traceback:
+            tally.add("two writers", case, "traceback", second.err[-300:])
+        elif second.status == 0:
+            tally.add("two writers", case, "accepted silently", "both runs wrote")
+        elif any(count > 1 for count in units.values()):
+            tally.add("two writers", case, "data lost", "a unit written twice")
+        else:
+            tally.add("two writers", case, "clean one line")
+
+
+def _unit(record: dict) -> tuple:
     return (record["model"], record["condition"], record["convention"], record["trial_id"])
 
 
-def content(record: dict) -> str:
+def full_disk(inputs: Inputs, tally: Tally) -> None:
+    tables = Path(tempfile.mkdtemp(dir=inputs.root)) / "tables"
+    assert convswap("tables", str(inputs.runs), "--out", str(tables), "--plan-dir", str(PLAN_DIR)).status == 0
+    before = snapshot(tables)
+    ran = subprocess_convswap("tables", str(inputs.runs), "--out", str(tables), "--plan-dir", str(PLAN_DIR),
+                              "--seed", "1", limit=2_000)  # fmt: skip
+    gone = lost(before, snapshot(tables))
+    verdict = "data lost" if gone else judged(ran)
+    tally.add("full disk", "tables", verdict, ", ".join(gone) or ran.err[-300:])
+
+    out = Path(tempfile.mkdtemp(dir=inputs.root)) / "out"
+    ran = subprocess_convswap(*run_argv(out, inputs.vocabulary, 12), limit=inputs.vocabulary.stat().st_size + 40_000)
+    logs = sorted((out / MODEL_FOLDER).glob("*.jsonl"))
+    torn = [log.name for log in logs if log.read_bytes() and not log.read_bytes().endswith(b"\n")]
+    resumed = convswap(*run_argv(out, inputs.vocabulary, 12))
+    units = Counter(_unit(record) for record in _records(out))
+    if ran.traceback or resumed.traceback:
+        tally.add("full disk", "a run", "traceback", (ran.err + resumed.err)[-300:])
+    elif ran.status == 0:
+        tally.add("full disk", "a run", "accepted silently", "the limited run exited 0")
+    elif torn or len(units) != _expected_units(out / MODEL_FOLDER) or max(units.values()) > 1:
+        tally.add("full disk", "a run", "data lost", f"torn {torn}, {len(units)} units after resuming")
+    else:
+        tally.add("full disk", "a run", "clean one line")
+
+
+def _expected_units(folder: Path) -> int:
+    from convswap.experiments.logs import read_expected
+
+    return sum(len(read_expected(folder, path.name.split(".")[0]).units()) for path in folder.glob("*.expected.json"))
+
+
+def links(inputs: Inputs, tally: Tally) -> None:
+    for case, name in (("lock", ".run.lock"), ("log", "visible.jsonl"), ("dangling log", "visible.jsonl")):
+        work = Path(tempfile.mkdtemp(dir=inputs.root))
+        runs = shutil.copytree(inputs.runs, work / "runs")
+        target = work / "outside"
+        if case != "dangling log":
+            target.write_bytes((runs / MODEL_FOLDER / name).read_bytes())
+        (runs / MODEL_FOLDER / name).unlink()
+        (runs / MODEL_FOLDER / name).symlink_to(target)
+        kept = target.read_bytes() if target.exists() else None
+        ran = convswap(*run_argv(runs, inputs.vocabulary, 3))
+        now = target.read_bytes() if target.exists() else None
+        if ran.traceback:
+            tally.add("links", case, "traceback", ran.err[-300:])
+        elif now != kept:
+            tally.add("links", case, "data lost", f"{target} written through the link")
+        else:
+            tally.add("links", case, judged(ran), ran.err[-200:])
+
+
+# --- fuzz --------------------------------------------------------------------------------------------
+
+DEEP = "[" * 100_000 + "]" * 100_000
+
+
+def toml_damages(text: str) -> Iterator[tuple[str, str]]:
+    """(what, damaged text): each value line given a value of another kind, then damage to the whole file."""
+    lines = text.splitlines()
+    for number, line in enumerate(lines):
+        key, equals, value = line.partition(" = ")
+        if not equals or line.startswith("#") or line.startswith(" "):
+            continue
+        value = value.strip()
+        if value.startswith('"'):
+            poisons = ["7", "[]"]
+        elif value.startswith("["):
+            poisons = ["7", '"x"']
+        elif value in ("true", "false"):
+            poisons = ['"x"']
+        elif value.startswith("{"):
+            poisons = ["7"]
+        else:
+            poisons = ['"x"', "[]", "nan", "-inf"]
+        for poison in poisons:
+            yield f"{key.strip()} = {poison}", "\n".join([*lines[:number], f"{key} = {poison}", *lines[number + 1 :]])
+    yield "cut in half", text[: len(text) // 2]
+    yield "empty", ""
+    yield "not UTF-8", text[:40] + "\udcff" + text[40:]
+    yield "nested 100,000 deep", text + f"\ndeep = {'[' * 5000}{']' * 5000}\n"
+    yield "binary", "\x00\x01\x02" * 50
+
+
+def json_damages(data: object, where: str = "") -> Iterator[tuple[str, object]]:
+    """(what, damaged copy): each leaf given a value of another kind, each list and object replaced by a number."""
+    if isinstance(data, dict):
+        for key, value in data.items():
+            for what, damaged in json_damages(value, f"{where}.{key}"):
+                yield what, {**data, key: damaged}
+        yield f"{where or 'top'} as a number", 7
+    elif isinstance(data, list):
+        for index, value in enumerate(data[:2]):
+            for what, damaged in json_damages(value, f"{where}[{index}]"):
+                yield what, [*data[:index], damaged, *data[index + 1 :]]
+        yield f"{where} as a number", 7
+    elif isinstance(data, str):
+        yield f"{where} as a number", 7
+    elif isinstance(data, bool) or data is None:
+        yield f"{where} as text", "x"
+    else:
+        yield f"{where} as text", "x"
+        yield f"{where} as NaN", float("nan")
+
+
+@dataclass(frozen=True)
+class FuzzCase:
+    area: str
+    what: str
+    write: Callable[[Path], None]  # writes the damaged input into a fresh copy of the case folder
+    argv: Callable[[Path], tuple[str, ...]]  # the command, given that folder
+    outputs: tuple[str, ...] = ()  # what the command may write or change, relative to the folder
+
+
+def fuzz_cases(inputs: Inputs) -> Iterator[FuzzCase]:
+    plan_text = (PLAN_DIR / f"{EXPERIMENT}.toml").read_text()
+
+    def plan_case(text: str) -> Callable[[Path], None]:
+        def write(folder: Path) -> None:
+            shutil.copytree(PLAN_DIR, folder / "plans")
+            (folder / "plans" / f"{EXPERIMENT}.toml").write_text(text, errors="surrogateescape")
+
+        return write
+
+    def run_on_plans(folder: Path) -> tuple[str, ...]:
+        return ("run", EXPERIMENT, "--model", MODEL, "--vocabulary", str(inputs.vocabulary), "--limit", "1",
+                "--plan-dir", str(folder / "plans"), "--out", str(folder / "out"), "--dry-run")  # fmt: skip
+
+    for what, text in toml_damages(plan_text):
+        yield FuzzCase("plans", what, plan_case(text), run_on_plans, ("out",))
+
+    def items_folder(edit: Callable[[Path], None]) -> Callable[[Path], None]:
+        def write(folder: Path) -> None:
+            shutil.copytree(inputs.items_plans, folder / "plans")
+            edit(folder / "plans")
+
+        return write
+
+    def register_items(folder: Path) -> tuple[str, ...]:
+        plans = folder / "plans"
+        return ("plan", "register", str(plans / "my_items.toml"), "--plan-dir", str(plans))
+
+    for what, text in toml_damages(CONVENTIONS):
+        yield FuzzCase("conventions", what, items_folder(lambda p, t=text: (p / "conventions.toml").write_text(
+            t, errors="surrogateescape")), register_items, ("plans/ledger.jsonl",))  # fmt: skip
+    for what, damaged in json_damages(an_item(1)):
+        line = json.dumps(damaged)
+        yield FuzzCase("items", what, items_folder(lambda p, line=line: _append(p / "items.jsonl", line)),
+                       register_items, ("plans/ledger.jsonl",))  # fmt: skip
+    for what, line in (("nested 100,000 deep", DEEP), ("not JSON", "{oops"), ("image /etc/hostname",
+                       json.dumps({**an_item(9), "image": "/etc/hostname"})), ("image ../../x.png",
+                       json.dumps({**an_item(9), "image": "../../x.png"}))):  # fmt: skip
+        yield FuzzCase("items", what, items_folder(lambda p, line=line: _append(p / "items.jsonl", line)),
+                       register_items, ("plans/ledger.jsonl",))  # fmt: skip
+
+    observer_text = inputs.observer.read_text()
+    for what, text in toml_damages(observer_text):
+        yield FuzzCase("observers", what, lambda folder, t=text: (folder / "observer.toml").write_text(
+            t, errors="surrogateescape"), lambda folder: ("run", EXPERIMENT, "--model", f"sim:{folder / 'observer.toml'}",
+            "--vocabulary", str(inputs.vocabulary), "--vocabulary-from-other-model", "--limit", "1",
+            "--plan-dir", str(PLAN_DIR), "--out", str(folder / "out"), "--no-progress"), ("out",))  # fmt: skip
+
+    vocabulary = json.loads(inputs.vocabulary.read_text())
+    skipped = ("runs", "discarded_names")  # stored results rebuilt from the answers: any damage to them is refused
+
+    def vocabulary_case(damaged: object) -> Callable[[Path], None]:
+        return lambda folder: (folder / "v.vocab.json").write_text(json.dumps(damaged))
+
+    vocabulary_damages = [(what, damaged) for what, damaged in json_damages(vocabulary)
+                          if not any(what.startswith(f".{name}[") for name in skipped)]  # fmt: skip
+    vocabulary_damages.append(("nested 100,000 deep", None))
+    for what, damaged in vocabulary_damages:
+        write = vocabulary_case(damaged) if damaged is not None else (
+            lambda folder: (folder / "v.vocab.json").write_text(DEEP))  # fmt: skip
+        yield FuzzCase("vocabularies", what, write, lambda folder: ("run", "color_ladder", "--model", MODEL,
+                       "--vocabulary", str(folder / "v.vocab.json"), "--limit", "1", "--plan-dir", str(PLAN_DIR),
+                       "--out", str(folder / "out"), "--no-progress"), ("out",))  # fmt: skip
+
+    record = json.loads((inputs.runs / MODEL_FOLDER / "visible.jsonl").read_text().splitlines()[1])
+
+    def log_case(line: str) -> Callable[[Path], None]:
+        def write(folder: Path) -> None:
+            runs = shutil.copytree(inputs.runs, folder / "runs")
+            log = runs / MODEL_FOLDER / "visible.jsonl"
+            lines = log.read_text().splitlines()
+            lines[1] = line
+            log.write_text("".join(text + "\n" for text in lines))
+
+        return write
+
+    log_damages = [(what, json.dumps(damaged)) for what, damaged in json_damages(record)
+                   if what.count(".") + what.count("[") <= 2]  # fmt: skip
+    log_damages += [("nested 100,000 deep", DEEP), ("not JSON", "{oops"), ("another model", json.dumps(
+        {**record, "model": "sim:other"})), ("parse_status great", json.dumps({**record, "parse_status": "great"})),
+        ("answer_slot 99", json.dumps({**record, "answer_slot": 99})), ("shard [5, 2]", json.dumps(
+        {**record, "shard": [5, 2]}))]  # fmt: skip
+    commands = ("audit", "view", "tables")
+    for index, (what, line) in enumerate(log_damages):
+        command = commands[index % len(commands)]
+        yield FuzzCase("log lines", f"{what} ({command})", log_case(line), lambda folder, c=command: _reader(c, folder),
+                       ("site", "tables"))  # fmt: skip
+    # A deleted line: a unit the run's expected units list and no log holds.
+    yield FuzzCase("log lines", "a deleted line (audit)", lambda folder: _delete_line(inputs, folder),
+                   lambda folder: _reader("audit", folder))  # fmt: skip
+
+    def copied_runs(folder: Path) -> None:
+        shutil.copytree(inputs.runs, folder / "runs")
+        (folder / "a_file").write_text("a file\n")
+
+    arguments = [
+        ("--limit -1", lambda f: run_argv(f / "out", inputs.vocabulary, -1)),
+        ("--limit x", lambda f: [*run_argv(f / "out", inputs.vocabulary, 1), "--limit", "x"]),
+        ("--limit 0", lambda f: run_argv(f / "out", inputs.vocabulary, 0)),
+        ("--max-new-tokens 0", lambda f: [*run_argv(f / "out", inputs.vocabulary, 1), "--max-new-tokens", "0"]),
+        ("--max-new-tokens -5", lambda f: [*run_argv(f / "out", inputs.vocabulary, 1), "--max-new-tokens", "-5"]),
+        ("--out ''", lambda f: [*run_argv(f / "out", inputs.vocabulary, 1), "--out", ""]),
+        ("--out FILE/sub", lambda f: run_argv(f / "a_file" / "sub", inputs.vocabulary, 1)),
+        ("--out FILE", lambda f: run_argv(f / "a_file", inputs.vocabulary, 1)),
+        ("--model nope:x", lambda f: ["run", EXPERIMENT, "--model", "nope:x", "--out", str(f / "out")]),
+        ("--model sim:missing.toml", lambda f: ["run", EXPERIMENT, "--model", "sim:missing.toml"]),
+        ("--condition seen", lambda f: [*run_argv(f / "out", inputs.vocabulary, 1), "--condition", "seen"]),
+        ("--plan-dir FILE", lambda f: ["run", EXPERIMENT, "--model", MODEL, "--plan-dir", str(f / "a_file")]),
+        ("--plan-dir missing", lambda f: ["run", EXPERIMENT, "--model", MODEL, "--plan-dir", str(f / "none")]),
+        ("--coco missing", lambda f: ["run", "coco_locate_identify", "--model", MODEL, "--coco", str(f / "none")]),
+        ("--vocabulary missing", lambda f: ["run", "color_ladder", "--model", MODEL, "--vocabulary", str(f / "v")]),
+        ("unknown experiment", lambda f: ["run", "nope", "--model", MODEL, "--plan-dir", str(PLAN_DIR)]),
+        ("tables --resamples 0", lambda f: ["tables", str(f / "runs"), "--out", str(f / "t"), "--resamples", "0"]),
+        ("tables --out ''", lambda f: ["tables", str(f / "runs"), "--out", ""]),
+        ("tables --out FILE", lambda f: ["tables", str(f / "runs"), "--out", str(f / "a_file")]),
+        ("tables on a file", lambda f: ["tables", str(f / "a_file"), "--out", str(f / "t")]),
+        ("audit on a missing folder", lambda f: ["audit", str(f / "none")]),
+        ("audit --vocabulary missing", lambda f: ["audit", str(f / "runs"), "--vocabulary", str(f / "none")]),
+        ("view without --out", lambda f: ["view", str(f / "runs")]),
+        ("view --out FILE", lambda f: ["view", str(f / "runs"), "--out", str(f / "a_file")]),
+        ("merge a missing folder", lambda f: ["merge", str(f / "none")]),
+        ("calibrate --out FILE/sub", lambda f: ["calibrate", "--model", MODEL, "--out", str(f / "a_file" / "v")]),
+        ("presets write over a folder", lambda f: ["presets", "write", "qwen3vl-like", str(f / "runs")]),
+        ("check-numbers missing", lambda f: ["check-numbers", str(f / "none.md"), str(f / "runs")]),
+        ("plan register missing", lambda f: ["plan", "register", str(f / "none.toml"), "--plan-dir", str(f)]),
+        ("no command", lambda f: []),
+    ]
+    for what, argv in arguments:
+        yield FuzzCase("arguments", what, copied_runs, lambda folder, argv=argv: tuple(map(str, argv(folder))),
+                       ("out", "t"))  # fmt: skip
+
+
+def _append(path: Path, line: str) -> None:
+    with open(path, "a") as handle:
+        handle.write(line + "\n")
+
+
+def _delete_line(inputs: Inputs, folder: Path) -> None:
+    runs = shutil.copytree(inputs.runs, folder / "runs")
+    log = runs / MODEL_FOLDER / "visible.jsonl"
+    lines = log.read_text().splitlines(keepends=True)
+    log.write_text("".join(lines[:3] + lines[4:]))
+
+
+def _reader(command: str, folder: Path) -> tuple[str, ...]:
+    runs, plans = str(folder / "runs"), ("--plan-dir", str(PLAN_DIR))
+    if command == "tables":
+        return ("tables", runs, "--out", str(folder / "tables"), *plans)
+    if command == "view":
+        return ("view", runs, "--out", str(folder / "site"), *plans)
+    return ("audit", runs, *plans)
+
+
+def fuzz(inputs: Inputs, tally: Tally, short: bool, seed: int) -> None:
+    cases = list(fuzz_cases(inputs))
+    if short:  # a few of every area, drawn by the seed
+        by_area: dict[str, list[FuzzCase]] = {}
+        for case in cases:
+            by_area.setdefault(case.area, []).append(case)
+        draw = random.Random(seed)
+        cases = [case for members in by_area.values() for case in draw.sample(members, min(5, len(members)))]
+    for case in cases:
+        folder = Path(tempfile.mkdtemp(dir=inputs.root))
+        case.write(folder)
+        before = snapshot(folder, tuple(folder / name for name in case.outputs))
+        ran = convswap(*case.argv(folder))
+        after = snapshot(folder, tuple(folder / name for name in case.outputs))
+        gone = lost(before, after)
+        verdict = "data lost" if gone and not ran.traceback else judged(ran)
+        if verdict == "accepted silently" and case.area == "log lines" and "view" in case.what:
+            verdict = _site_names_damage(folder, ran)
+        tally.add(f"fuzz {case.area}", case.what, verdict, ", ".join(gone) or (ran.err or ran.out)[-240:])
+        shutil.rmtree(folder, ignore_errors=True)
+
+
+def _site_names_damage(folder: Path, ran: Ran) -> str:
+    """The viewer builds its site whatever it refuses: the damage must be named on its index and on stderr."""
+    index = folder / "site" / "index.html"
+    named = index.exists() and ("Refused records" in index.read_text() or "Missing units" in index.read_text())
+    return "clean one line" if named and ran.err.strip() else "accepted silently"
+
+
+# --- kill -9 ------------------------------------------------------------------------------------------
+
+
+def kills(inputs: Inputs, tally: Tally, count: int, runs: int, limit: int, seed: int) -> None:
+    """Random kills of simulated runs, each run resumed to the end and compared with an uninterrupted one."""
+    draw = random.Random(seed)
+    reference_out = inputs.root / "reference"
+    start = time.monotonic()
+    assert subprocess_convswap(*run_argv(reference_out, inputs.vocabulary, limit)).status == 0
+    duration = time.monotonic() - start
+    reference = {_unit(r): _content(r) for r in _records(reference_out / MODEL_FOLDER)}
+    landed = 0
+    for index in range(runs):
+        out = inputs.root / f"killed{index}"
+        for _ in range(count // runs + (index < count % runs)):
+            process = subprocess.Popen([sys.executable, "-m", "convswap", *run_argv(out, inputs.vocabulary, limit)],
+                                       cwd=REPO_ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)  # fmt: skip
+            try:
+                process.wait(timeout=draw.uniform(0, duration))
+            except subprocess.TimeoutExpired:
+                process.send_signal(signal.SIGKILL)
+                process.wait()
+                landed += 1
+        resumed = subprocess_convswap(*run_argv(out, inputs.vocabulary, limit))
+        records = _records(out / MODEL_FOLDER)
+        units = Counter(_unit(r) for r in records)
+        torn = [p.name for p in (out / MODEL_FOLDER).glob("*.jsonl") if not p.read_bytes().endswith(b"\n")]
+        differing = sum(1 for r in records if reference.get(_unit(r)) != _content(r))
+        case = f"run {index}"
+        if resumed.traceback:
+            tally.add("kill -9", case, "traceback", resumed.err[-300:])
+        elif torn or differing or len(units) != len(reference) or max(units.values(), default=0) > 1:
+            tally.add("kill -9", case, "data lost", f"torn {torn}, {differing} differing, {len(units)} units")
+        else:
+            tally.add("kill -9", case, "clean one line")
+    print(f"kill -9: {landed} of {count} kills landed while a run was going (reference run {duration:.1f} s)")
+
+
+def _content(record: dict) -> str:
     return json.dumps({k: v for k, v in record.items() if k not in RUN_DETAILS}, sort_keys=True)
 
 
-def compare(folder: Path, reference: dict[tuple, str]) -> tuple[int, int, int, list[str]]:
-    """(duplicates, gaps, differing records, torn lines) of a folder's logs against the reference units."""
-    records, torn = log_lines(folder)
-    counts = Counter(unit(record) for record in records)
-    duplicates = sum(count - 1 for count in counts.values())
-    gaps = sum(1 for key in reference if key not in counts)
-    differing = sum(1 for record in records if reference.get(unit(record)) != content(record))
-    return duplicates, gaps, differing, torn
-
-
-def main() -> int:
+def main_drill() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--kills", type=int, default=60, help="kill -9s in all (default 60)")
-    parser.add_argument("--runs", type=int, default=8, help="output folders the kills are spread over (default 8)")
-    parser.add_argument("--limit", type=int, default=40, help="trials per run (default 40: 400 records)")
-    parser.add_argument("--seed", type=int, default=0, help="seed of the kill moments (default 0)")
+    parser.add_argument("--short", action="store_true", help="the CI form: a sample of every area, few kills")
+    parser.add_argument("--kills", type=int, default=None, help="kill -9s in all (default 60; --short 3)")
+    parser.add_argument("--seed", type=int, default=0, help="seed of the kill moments and the sample (default 0)")
+    parser.add_argument("--verbose", action="store_true", help="list every case that was not clean")
     args = parser.parse_args()
-    if args.kills < 1 or args.runs < 1 or args.limit < 1:
-        parser.error("--kills, --runs and --limit must be at least 1")
-    draw = random.Random(args.seed)
+    kill_count = args.kills if args.kills is not None else (3 if args.short else 60)
+    if kill_count < 0:
+        parser.error("--kills must be at least 0")
+    tally = Tally()
+    started = time.monotonic()
     with tempfile.TemporaryDirectory(prefix="fault-drill-") as work:
-        root = Path(work)
-        vocabulary_folder = root / "vocabulary"
-        calibrate = [sys.executable, "-m", "convswap", "run", "calibration", "--model", MODEL,
-                     "--out", str(vocabulary_folder), "--no-progress"]  # fmt: skip
-        subprocess.run(calibrate, cwd=REPO_ROOT, check=True, capture_output=True)
-        vocabulary = next(vocabulary_folder.rglob("vocabulary.json"))
-        duration = run_to_completion(root / "reference", vocabulary, args.limit)
-        reference_records, _ = log_lines(root / "reference" / MODEL_FOLDER)
-        reference = {unit(record): content(record) for record in reference_records}
-        kills, duplicates, gaps, differing, torn = 0, 0, 0, 0, []
-        for index in range(args.runs):
-            out = root / f"run{index}"
-            share = args.kills // args.runs + (index < args.kills % args.runs)
-            for _ in range(share):
-                kills += killed_run(out, vocabulary, args.limit, draw.uniform(0, duration))
-            run_to_completion(out, vocabulary, args.limit)
-            found = compare(out / MODEL_FOLDER, reference)
-            duplicates, gaps, differing = duplicates + found[0], gaps + found[1], differing + found[2]
-            torn += found[3]
-    print(f"uninterrupted run: {len(reference)} records in {duration:.1f} s; kill moments uniform in that span")
-    print(f"{args.kills} kill moments drawn; {kills} fell before their run had finished (a resumed run is shorter)")
-    print(f"resume: {kills} kills, {duplicates} duplicates, {gaps} gaps, {differing} differing records")
-    for line in torn:
-        print(f"torn line left: {line}")
-    return 1 if duplicates or gaps or differing or torn else 0
+        inputs = prepare(Path(work))
+        api_cases(inputs, tally, args.short)
+        two_writers(inputs, tally)
+        full_disk(inputs, tally)
+        links(inputs, tally)
+        fuzz(inputs, tally, args.short, args.seed)
+        if kill_count:
+            kills(inputs, tally, kill_count, 1 if args.short else 8, 6 if args.short else 40, args.seed)
+    for area, counts in tally.by_area.items():
+        print(f"{area:<22} {tally.line(counts)}")
+    for problem in tally.bad if args.verbose else tally.bad[:20]:
+        print(f"  {problem}")
+    print(f"({time.monotonic() - started:.0f} s)")
+    print(tally.line(tally.counts))
+    return 1 if any(tally.counts[name] for name in VERDICTS[1:]) else 0
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(main_drill())

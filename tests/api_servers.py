@@ -37,6 +37,8 @@ class Reply:
     body: dict[str, Any] = field(default_factory=dict)
     headers: dict[str, str] = field(default_factory=dict)
     delay: float = 0.0  # seconds to wait before answering (client timeouts)
+    raw: bytes | None = None  # sent as the body instead of `body` as JSON (a damaged reply)
+    content_type: str = "application/json"
 
 
 Responder = Callable[[Seen], Reply]
@@ -113,9 +115,9 @@ def _handler_for(server: LoopbackServer) -> type[BaseHTTPRequestHandler]:
             body = json.loads(self.rfile.read(length) or b"{}")
             headers = {name.lower(): value for name, value in self.headers.items()}
             reply = server._handle(Seen(self.path, headers, body))
-            payload = json.dumps(reply.body).encode()
+            payload = json.dumps(reply.body).encode() if reply.raw is None else reply.raw
             self.send_response(reply.status)
-            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Type", reply.content_type)
             self.send_header("Content-Length", str(len(payload)))
             for name, value in reply.headers.items():
                 self.send_header(name, value)
@@ -196,6 +198,36 @@ def gemini_reply(
 
 def gemini_error(status: int, state: str, message: str, headers: dict[str, str] | None = None) -> Reply:
     return Reply(status, {"error": {"code": status, "message": message, "status": state}}, headers or {})
+
+
+# Replies a server may send with HTTP 200 that carry no answer where the API documents one (tests and the fault
+# drill send them).
+OPENAI_MALFORMED = {
+    "no-choices": Reply(200, {"id": "x", "object": "chat.completion", "model": "m"}),
+    "empty-choices": Reply(200, {"id": "x", "choices": [], "model": "m"}),
+    "null-message": Reply(200, {"id": "x", "choices": [{"index": 0, "message": None, "finish_reason": "stop"}]}),
+    "number-content": Reply(
+        200, {"id": "x", "choices": [{"index": 0, "message": {"role": "assistant", "content": 5}}]}
+    ),
+    "list-usage": Reply(
+        200,
+        {"choices": [{"index": 0, "message": {"role": "assistant", "content": "1"}}], "usage": [1, 2]},
+    ),
+    "not-json": Reply(200, raw=b"<html>bad gateway</html>", content_type="text/html"),
+    "bad-json": Reply(200, raw=b'{"choices": [', content_type="application/json"),
+    "json-list": Reply(200, raw=b"[1, 2]"),
+    "json-null": Reply(200, raw=b"null"),
+}
+GEMINI_MALFORMED = {
+    "no-candidates": Reply(200, {"modelVersion": "m"}),
+    "empty-candidates": Reply(200, {"candidates": []}),
+    "no-content": Reply(200, {"candidates": [{"finishReason": "STOP", "index": 0}]}),
+    "no-parts": Reply(200, {"candidates": [{"content": {"role": "model"}, "finishReason": "STOP"}]}),
+    "wrong-types": Reply(200, {"candidates": [{"content": {"parts": "text"}, "finishReason": 7}]}),
+    "not-json": Reply(200, raw=b"<html>bad gateway</html>", content_type="text/html"),
+    "bad-json": Reply(200, raw=b'{"candidates": [', content_type="application/json"),
+    "json-list": Reply(200, raw=b"[1, 2]"),
+}
 
 
 def question_of(seen: Seen) -> str:

@@ -31,8 +31,10 @@ def start_run(server: LoopbackServer, out, vocabulary, tmp_path) -> subprocess.P
     return subprocess.Popen(command, cwd=REPO_ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
 
 
-def interrupt_when_quiet(process: subprocess.Popen, server: LoopbackServer) -> tuple[float, int]:
-    """SIGINT once WORKERS requests have reached the server; returns (seconds to exit, requests seen at SIGINT)."""
+def interrupt_when_quiet(
+    process: subprocess.Popen, server: LoopbackServer, sent: signal.Signals = signal.SIGINT
+) -> tuple[float, int]:
+    """`sent` once WORKERS requests have reached the server; returns (seconds to exit, requests seen at it)."""
     deadline = time.monotonic() + 60
     while len(server.requests) < WORKERS:
         assert process.poll() is None, process.stderr.read()
@@ -41,7 +43,7 @@ def interrupt_when_quiet(process: subprocess.Popen, server: LoopbackServer) -> t
     time.sleep(0.3)  # every worker is now waiting: on the server (hung) or before its retry (500)
     seen = len(server.requests)
     start = time.monotonic()
-    process.send_signal(signal.SIGINT)
+    process.send_signal(sent)
     try:
         process.wait(timeout=10)
     except subprocess.TimeoutExpired:

@@ -126,7 +126,9 @@ def test_a_torn_last_line_is_named_by_tables_and_fails_the_audit(clean, tmp_path
     assert main(["audit", str(runs), "--plan-dir", str(PLAN_DIR)]) == 1
     captured = capsys.readouterr()
     assert torn in captured.err.splitlines()
-    assert captured.out.rstrip().endswith("19 records audited; FAILED: 1 torn last line(s)")
+    assert captured.out.rstrip().endswith(
+        "19 records audited; FAILED: 1 torn last line(s), 1 run(s) missing expected units"
+    )
 
     assert main(["tables", str(runs), "--out", str(tmp_path / "t"), "--plan-dir", str(PLAN_DIR)]) == 0
     assert torn in capsys.readouterr().err.splitlines()

@@ -123,6 +123,13 @@ def test_plan_sha256_is_the_file_bytes(tmp_path):
             "hypotheses[0].contrast",
             "'normalized'",
         ),
+        ('contrast = ["cell_name", "pixels"]', 'contrast = ["cell_name"]', "hypotheses[0].contrast", "['cell_name']"),
+        (
+            'contrast = ["cell_name", "pixels"]',
+            'contrast = ["pixels", "pixels"]',
+            "hypotheses[0].contrast",
+            "['pixels', 'pixels']",
+        ),  # fmt: skip
         ('test = "mcnemar_exact"', 'test = "t_test"', "hypotheses[0].test", "'t_test'"),
         ('direction = "greater"', 'direction = "up"', "hypotheses[0].direction", "'up'"),
         ("alpha = 0.05", "alpha = 5", "hypotheses[0].alpha", "5"),

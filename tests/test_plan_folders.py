@@ -228,7 +228,7 @@ KNOWN_TOP = (
     [
         ('title = "A demo experiment"', 'colour = "red"', f"colour: unknown field (known: {KNOWN_TOP}), got 'red'"),
         ('readout = "both"', "seed = 3", "design.seed: unknown field (known: angles, conditions, conventions, "
-         "crossover, grid, items, k, models, n, readout, seeds, stimuli, tasks), got 3"),
+         "crossover, grid, image_root, items, k, models, n, readout, seeds, stimuli, tasks), got 3"),
         ('threshold_points = 20', "margin = 1", "gate.margin: unknown field (known: control, readout, "
          "threshold_points), got 1"),
         ('alpha = 0.05', 'tail = "left"', "hypotheses[0].tail: unknown field (known: alpha, condition, contrast, "

@@ -268,7 +268,7 @@ def test_the_shipped_example_is_what_coco_items_writes_for_coco_mini(coco_annota
     assert main(["coco-items", "--annotations", str(annotations), "--out", str(out)]) == 0
     assert capsys.readouterr().out == f"admitted 53 objects on a 3x3 grid; wrote 12 items to {out}\n"
     assert out.read_bytes() == SHIPPED_ITEMS.read_bytes()
-    items = read_items(out)
+    items = read_items(out, image_root=coco_images)  # val2017/ links to coco-mini's images, outside the folder
     assert len(items) == 12
     for line, it in zip(out.read_text().splitlines(), items, strict=True):
         data = json.loads(line)
@@ -310,3 +310,73 @@ def test_coco_items_refuses_missing_annotations_or_images(coco_annotations, tmp_
         == f"convswap coco-items: error: image folder {tmp_path / 'none'} does not exist"
     )
     assert not out.exists()
+
+
+def header_only_png(path: Path, width: int, height: int) -> Path:
+    """A PNG whose header declares width x height: a few dozen bytes, as a decompression bomb's file can be."""
+    import struct
+    import zlib
+
+    def chunk(kind: bytes, data: bytes) -> bytes:
+        return struct.pack(">I", len(data)) + kind + data + struct.pack(">I", zlib.crc32(kind + data))
+
+    header = struct.pack(">IIBBBBB", width, height, 8, 0, 0, 0, 0)  # 8-bit greyscale
+    path.write_bytes(
+        b"\x89PNG\r\n\x1a\n" + chunk(b"IHDR", header) + chunk(b"IDAT", zlib.compress(b"")) + chunk(b"IEND", b"")
+    )
+    return path
+
+
+DAMAGED_ITEMS = [
+    (item(target=["right"]), "target: must be one of the referents (left, right, middle), got ['right']"),
+    (item(target={"a": 1}), "target: must be one of the referents (left, right, middle), got {'a': 1}"),
+    ("[" * 100_000 + "]" * 100_000, "line: is nested too deep to be an item, got '[[[[[[[[[[[[["),
+    (item(image="/etc/hostname"), "image: /etc/hostname is outside the items file's folder {folder} (name the "
+                                  "folder in the plan's design.image_root), got '/etc/hostname'"),
+    (item(image="../../x.png"), "image: {up2}/x.png is outside the items file's folder {folder} (name the folder in "
+                                "the plan's design.image_root), got '../../x.png'"),
+    (item(image="bomb.png"), "image: {folder}/bomb.png is beyond Pillow's own pixel limit, more than the 64,000,000 an "
+                             "item may have, got 'bomb.png'"),
+    (item(image="large.png"), "image: {folder}/large.png is 9000x8000 pixels, more than the 64,000,000 an item may "
+                              "have, got 'large.png'"),
+]  # fmt: skip
+
+
+@pytest.mark.parametrize(("line", "message"), DAMAGED_ITEMS, ids=["target-list", "target-object", "deep-json",
+                         "absolute-image", "image-above", "decompression-bomb", "too-many-pixels"])  # fmt: skip
+def test_a_damaged_item_is_one_line_naming_field_and_value(tmp_path, line, message):
+    folder = tmp_path / "bench"
+    path = write_items(folder, [item("q1"), line])
+    header_only_png(folder / "bomb.png", 30_000, 30_000)
+    header_only_png(folder / "large.png", 9_000, 8_000)
+    with pytest.raises(ConvswapError) as error:
+        read_items(path)
+    expected = message.replace("{folder}", str(folder.resolve())).replace("{up2}", str(tmp_path.parent.resolve()))
+    assert str(error.value).startswith(f"items file {path} line 2: " + expected)
+    assert len(str(error.value)) < 600
+
+
+def test_an_image_reached_through_a_link_out_of_the_folder_is_refused(tmp_path):
+    outside = write_image(tmp_path / "elsewhere" / "b.png")
+    folder = tmp_path / "bench"
+    path = write_items(folder, [item("q1", image="img/link.png")])
+    (folder / "img" / "link.png").symlink_to(outside)
+    with pytest.raises(ConvswapError, match=rf"image: {outside.resolve()} is outside the items file's folder"):
+        read_items(path)
+    assert read_items(path, image_root=tmp_path)[0].image == outside.resolve()
+
+
+def test_a_plan_that_names_an_image_root_reads_images_under_it_and_only_there(tmp_path):
+    write_image(tmp_path / "photos" / "c.png")
+    write_items(tmp_path / "bench", [item(f"q{i}", image="../photos/c.png") for i in range(3)])
+    (tmp_path / "conventions.toml").write_text('[box]\ntasks = ["choice"]\noption = "{box}"\n')
+    with pytest.raises(ConvswapError, match=r"is outside the items file's folder"):
+        load_plan(plan_file(tmp_path, conventions='["box"]'))
+    plan = load_plan(
+        plan_file(tmp_path, conventions='["box"]', items='items = "bench/items.jsonl"\nimage_root = "photos"')
+    )
+    assert len(build_trials(plan, Sources())) == 2
+    path = plan_file(tmp_path, conventions='["box"]', items='items = "bench/items.jsonl"\nimage_root = "nowhere"')
+    with pytest.raises(ConvswapError) as error:
+        load_plan(path)
+    assert str(error.value) == f"{path}: design.image_root: no such folder {tmp_path}/nowhere, got 'nowhere'"

@@ -65,11 +65,13 @@ def run_tables(args: argparse.Namespace) -> int:
         resamples=args.resamples,
         unregistered=frozenset(provenance.unregistered_experiments),
     )
+    refused = f", {len(summary.refused)} record(s) refused" if summary.refused else ""
+    missing = f", {len(summary.missing)} run(s) missing units" if summary.missing else ""
     print(
         f"{args.out}: {len(summary.written)} files written, {len(summary.skipped)} skipped for missing inputs, "
-        f"{len(summary.failed)} failed"
+        f"{len(summary.failed)} failed{refused}{missing}"
     )
-    return 1 if summary.failed else 0
+    return 1 if summary.failed or summary.refused else 0
 
 
 ALLOW_UNREGISTERED_HELP = (

@@ -5,24 +5,33 @@ problem in the records (two copies of a trial that disagree, a crossover pair
 that does not swap) fails with the problem named, and the others still run.
 Either way any file it wrote on an earlier run is removed, so that no stale
 number survives in the output folder for `check-numbers` to find.
+
+Everything is written first into a folder beside the output folder and moved
+in only once the whole set is written: a write that fails (a full disk) stops
+the command with one line and leaves the output folder as it was.
 """
 
 from __future__ import annotations
 
+import contextlib
+import os
+import shutil
 import sys
+import tempfile
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TextIO
 
 from convswap.analysis.builders import registered
 from convswap.analysis.context import Context, MissingInput
-from convswap.analysis.loading import load_records, load_vocabularies
+from convswap.analysis.loading import load_vocabularies, read_log_folder
 from convswap.analysis.numbers import write_numbers
 from convswap.analysis.registration import Registry
 from convswap.analysis.report import Table
 from convswap.analysis.stats import MIN_RESAMPLES
 from convswap.core import ConvswapError
-from convswap.fileio import atomic_write_text
+from convswap.fileio import WriteError, atomic_write_text
 
 
 @dataclass
@@ -30,6 +39,11 @@ class Summary:
     written: list[Path] = field(default_factory=list)
     skipped: list[tuple[str, str]] = field(default_factory=list)
     failed: list[tuple[str, str]] = field(default_factory=list)
+    refused: list[str] = field(default_factory=list)  # record lines left out of every table, each with why
+    missing: list[str] = field(default_factory=list)  # runs whose logs lack expected units
+
+
+SHOWN = 5  # refused records printed; index.md lists them all
 
 
 def generate(
@@ -45,9 +59,13 @@ def generate(
     """Every table and figure from the records under `logdir`; `unregistered` names the experiments whose records
     include some not of their registered plan, so that every row of theirs says so."""
     messages = messages or sys.stderr
-    records = load_records(logdir)
+    folder = read_log_folder(logdir)
+    records, unreadable = folder.readable()
     vocabularies = load_vocabularies(logdir)
     if not records and not vocabularies:
+        refused = [*folder.refused, *unreadable]
+        if refused:
+            raise ConvswapError(f"no record under {logdir} can be read: {len(refused)} refused, the first {refused[0]}")
         raise ConvswapError(f"no records (*.jsonl) and no vocabulary files under {logdir}")
     out = Path(out_dir)
     try:
@@ -55,31 +73,58 @@ def generate(
     except OSError as error:
         raise ConvswapError(f"cannot create output folder {out}: {error.strerror}") from error
     context = Context(records, Registry(plan_dir, unregistered), vocabularies, seed, resamples)
-    summary = Summary()
+    summary = Summary(refused=[*folder.refused, *unreadable], missing=folder.missing)
+    for line in summary.refused[:SHOWN]:
+        print(f"refused: {line}", file=messages)
+    if len(summary.refused) > SHOWN:
+        print(f"refused: {len(summary.refused) - SHOWN} more record(s), listed in {out / 'index.md'}", file=messages)
+    for line in summary.missing:
+        print(f"missing: {line}", file=messages)
     tables: list[Table] = []
-    for builder in registered():
-        names = ", ".join(builder.names)
-        try:
-            written, built = builder.write(context, out)
-            summary.written.extend(written)
-            tables.extend(built)
-        except MissingInput as missing:
-            summary.skipped.append((names, str(missing)))
-            print(f"skipped {names}: {missing}", file=messages)
-            _remove(out, builder.names, builder.suffixes)
-        except ConvswapError as problem:
-            summary.failed.append((names, str(problem)))
-            print(f"failed {names}: {problem}", file=messages)
-            _remove(out, builder.names, builder.suffixes)
-    summary.written.extend(write_numbers(tables, out))
-    atomic_write_text(out / "index.md", _index(summary, logdir, plan_dir, seed, resamples))
+    stale: list[str] = []  # earlier outputs of builders skipped or failed this time
+    with _staged(out) as stage:
+        for builder in registered():
+            names = ", ".join(builder.names)
+            try:
+                written, built = builder.write(context, stage)
+                summary.written.extend(out / path.name for path in written)
+                tables.extend(built)
+            except WriteError:
+                raise
+            except MissingInput as missing:
+                summary.skipped.append((names, str(missing)))
+                print(f"skipped {names}: {missing}", file=messages)
+                stale += [f"{name}{suffix}" for name in builder.names for suffix in builder.suffixes]
+            except ConvswapError as problem:
+                summary.failed.append((names, str(problem)))
+                print(f"failed {names}: {problem}", file=messages)
+                stale += [f"{name}{suffix}" for name in builder.names for suffix in builder.suffixes]
+        summary.written.extend(out / path.name for path in write_numbers(tables, stage))
+        atomic_write_text(stage / "index.md", _index(summary, logdir, plan_dir, seed, resamples))
+    for name in stale:
+        (out / name).unlink(missing_ok=True)
     return summary
 
 
-def _remove(out: Path, names: tuple[str, ...], suffixes: tuple[str, ...]) -> None:
-    for name in names:
-        for suffix in suffixes:
-            (out / f"{name}{suffix}").unlink(missing_ok=True)
+@contextlib.contextmanager
+def _staged(out: Path) -> Iterator[Path]:
+    """A fresh folder beside `out` to write into; its files replace those of `out` once the block has written them
+    all.  A write that fails stops with one line naming `out`, and `out` keeps every file it had."""
+    try:
+        stage = Path(tempfile.mkdtemp(prefix=f".{out.resolve().name}.", suffix=".writing", dir=out.resolve().parent))
+    except OSError as error:
+        reason = error.strerror or str(error)
+        raise WriteError(f"cannot write the tables beside {out}: {reason}; {out} is left as it was", reason) from None
+    try:
+        try:
+            yield stage
+        except WriteError as error:
+            message = f"cannot write the tables into {out}: {error.reason}; {out} is left as it was"
+            raise WriteError(message, error.reason) from None
+        for path in sorted(stage.iterdir()):
+            os.replace(path, out / path.name)  # a rename on one file system: needs no space
+    finally:
+        shutil.rmtree(stage, ignore_errors=True)
 
 
 def _index(summary: Summary, logdir: str | Path, plan_dir: str | Path | None, seed: int, resamples: int) -> str:
@@ -97,4 +142,9 @@ def _index(summary: Summary, logdir: str | Path, plan_dir: str | Path | None, se
         lines += ["", "## Skipped (inputs missing)", *(f"- {names}: {why}" for names, why in summary.skipped)]
     if summary.failed:
         lines += ["", "## Failed (problems in the records)", *(f"- {names}: {why}" for names, why in summary.failed)]
+    if summary.missing:
+        lines += ["", "## Missing units (every table above is of the records present)",
+                  *(f"- {line}" for line in summary.missing)]  # fmt: skip
+    if summary.refused:
+        lines += ["", "## Refused records (in no table)", *(f"- {line}" for line in summary.refused)]
     return "\n".join(lines) + "\n"

@@ -11,6 +11,7 @@ import hashlib
 import json
 import sys
 from collections.abc import Callable, Iterable, Iterator
+from dataclasses import dataclass, field
 from functools import partial
 from itertools import product
 from operator import attrgetter
@@ -21,10 +22,12 @@ from tqdm import tqdm
 
 from convswap.calibration.vocabulary import Vocabulary, load_vocabulary, model_owner
 from convswap.core import ConvswapError, PartType, Record, RecordExtra, Trial, load_part
-from convswap.experiments.logs import complete_lines, parse_line
+from convswap.experiments.logs import complete_lines, expected_name, parse_line, read_expected
+from convswap.experiments.record_checks import log_condition, log_problem, record_problem
 from convswap.experiments.scoring import is_scored, score_key
 
 VOCABULARY_PATTERNS = ("vocabulary*.json", "*.vocab.json")
+EXPECTED_SUFFIX = expected_name("")
 DECODE_LINES = 256
 
 
@@ -37,14 +40,58 @@ def record_identity(record: Record) -> tuple[str, str, str | None, str, str, str
     return (record.experiment, record.model, record.quant, record.condition, record.convention, record.trial_id)
 
 
+@dataclass
+class LogFolder:
+    """What reading a log folder found: the records read, and what it refused or missed, each named.
+
+    `records` are those that passed `record_checks` (a part whose JSON does not load is kept, for the audit to
+    name); `refused` names each record line that did not, as path:line: field value why; `missing` names each
+    run whose logs lack units its expected-unit list holds.
+    """
+
+    records: list[Record] = field(default_factory=list)
+    refused: list[str] = field(default_factory=list)
+    missing: list[str] = field(default_factory=list)
+
+    def readable(self) -> tuple[list[Record], list[str]]:
+        """The records whose every part loads, and each other one named: what tables and the viewer read."""
+        kept, unreadable = [], []
+        for record in self.records:
+            parts = record.unreadable_parts()
+            if parts:
+                name, part = next(iter(parts.items()))
+                unreadable.append(
+                    f"{record.experiment} {record.model} {record.condition} {record.convention} {record.trial_id}: "
+                    f"{name} does not load ({type(part.error).__name__}: {part.error})"
+                )
+            else:
+                kept.append(record)
+        return kept, unreadable
+
+    def problems(self) -> list[str]:
+        return [*self.refused, *self.missing]
+
+
 def load_records(logdir: str | Path) -> list[Record]:
-    """Every record under `logdir` (all `*.jsonl`, recursively: shards and merged files alike).
+    """Every record under `logdir`, refusing the folder when a record in it was refused (see `read_log_folder`)."""
+    folder = read_log_folder(logdir)
+    if folder.refused:
+        more = f" (and {len(folder.refused) - 1} more)" if len(folder.refused) > 1 else ""
+        raise ConvswapError(f"{folder.refused[0]}{more}")
+    return folder.records
+
+
+def read_log_folder(logdir: str | Path) -> LogFolder:
+    """Every record under `logdir` (all `*.jsonl`, recursively: shards and merged files alike), checked.
 
     Each file is read as the runner reads it (a partial last line, what a killed
     writer leaves, is not a record).  A unit seen twice as the same line (a
     shard beside the file it was merged into: records are written as canonical
     JSON) is kept once; a unit seen twice with different content is an error
-    naming both places, since no analysis could know which one to trust.
+    naming both places, since no analysis could know which one to trust.  Each
+    record is checked once (`record_checks`): one no run writes, or one out of
+    place in its log, is refused by name; and each run's expected units are
+    counted against those present.
     """
     root = Path(logdir)
     if not root.is_dir():
@@ -54,20 +101,32 @@ def load_records(logdir: str | Path) -> list[Record]:
     collecting = gc.isenabled()
     gc.disable()
     try:
-        return _read_records(root)
+        return _read_folder(root)
     finally:
         if collecting:
             gc.enable()
 
 
-def _read_records(root: Path) -> list[Record]:
+def _read_folder(root: Path) -> LogFolder:
+    result = LogFolder()
     seen: dict[tuple, tuple[Path, int, bytes]] = {}
     shared = SharedParts()
-    records: list[Record] = []
+    runs = {path: read_expected(path.parent, path.name.removesuffix(EXPECTED_SUFFIX))
+            for path in sorted(root.rglob(f"*{EXPECTED_SUFFIX}"))}  # fmt: skip
+    units = {path: frozenset(expected.units()) for path, expected in runs.items()}
+    present: dict[Path, set] = {path: set() for path in runs}
     # disable=None: a bar on a terminal only, so piped reports stay clean.
     for path in tqdm(sorted(root.rglob("*.jsonl")), desc="reading logs", unit="file", leave=False, disable=None):
+        condition = log_condition(path)
+        run = path.parent / expected_name(condition) if condition else None
+        expected = runs.get(run) if run is not None else None
+        expected_units = units[run] if run is not None and run in units else frozenset()
         lines = complete_lines(path)
         for line_number, (line, record) in enumerate(zip(lines, _decode(path, lines, shared), strict=True), start=1):
+            problem = record_problem(record) or log_problem(record, path, expected, expected_units)
+            if problem is not None:
+                result.refused.append(f"{path}:{line_number}: {problem}")
+                continue
             identity = record_identity(record)
             # Records are written as canonical JSON, so two copies of one record are the same bytes: a digest
             # of the raw line tells them apart without serialising the record again.
@@ -81,8 +140,18 @@ def _read_records(root: Path) -> list[Record]:
                     )
                 continue
             seen[identity] = (path, line_number, digest)
-            records.append(record)
-    return records
+            result.records.append(record)
+            if run is not None and run in present:
+                present[run].add(record.unit)
+    for path, expected in runs.items():
+        gap = [unit for unit in expected.units() if unit not in present[path]]
+        if gap:
+            first = ", ".join(" ".join(unit[2:]) for unit in gap[:3])
+            result.missing.append(
+                f"{path.parent}: {len(gap)} of {len(units[path])} units {path.name} lists have no record in its "
+                f"{expected.condition} logs (first: {first})"
+            )
+    return result
 
 
 def _decode(path: Path, lines: list[bytes], shared: SharedParts) -> Iterator[Record]:
@@ -95,7 +164,7 @@ def _decode(path: Path, lines: list[bytes], shared: SharedParts) -> Iterator[Rec
         try:
             decoded = json.loads(b"[" + b",".join(batch) + b"]")
             yield from [Record.from_dict(shared.parts_of(data)) for data in decoded]
-        except (UnicodeDecodeError, json.JSONDecodeError, TypeError, KeyError):
+        except (UnicodeDecodeError, json.JSONDecodeError, TypeError, KeyError, ValueError, RecursionError):
             yield from (parse_line(path, start + offset, line) for offset, line in enumerate(batch, start=1))
 
 

@@ -65,23 +65,33 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 
 def run_audit(args: argparse.Namespace) -> int:
-    from convswap.audits.log_audit import audit_folder
-    from convswap.audits.report import format_report
+    from convswap.audits.log_audit import audit_log_folder
+    from convswap.audits.report import format_folder_problems, format_report
     from convswap.conventions.declarations import conventions_of
 
     plan_dir = plan_folder(args.plan_dir)
     provenance = checked_provenance(args.logdir, plan_dir, args.allow_unregistered)
-    records, results = audit_folder(args.logdir, args.vocabulary, seed=args.seed, conventions=conventions_of(plan_dir))
+    folder, results = audit_log_folder(
+        args.logdir, args.vocabulary, seed=args.seed, conventions=conventions_of(plan_dir)
+    )
     print(format_report(results))
+    print(format_folder_problems(folder), end="")
     failed = [result.name for result in results if not result.passed]
     if provenance.torn:
         failed.append(f"{len(provenance.torn)} torn last line(s)")
+    if folder.refused:
+        failed.append(f"{len(folder.refused)} refused record(s)")
+    unreadable = folder.readable()[1]
+    if unreadable:
+        failed.append(f"{len(unreadable)} record(s) with a part that does not load")
+    if folder.missing:
+        failed.append(f"{len(folder.missing)} run(s) missing expected units")
     unrun = [f"{result.name} ({result.verdict})" for result in results if result.verdict in ("not run", "too few")]
     if failed:
         outcome = f"FAILED: {', '.join(failed)}"
     else:
         outcome = f"every check that ran passed; did not run: {', '.join(unrun)}" if unrun else "every check passed"
-    print(f"\n{len(records)} records audited; {outcome}")
+    print(f"\n{len(folder.records)} records audited; {outcome}")
     return 1 if failed else 0
 
 

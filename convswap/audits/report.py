@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+from convswap.analysis.loading import LogFolder
 from convswap.audits.checks import CheckFailure, CheckResult
 from convswap.core import canonical_json
 
@@ -61,3 +62,23 @@ def format_report(results: Sequence[CheckResult]) -> str:
             if hidden > 0:
                 lines.append(f"    ... and {hidden} more")
     return "\n".join(lines)
+
+
+def format_folder_problems(folder: LogFolder) -> str:
+    """The records the reader refused, those with a part that does not load, and the units it found missing, each
+    named; empty when there are none."""
+    lines = []
+    if folder.refused:
+        lines.append(f"\nrefused records ({len(folder.refused)}), in no check:")
+        lines.extend(f"    {line}" for line in folder.refused[:FAILURES_SHOWN_PER_CHECK])
+        hidden = len(folder.refused) - FAILURES_SHOWN_PER_CHECK
+        if hidden > 0:
+            lines.append(f"    ... and {hidden} more")
+    _, unreadable = folder.readable()
+    if unreadable:
+        lines.append(f"\nrecords with a part that does not load ({len(unreadable)}):")
+        lines.extend(f"    {line}" for line in unreadable[:FAILURES_SHOWN_PER_CHECK])
+    if folder.missing:
+        lines.append(f"\nmissing units ({len(folder.missing)} run(s)):")
+        lines.extend(f"    {line}" for line in folder.missing)
+    return "".join(line + "\n" for line in lines)

@@ -7,6 +7,7 @@ from pathlib import Path
 
 from convswap.conventions.instructions import CALIBRATION_PROMPT
 from convswap.core import ConvswapError
+from convswap.fileio import why_not_a_folder
 from convswap.readout.base import DEFAULT_MAX_NEW_TOKENS, check_max_new_tokens
 from convswap.readout.options import add_model_arguments
 from convswap.readout.registry import backend_options, load_backend
@@ -34,7 +35,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 def run_calibrate(args: argparse.Namespace) -> int:
     check_max_new_tokens(args.max_new_tokens)
     if not args.out.parent.is_dir():
-        raise ConvswapError(f"--out: folder {args.out.parent} does not exist")
+        raise ConvswapError(f"--out: folder {why_not_a_folder(args.out.parent)}")
     if args.out.is_dir():  # refused now rather than after every swatch has been paid for
         raise ConvswapError(f"--out: {args.out} is a folder; give the vocabulary file's path")
     from convswap.calibration.vocabulary import calibrate, save_vocabulary

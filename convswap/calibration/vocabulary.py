@@ -46,7 +46,7 @@ from tqdm import tqdm
 from convswap.conventions.instructions import CALIBRATION_PROMPT
 from convswap.core import ColorAnchor, ConvswapError, Prompt
 from convswap.fileio import atomic_write_text
-from convswap.readout.base import DEFAULT_MAX_NEW_TOKENS, Backend, Query
+from convswap.readout.base import DEFAULT_MAX_NEW_TOKENS, QUANTIZATIONS, Backend, Query
 from convswap.readout.parse import ends_mid_word, normalize_word
 from convswap.stimuli.arrays import SWATCH_GRID_STEP, SWATCH_PLACEMENTS, swatch_angles, swatch_specs
 from convswap.stimuli.color import DEFAULT_WHEEL, Wheel, circular_distance
@@ -334,6 +334,27 @@ def save_vocabulary(path: str | Path, vocabulary: Vocabulary) -> None:
     atomic_write_text(path, json.dumps(vocabulary.to_json(), indent=2, ensure_ascii=False) + "\n")
 
 
+def _text(value: Any, name: str) -> str:
+    if not isinstance(value, str):
+        raise ConvswapError(f"{name} must be text, got {value!r}")
+    return value
+
+
+def _model(value: Any) -> dict[str, Any]:
+    """The model a vocabulary names: its spec, backend and precision as text (or null)."""
+    if not isinstance(value, dict) or not all(isinstance(v, str | None) for v in value.values()):
+        raise ConvswapError(f"model must be an object of texts, got {value!r}")
+    if value.get("quant") not in (None, *QUANTIZATIONS):
+        raise ConvswapError(f"model.quant must be one of {', '.join(QUANTIZATIONS)} or null, got {value['quant']!r}")
+    return value
+
+
+def _budget(value: Any) -> int:
+    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+        raise ConvswapError(f"max_new_tokens must be an integer >= 1, got {value!r}")
+    return value
+
+
 def load_vocabulary(path: str | Path) -> Vocabulary:
     """Read a saved vocabulary and rebuild it from its raw answers; refuse one whose stored result differs."""
     try:
@@ -344,21 +365,28 @@ def load_vocabulary(path: str | Path) -> Vocabulary:
         raise ConvswapError(f"cannot read vocabulary file {path}: {error.strerror}") from error
     except (json.JSONDecodeError, UnicodeDecodeError) as error:
         raise ConvswapError(f"{path}: not valid JSON: {error}") from error
+    except RecursionError:
+        raise ConvswapError(f"{path}: not a vocabulary: its JSON is nested too deep") from None
     try:
+        if not isinstance(data, dict):
+            raise ConvswapError(f"not a vocabulary: a JSON {type(data).__name__}, not an object")
         if data["format"] != FORMAT_VERSION:
             raise ConvswapError(f"format {data['format']!r} is not {FORMAT_VERSION}")
         namings = [
             AngleNaming(
                 int(entry["angle"]),
-                tuple(Render(int(r["placement"]), r["text"], str(r["finish_reason"])) for r in entry["renders"]),
+                tuple(
+                    Render(int(r["placement"]), r["text"], _text(r["finish_reason"], "finish_reason"))
+                    for r in entry["renders"]
+                ),
             )
             for entry in data["angles"]
         ]
         vocabulary = build_vocabulary(
             namings,
-            model=data["model"],
-            prompt=str(data["prompt"]),
-            max_new_tokens=int(data["max_new_tokens"]),
+            model=_model(data["model"]),
+            prompt=_text(data["prompt"], "prompt"),
+            max_new_tokens=_budget(data["max_new_tokens"]),
             wheel=Wheel(**{k: float(v) for k, v in data["wheel"].items()}),
         )
     except KeyError as error:
@@ -368,8 +396,9 @@ def load_vocabulary(path: str | Path) -> Vocabulary:
     except ConvswapError as error:
         raise ConvswapError(f"{path}: {error}") from error
     rebuilt = vocabulary.to_json()
-    for field in ("words", "anchors", "held_out", "runs", "discarded_names"):
-        if data.get(field) != rebuilt[field]:
+    # Every field, the rules and each answer's reading included: the file is what its answers rebuild, or refused.
+    for field in sorted(set(data) | set(rebuilt)):
+        if data.get(field) != rebuilt.get(field):
             raise ConvswapError(
                 f"{path}: stored {field!r} does not follow from the recorded answers "
                 f"(stored {data.get(field)!r}, rebuilt {rebuilt[field]!r})"

@@ -215,6 +215,8 @@ def conventions_of(plan_dir: str | Path | None) -> dict[str, Convention]:
     if plan_dir is None:
         return catalog
     path = Path(plan_dir) / FILE_NAME
+    if path.exists() and not path.is_file():  # a folder in its place would silently declare nothing
+        raise ConvswapError(f"{path} is not a file; a plan folder declares its conventions in a file of that name")
     if not path.is_file():
         return catalog
     for name, convention in load_conventions(path).items():

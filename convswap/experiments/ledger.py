@@ -49,6 +49,7 @@ from convswap.experiments.plan import (
     load_plan,
     plan_files,
 )
+from convswap.fileio import why_not_a_folder
 from convswap.validation import is_integer
 
 GENESIS = "0" * 64
@@ -312,7 +313,7 @@ def init_plan_folder(target: str | os.PathLike[str], empty: bool, source: Path =
         raise ConvswapError(f"{target} exists and is not an empty folder; name a new folder for the plans")
     parent = target.absolute().parent
     if not parent.is_dir():
-        raise ConvswapError(f"cannot create plan folder {target}: {parent} does not exist")
+        raise ConvswapError(f"cannot create plan folder {target}: {why_not_a_folder(parent)}")
     building = parent / f".{target.name}.{secrets.token_hex(4)}.partial"
     names = [] if empty else [path.name for path in plan_files(source)]
     try:

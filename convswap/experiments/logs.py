@@ -31,7 +31,7 @@ from pathlib import Path
 from typing import Any
 
 from convswap.core import ConvswapError, Record, canonical_json
-from convswap.fileio import atomic_write_text
+from convswap.fileio import atomic_write_text, open_no_follow
 
 DEFAULT_OUT = Path("runs")
 Unit = tuple[str, str, str, str]  # (model, condition, convention, trial_id), as Record.unit
@@ -66,6 +66,8 @@ def log_files(folder: Path, condition: str | None = None) -> list[Path]:
     found = []
     for path in folder.iterdir():
         match = _SHARD_NAME.match(path.name)
+        if match and path.is_symlink():  # its records would come from, or go to, a file outside the folder
+            raise ConvswapError(f"{path} is a symbolic link, not a log: a log folder holds its logs themselves")
         if match and path.is_file() and (condition is None or match["condition"] == condition):
             found.append(path)
     return sorted(found)
@@ -100,8 +102,10 @@ def parse_line(path: Path, number: int, line: bytes) -> Record:
     """One log line as a record, or an error naming the file and line."""
     try:
         return Record.from_json(line.decode("utf-8"))
-    except (UnicodeDecodeError, json.JSONDecodeError, TypeError, KeyError) as error:
+    except (UnicodeDecodeError, json.JSONDecodeError, TypeError, KeyError, ValueError) as error:
         raise ConvswapError(f"{path}:{number}: not a log record ({error})") from error
+    except RecursionError:
+        raise ConvswapError(f"{path}:{number}: not a log record (nested too deep to be one)") from None
 
 
 RETRIED_STATUS = "api_error"  # a request that failed for good: what a rerun sends again
@@ -149,10 +153,7 @@ class RecordWriter:
     def __init__(self, path: Path) -> None:
         self.path = path
         created = not path.exists()
-        try:
-            self._fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
-        except OSError as error:
-            raise ConvswapError(f"cannot write the log {path}: {error.strerror}") from error
+        self._fd = open_no_follow(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, "log")
         if created:
             _sync_folder(path.parent)
 

@@ -25,6 +25,7 @@ from convswap.experiments.logs import (
     read_expected,
     read_records,
 )
+from convswap.experiments.record_checks import log_problem, record_problem
 from convswap.fileio import atomic_open
 
 SHOWN = 5  # units named in an error; the count says how many more
@@ -53,9 +54,13 @@ def merge_condition(folder: Path, condition: str) -> Merged:
     paths = log_files(folder, condition)
     if not paths:
         raise ConvswapError(f"{folder}: no {condition} log to merge")
+    units = expected.units()
     lines: dict[Unit, tuple[str, str]] = {}  # each unit's record as a log line, and where it was first read
     for path in paths:
         for number, record in enumerate(read_records(path), start=1):
+            problem = record_problem(record) or log_problem(record, path, expected)  # units: named below
+            if problem is not None:
+                raise ConvswapError(f"{path}:{number}: {problem}; nothing merged")
             if record.plan_hash != expected.plan_hash:
                 raise ConvswapError(
                     f"{path}: a record of trial {record.trial_id} carries plan hash {record.plan_hash[:12]}, the run "
@@ -68,7 +73,6 @@ def merge_condition(folder: Path, condition: str) -> Merged:
                     f"duplicate record for {_name(record.unit)}: at {seen_at} and at {path}:{number}, with different "
                     "content"
                 )
-    units = expected.units()
     missing = [unit for unit in units if unit not in lines]
     unexpected = sorted(set(lines) - set(units))
     if missing or unexpected:

@@ -73,6 +73,8 @@ ANGLE_SETS: tuple[AngleSet, ...] = get_args(AngleSet)
 ENDPOINTS: tuple[Endpoint, ...] = get_args(Endpoint)
 TESTS: tuple[Test, ...] = get_args(Test)
 DIRECTIONS: tuple[Direction, ...] = get_args(Direction)
+# The tests that compare a fixed number of conventions: two paired against each other, or one against a null.
+CONTRAST_SIZES: dict[str, int] = {"mcnemar_exact": 2, "bootstrap": 2, "binomial_exact": 1, "readership": 1}
 KEYS: tuple[Key, ...] = get_args(Key)
 GATE_READOUTS: tuple[GateReadout, ...] = get_args(GateReadout)
 CALIBRATED_K = "calibrated"  # color: K is the size of the model's calibrated vocabulary
@@ -169,6 +171,8 @@ class Design(Table):
     models: Texts = ()  # the registered model set of a cross-model comparison
     crossover: bool = False  # color arrays: also run the cue-crossover pairs
     angles: AngleSet | None = Field(None, validate_default=True)  # color arrays: held-out or calibration angles
+    # items stimuli: a folder item images may lie in, relative to the plan's folder (default: the items file's)
+    image_root: str | None = None
     # items stimuli: the JSONL items file, relative to the plan's folder
     items: str | None = Field(None, validate_default=True)
 
@@ -245,6 +249,19 @@ class Design(Table):
             raise problem(f"must be one of {', '.join(ANGLE_SETS)}", angles)
         return angles
 
+    @field_validator("image_root", mode="before")
+    @classmethod
+    def _image_root_for_items(cls, root: Any, info: ValidationInfo) -> Any:
+        if info.data.get("stimuli") != ITEMS_STIMULI:
+            raise problem(f"is for {ITEMS_STIMULI} stimuli only", root)
+        if not isinstance(root, str) or not root.strip():
+            raise problem("must be a folder name relative to the plan's folder", root)
+        plan_path = info.context["path"] if info.context else Path(".")
+        folder = image_root_path(plan_path, root)
+        if folder is None or not folder.is_dir():
+            raise problem(f"no such folder {folder}", root)
+        return root
+
     @field_validator("items", mode="before")
     @classmethod
     def _items_file(cls, items: Any, info: ValidationInfo) -> Any:
@@ -261,8 +278,13 @@ class Design(Table):
             raise problem(f"no such file {path}", items)
         from convswap.stimuli.items import read_items  # pillow and numpy, needed only by items plans
 
+        if "image_root" not in info.data:
+            return items  # the image root was refused: the images cannot be judged without it
         k = dict(info.data.get("k", ())).get(ITEMS_TASK)
-        read_items(path, k if is_integer(k) else None)  # a bad line is a ConvswapError naming file, line, field, value
+        root = info.data.get("image_root")
+        read_items(
+            path, k if is_integer(k) else None, image_root_path(plan_path, root)
+        )  # a bad line is a ConvswapError naming file, line, field, value
         if tasks is not None and tasks != (ITEMS_TASK,):
             raise problem(f"items stimuli run the task {ITEMS_TASK!r} alone, not {list(tasks)}", items)
         return items
@@ -422,6 +444,13 @@ class Plan(Table):
         for index, hypothesis in enumerate(hypotheses):
             if not hypothesis.contrast:
                 raise problem("must name at least one convention", [], (index, "contrast"))
+            if len(set(hypothesis.contrast)) < len(hypothesis.contrast):
+                raise problem("names a convention twice: no convention is contrasted with itself",
+                              list(hypothesis.contrast), (index, "contrast"))  # fmt: skip
+            size = CONTRAST_SIZES.get(hypothesis.test)
+            if size is not None and len(hypothesis.contrast) != size:
+                raise problem(f"must name {size} convention{'s' * (size > 1)} for the {hypothesis.test} test",
+                              list(hypothesis.contrast), (index, "contrast"))  # fmt: skip
             for name in hypothesis.contrast:
                 if design is not None and name not in design.conventions:
                     raise problem("names a convention the design does not run", name, (index, "contrast"))
@@ -479,6 +508,11 @@ class Plan(Table):
 def items_path(plan_path: Path, items: str) -> Path:
     """An items file named by a plan: relative to the plan's folder."""
     return plan_path.parent / items
+
+
+def image_root_path(plan_path: Path, image_root: str | None) -> Path | None:
+    """The folder a plan lets item images lie in, relative to the plan's folder; None: the items file's folder."""
+    return None if image_root is None else plan_path.parent / image_root
 
 
 def declared_conventions_sha256(plan: Plan) -> str | None:

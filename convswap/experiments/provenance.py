@@ -88,7 +88,7 @@ def _unregistered(line: bytes, expected: dict[str, str | ConvswapError], plan_di
     try:
         record = json.loads(line)
         experiment, plan_hash = str(record["experiment"]), str(record["plan_hash"])
-    except (UnicodeDecodeError, json.JSONDecodeError, KeyError, TypeError):
+    except (UnicodeDecodeError, json.JSONDecodeError, KeyError, TypeError, ValueError, RecursionError):
         return None  # not a record: the reader that parses it names the line
     wanted = expected.get(experiment)
     if wanted is None:

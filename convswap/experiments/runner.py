@@ -27,6 +27,7 @@ vocabulary that drew their stimuli.
 from __future__ import annotations
 
 import contextlib
+import itertools
 import tempfile
 from collections import deque
 from collections.abc import Callable, Iterable, Iterator, Sequence
@@ -46,7 +47,7 @@ from convswap.calibration.vocabulary import (
 )
 from convswap.conventions import Convention, render
 from convswap.core import Condition, ConvswapError, Prompt, Record, Trial
-from convswap.experiments.folder_lock import lock_name, locked
+from convswap.experiments.folder_lock import lock_names, locked
 from convswap.experiments.launcher import launcher_shard, local_rank
 from convswap.experiments.ledger import Ledger
 from convswap.experiments.logs import (
@@ -76,6 +77,7 @@ from convswap.experiments.trials import (
     needs_vocabulary,
     shard_trials,
 )
+from convswap.fileio import why_not_a_folder
 from convswap.readout.base import DEFAULT_DTYPE, DEFAULT_MAX_NEW_TOKENS, Backend, ModelInfo, Query, check_max_new_tokens
 from convswap.readout.registry import backend_entry, backend_options, check_local_model, load_backend, split_spec
 from convswap.stimuli.render import image_sha256, render_image
@@ -139,7 +141,7 @@ def prepare_out(out: Path) -> Path:
         raise ConvswapError(f"output folder {out} is a file")
     if not out.exists():
         if not out.parent.is_dir():
-            raise ConvswapError(f"output folder {out} cannot be created: {out.parent} does not exist")
+            raise ConvswapError(f"output folder {out} cannot be created: {why_not_a_folder(out.parent)}")
         _mkdir(out)
     try:  # a real attempt: permission bits say nothing to root, and read-only mounts ignore them
         with tempfile.TemporaryFile(dir=out):
@@ -150,11 +152,12 @@ def prepare_out(out: Path) -> Path:
 
 
 def _remove_if_unused(folders: list[Path], shard: tuple[int, int]) -> None:
-    """Remove the folders a failed run created, deepest first, where it left nothing but its lock file."""
+    """Remove the folders a failed run created, deepest first, where it left nothing but its lock files."""
     for folder in reversed(folders):
         with contextlib.suppress(OSError):
-            if {path.name for path in folder.iterdir()} <= {lock_name(shard)}:
-                (folder / lock_name(shard)).unlink(missing_ok=True)
+            if {path.name for path in folder.iterdir()} <= lock_names(shard):
+                for name in lock_names(shard):
+                    (folder / name).unlink(missing_ok=True)
                 folder.rmdir()
 
 
@@ -309,28 +312,39 @@ def _run_trials(
     reader = Reader(backend, plan.design.readout, request.max_new_tokens)
     writers = {condition: RecordWriter(result.folder / log_name(condition, shard)) for condition in conditions}
 
-    def read_trial(item: tuple[Trial, list[tuple[Condition, list[Prompt]]]]) -> list[Record]:
+    def read_trial(item: tuple[Trial, list[tuple[Condition, list[Prompt]]]]) -> tuple[list[Record], Exception | None]:
+        """The trial's records, and the error that stopped the backend part-way (a full cache, a revoked key)."""
         trial, asks = item
         image = render_image(trial.image)
         context = RecordContext(
             plan, plan_hash, request.model, request.quant, backend, shard, image_sha256(image), vocabulary_owner
         )
-        return [
-            record
-            for condition, prompts in asks
-            for record in reader.read(Query(image, tuple(prompts), condition, trial), context)
-        ]
+        records: list[Record] = []
+        try:
+            for condition, prompts in asks:
+                records += reader.read(Query(image, tuple(prompts), condition, trial), context)
+        except ConvswapError as error:
+            return records, error
+        return records, None
 
+    # Once the backend stops, no further trial starts, and those in flight are still written: every reply that
+    # came back reaches the log before the run stops.
+    stopped: list[Exception] = []
     try:
         with tqdm(
             total=pending, desc=_describe(plan.id, request.model, shard), unit="answer", disable=not progress
         ) as bar:
-            for records in in_order(read_trial, work, backend.parallel_queries):
+            started = itertools.takewhile(lambda _: not stopped, work)
+            for records, error in in_order(read_trial, started, backend.parallel_queries):
                 for record in records:
                     writers[record.condition].write(record)
                     result.written += 1
                     result.failed += record.parse_status == RETRIED_STATUS
                     bar.update(1)
+                if error is not None and not stopped:
+                    stopped.append(error)
+        if stopped:
+            raise stopped[0]
     except KeyboardInterrupt:
         backend.cancel()  # no further request; every record written so far is whole, so a rerun resumes
         raise

@@ -33,7 +33,7 @@ from pathlib import Path
 
 from convswap.calibration.vocabulary import Vocabulary
 from convswap.core import ConvswapError, Trial
-from convswap.experiments.plan import CALIBRATED_K, ITEMS_STIMULI, Plan, items_path
+from convswap.experiments.plan import CALIBRATED_K, ITEMS_STIMULI, Plan, image_root_path, items_path
 from convswap.stimuli.arrays import ROLES
 from convswap.stimuli.coco import (
     IDENTIFY_K,
@@ -128,7 +128,7 @@ def _seed_trials(plan: Plan, sources: Sources, n: int, seed: int) -> list[Trial]
         ]
     if design.stimuli == ITEMS_STIMULI:
         assert design.items is not None  # the plan reader requires the items file for items stimuli
-        return item_trials(items_path(plan.path, design.items), n, seed)
+        return item_trials(items_path(plan.path, design.items), n, seed, image_root_path(plan.path, design.image_root))
     raise ConvswapError(f"{plan.id}: {design.stimuli} stimuli have no trial list")
 
 

@@ -158,6 +158,16 @@ class Failure:
     retry_after: float | None = None
 
 
+def malformed(reason: str) -> Failure:
+    """A reply that came back (HTTP 200) but is not one the API documents: never cached, recorded `api_error` so
+    that a rerun sends the request again.  Not retried at once: a server that garbles one reply may bill each."""
+    return Failure(f"malformed reply: {reason[:_DETAIL_CHARS]}", retryable=False)
+
+
+class MalformedReply(Exception):
+    """Raised for a reply that `ApiBackend._malformed` refuses; its message says what is wrong with it."""
+
+
 class RequestCancelled(Exception):
     """The backend was cancelled (Ctrl-C): the request is not sent, and nothing is recorded for it."""
 
@@ -325,8 +335,9 @@ class ApiBackend(Backend):
     """Generate-and-parse through a hosted API: no logits, temperature 0, every request cached.
 
     Subclasses say how turns become a request (`_request`), how a request is
-    sent and its reply serialised (`_send`), how a stored reply is read
-    (`_read`) and what an SDK exception means (`_classify`).  `generate` is
+    sent and its reply serialised (`_send`), which replies are malformed
+    (`_malformed`), how a stored reply is read (`_read`) and what an SDK
+    exception means (`_classify`).  `generate` is
     thread-safe: all calls share one pool of `concurrency` workers, so the
     bound holds however many threads call it.
     """
@@ -346,6 +357,7 @@ class ApiBackend(Backend):
         self._cache = ResponseCache(settings.cache_path)
         self._pool = ThreadPoolExecutor(max_workers=settings.concurrency, thread_name_prefix=f"convswap-{self.api}")
         self._cancelled = threading.Event()
+        self._cache_failure: str | None = None  # set once a reply could not be cached: no further query starts
         self.parallel_queries = settings.concurrency
 
     @classmethod
@@ -359,6 +371,13 @@ class ApiBackend(Backend):
         return ModelInfo(spec=self.spec, backend=self.api, revision=self._served_model or self.model)
 
     def generate(self, query: Query, max_new_tokens: int = DEFAULT_MAX_NEW_TOKENS) -> list[Generation]:
+        """The generations of every prompt, in order.
+
+        A reply that cannot be cached (a full disk) is still returned, so that the records of every query begun
+        are written; the next query is refused with the cache's error, which stops the run.
+        """
+        if self._cache_failure is not None:
+            raise ConvswapError(self._cache_failure)
         image = png_base64(query.image)
         budget = max(max_new_tokens, self.settings.max_output_tokens)
         requests = [self._request(conversation(query.condition, text), image, budget) for text in query.texts]
@@ -380,6 +399,8 @@ class ApiBackend(Backend):
     def _answer(self, request: dict[str, Any]) -> Generation:
         key = request_key(self.api, self._endpoint(), request)
         reply = self._cache.get(key)
+        if reply is not None and self._malformed(reply) is not None:
+            reply = None  # cached by an older version that did not check replies: asked again, and replaced
         if reply is not None:
             self.counters.add("cache_hits")
         else:
@@ -390,7 +411,12 @@ class ApiBackend(Backend):
             except RequestFailed as failed:
                 return self._failed(failed)
             self.counters.add("retries", attempts - 1)
-            self._cache.put(key, self.api, self.model, sent)
+            try:
+                self._cache.put(key, self.api, self.model, sent)
+            except ConvswapError as error:
+                self._cache_failure = self._cache_failure or (
+                    f"{error}; the records of the replies that came back are written; free space and run again"
+                )
             reply = sent
         generation, served_model = self._read(reply)
         if served_model:
@@ -399,10 +425,14 @@ class ApiBackend(Backend):
 
     def _counted_send(self, request: dict[str, Any]) -> str:
         self.counters.add("sent")
-        return self._send(request)
+        reply = self._send(request)
+        problem = self._malformed(reply)
+        if problem is not None:
+            raise MalformedReply(problem)
+        return reply
 
     def _scrubbed(self, error: Exception) -> Failure | None:
-        failure = self._classify(error)
+        failure = malformed(str(error)) if isinstance(error, MalformedReply) else self._classify(error)
         if failure is None:
             return None
         return Failure(scrub(failure.reason, self._secrets), failure.retryable, failure.fatal, failure.retry_after)
@@ -431,6 +461,11 @@ class ApiBackend(Backend):
     @abstractmethod
     def _read(self, reply: str) -> tuple[Generation, str | None]:
         """A stored reply -> (the generation, the model name the API reported)."""
+
+    @abstractmethod
+    def _malformed(self, reply: str) -> str | None:
+        """What makes a reply from `_send` unreadable (no answer where the API documents one), or None: a reply
+        it passes is one `_read` reads, so only such replies are cached."""
 
     @abstractmethod
     def _classify(self, error: Exception) -> Failure | None:

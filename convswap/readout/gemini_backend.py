@@ -15,9 +15,10 @@ from typing import Any
 import httpx2
 from google import genai
 from google.genai import errors, types
+from pydantic import ValidationError
 
 from convswap.core import Generation
-from convswap.readout.api_common import ApiBackend, ApiSettings, Failure, http_failure
+from convswap.readout.api_common import ApiBackend, ApiSettings, Failure, MalformedReply, http_failure
 from convswap.readout.conversation import Turn
 
 BASE_URL_VARIABLE = "GOOGLE_GEMINI_BASE_URL"
@@ -49,9 +50,13 @@ class GeminiBackend(ApiBackend):
     def _send(self, request: dict[str, Any]) -> str:
         # Validated from JSON so that the base64 image decodes back into bytes.
         contents = [types.Content.model_validate_json(json.dumps(content)) for content in request["contents"]]
-        response = self._client.models.generate_content(
-            model=request["model"], contents=contents, config=types.GenerateContentConfig(**request["config"])
-        )
+        config = types.GenerateContentConfig(**request["config"])
+        try:
+            response = self._client.models.generate_content(model=request["model"], contents=contents, config=config)
+        except (errors.APIError, httpx2.HTTPError):
+            raise
+        except Exception as error:  # the SDK met a 200 body it cannot read: JSON or not, the wrong shapes
+            raise MalformedReply(f"the SDK cannot read the body ({type(error).__name__}: {error})") from error
         return response.model_dump_json(exclude={"sdk_http_response"}, exclude_none=True)
 
     def _read(self, reply: str) -> tuple[Generation, str | None]:
@@ -66,6 +71,9 @@ class GeminiBackend(ApiBackend):
         )
         return generation, response.model_version
 
+    def _malformed(self, reply: str) -> str | None:
+        return malformed_response(reply)
+
     def _classify(self, error: Exception) -> Failure | None:
         if isinstance(error, errors.APIError):
             failure = http_failure(error.code, _detail(error), getattr(error.response, "headers", None))
@@ -78,6 +86,26 @@ class GeminiBackend(ApiBackend):
         if isinstance(error, httpx2.TransportError):
             return Failure(f"connection failed: {type(error).__name__}", retryable=True)
         return None
+
+
+def malformed_response(reply: str) -> str | None:
+    """What keeps a serialised reply from being one the API documents, or None.
+
+    A reply without a candidate is one only when it says the prompt was blocked; a candidate without content
+    only when it says why it stopped short (MAX_TOKENS spent on thoughts, SAFETY, ...), never with STOP.
+    """
+    try:
+        response = types.GenerateContentResponse.model_validate_json(reply)
+    except ValidationError as error:
+        return f"not a generateContent reply ({error.errors()[0]['msg']})"
+    if not response.candidates:
+        blocked = response.prompt_feedback is not None and response.prompt_feedback.block_reason is not None
+        return None if blocked else "no candidates"
+    candidate = response.candidates[0]
+    if candidate.content is None or not candidate.content.parts:
+        if candidate.finish_reason in (None, types.FinishReason.STOP):
+            return "the first candidate has no content"
+    return None
 
 
 def _content(turn: Turn, image_base64: str) -> dict[str, Any]:

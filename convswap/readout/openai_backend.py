@@ -14,8 +14,9 @@ import openai
 from openai.types.chat import ChatCompletion
 
 from convswap.core import Generation
-from convswap.readout.api_common import ApiBackend, ApiSettings, Failure, http_failure
+from convswap.readout.api_common import ApiBackend, ApiSettings, Failure, MalformedReply, http_failure, malformed
 from convswap.readout.conversation import Turn
+from convswap.validation import is_integer
 
 
 class OpenAIBackend(ApiBackend):
@@ -39,7 +40,9 @@ class OpenAIBackend(ApiBackend):
 
     def _send(self, request: dict[str, Any]) -> str:
         completion = self._client.chat.completions.create(**request)
-        return completion.model_dump_json(exclude_unset=True)
+        if not isinstance(completion, ChatCompletion):  # the SDK hands back a body that is not a JSON object as is
+            raise MalformedReply(f"the body is not a JSON object: {str(completion)[:80]!r}")
+        return completion.model_dump_json(exclude_unset=True, warnings=False)
 
     def _read(self, reply: str) -> tuple[Generation, str | None]:
         # model_construct, as the SDK itself does: a reply from a compatible server may omit fields.
@@ -56,7 +59,12 @@ class OpenAIBackend(ApiBackend):
         )
         return generation, completion.model
 
+    def _malformed(self, reply: str) -> str | None:
+        return malformed_completion(reply)
+
     def _classify(self, error: Exception) -> Failure | None:
+        if isinstance(error, json.JSONDecodeError):  # a 200 whose body claims JSON and is not
+            return malformed(f"the body is not JSON ({error})")
         if isinstance(error, openai.APITimeoutError):
             return Failure("timed out", retryable=True)
         if isinstance(error, openai.APIConnectionError):
@@ -66,6 +74,42 @@ class OpenAIBackend(ApiBackend):
         if isinstance(error, openai.APIError):
             return Failure(f"unusable reply: {error.message}", retryable=False)
         return None
+
+
+def malformed_completion(reply: str) -> str | None:
+    """What keeps a serialised reply from being a chat completion with an answer, or None.
+
+    Only the fields `_read` uses are checked, and only their shapes: a compatible server may omit the rest.
+    """
+    try:
+        data = json.loads(reply)
+    except json.JSONDecodeError:
+        return "the body is not JSON"
+    choices = data.get("choices") if isinstance(data, dict) else None
+    if not isinstance(choices, list) or not choices:
+        return "no choices"
+    choice = choices[0]
+    message = choice.get("message") if isinstance(choice, dict) else None
+    if not isinstance(message, dict):
+        return "the first choice has no message"
+    content, finish_reason = message.get("content"), choice.get("finish_reason")
+    if content is not None and not isinstance(content, str):
+        return f"the message content is {type(content).__name__}, not text"
+    if finish_reason is not None and not isinstance(finish_reason, str):
+        return f"finish_reason is {finish_reason!r}, not a string"
+    usage = data.get("usage")
+    if usage is not None and not (isinstance(usage, dict) and _counts(usage, "prompt_tokens", "completion_tokens")):
+        return f"usage is not token counts: {str(usage)[:80]}"
+    details = usage.get("completion_tokens_details") if usage else None
+    if details is not None and not (isinstance(details, dict) and _counts(details, "reasoning_tokens")):
+        return f"completion_tokens_details is not token counts: {str(details)[:80]}"
+    if data.get("model") is not None and not isinstance(data["model"], str):
+        return f"model is {data['model']!r}, not a name"
+    return None
+
+
+def _counts(fields: dict[str, Any], *names: str) -> bool:
+    return all(fields.get(name) is None or (is_integer(fields[name]) and fields[name] >= 0) for name in names)
 
 
 def _message(turn: Turn, image_url: str) -> dict[str, Any]:

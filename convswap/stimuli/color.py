@@ -56,6 +56,16 @@ class Wheel:
     center_b: float = 38.0
     radius: float = 60.0
 
+    def __post_init__(self) -> None:
+        for name in ("lightness", "center_a", "center_b", "radius"):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value):
+                raise ConvswapError(f"wheel {name} must be a finite number, got {value!r}")
+        if self.radius < 0:
+            raise ConvswapError(f"wheel radius must be 0 or more, got {self.radius!r}")
+        if not 0 <= self.lightness <= 100:
+            raise ConvswapError(f"wheel lightness must be an L* in [0, 100], got {self.lightness!r}")
+
     def lab(self, angle: float) -> tuple[float, float, float]:
         theta = math.radians(check_angle(angle))
         return (

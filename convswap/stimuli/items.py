@@ -10,7 +10,9 @@ One JSON object per line:
      "target": "a"}
 
 - id: the item's name, unique in the file; it is the trial id.
-- image: the photograph, a path relative to the items file.
+- image: the photograph, a path relative to the items file, inside the items
+  file's folder (links resolved) unless the plan names another folder images
+  may lie in (`design.image_root`); at most MAX_IMAGE_PIXELS pixels.
 - question: the question as the model reads it, holding ``{options}`` exactly
   once, where the numbered options go.
 - referents: each alternative's id and its descriptions, one per field; every
@@ -49,6 +51,10 @@ from convswap.stimuli.arrays import check_non_negative
 ITEM_FIELDS = ("id", "image", "question", "referents", "target")
 OPTIONAL_ITEM_FIELDS = ("regions",)
 MIN_REFERENTS = 2
+# A larger image is refused when the plan is loaded: a small compressed file can hold a vast image (a
+# decompression bomb), and no model reads one so large.  About a 10,000 x 6,400 photograph.
+MAX_IMAGE_PIXELS = 64_000_000
+_SHOWN_CHARS = 120  # of a bad value in an error line
 MIN_DESCRIPTION_FIELDS = 2  # an item is described under two or more conventions, or there is nothing to swap
 _FIELD_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")  # a field is named in option templates: "{box}"
 
@@ -87,10 +93,11 @@ class _BadLine(Exception):
     """One field of one line is wrong: (field, reason, value)."""
 
 
-def read_items(path: str | Path, k: int | None = None) -> list[Item]:
+def read_items(path: str | Path, k: int | None = None, image_root: Path | None = None) -> list[Item]:
     """Every item of an items file, in file order; the first bad line is a ConvswapError naming it.
 
-    k: the number of referents every item must have (the plan's K), when known.
+    k: the number of referents every item must have (the plan's K), when known.  image_root: the folder item
+    images may lie in, when not the items file's own.
     """
     path = Path(path)
     if not path.is_file():
@@ -105,12 +112,14 @@ def read_items(path: str | Path, k: int | None = None) -> list[Item]:
         if not line.strip():
             continue
         try:
-            item = _item(path, line, items[0] if items else None)
+            item = _item(path, line, items[0] if items else None, image_root)
             if k is not None and len(item.referents) != k:
                 raise _BadLine("referents", f"must hold the plan's K = {k} referents", [r for r, _ in item.referents])
         except _BadLine as bad:
             field, reason, value = bad.args
-            raise ConvswapError(f"items file {path} line {number}: {field}: {reason}, got {value!r}") from None
+            shown = repr(value)
+            shown = shown if len(shown) <= _SHOWN_CHARS else shown[:_SHOWN_CHARS] + "..."
+            raise ConvswapError(f"items file {path} line {number}: {field}: {reason}, got {shown}") from None
         if item.id in seen:
             raise ConvswapError(
                 f"items file {path} line {number}: id: repeats the id of line {seen[item.id]}, got {item.id!r}"
@@ -122,11 +131,13 @@ def read_items(path: str | Path, k: int | None = None) -> list[Item]:
     return items
 
 
-def _item(path: Path, line: str, first: Item | None) -> Item:
+def _item(path: Path, line: str, first: Item | None, image_root: Path | None) -> Item:
     try:
         data = json.loads(line)
     except json.JSONDecodeError as error:
         raise _BadLine("line", f"is not valid JSON ({error.msg} at column {error.colno})", line) from None
+    except RecursionError:
+        raise _BadLine("line", "is nested too deep to be an item", line) from None
     if not isinstance(data, dict):
         raise _BadLine("line", "must be a JSON object", data)
     for key, value in data.items():
@@ -141,9 +152,9 @@ def _item(path: Path, line: str, first: Item | None) -> Item:
         raise _BadLine("question", f"must hold {OPTIONS_PLACEHOLDER} exactly once", question)
     referents = _referents(data["referents"], first)
     target = data["target"]
-    if target not in dict(referents):
+    if not isinstance(target, str) or target not in dict(referents):
         raise _BadLine("target", f"must be one of the referents ({', '.join(r for r, _ in referents)})", target)
-    image, width, height = _image(path, _text(data, "image"))
+    image, width, height = _image(path, _text(data, "image"), image_root)
     regions = _regions(data["regions"], referents, width, height) if "regions" in data else ()
     return Item(item_id, image, width, height, question, referents, target, regions)
 
@@ -200,15 +211,26 @@ def _referents(value: Any, first: Item | None) -> tuple[tuple[str, tuple[tuple[s
     return tuple(referents)
 
 
-def _image(path: Path, name: str) -> tuple[Path, int, int]:
+def _image(path: Path, name: str, image_root: Path | None) -> tuple[Path, int, int]:
     image = (path.parent / name).resolve()
+    root = (image_root or path.parent).resolve()
+    if not image.is_relative_to(root):  # resolved: a link that leads out leads out
+        where = "the plan's image root" if image_root is not None else "the items file's folder"
+        raise _BadLine(
+            "image", f"{image} is outside {where} {root} (name the folder in the plan's design.image_root)", name
+        )
     if not image.is_file():
         raise _BadLine("image", f"no such file {image}", name)
     try:
         with Image.open(image) as opened:  # reads the header only
             width, height = opened.size
+    except Image.DecompressionBombError:
+        width, height = 0, 0  # Pillow's own, higher limit: refused below with the size unread
     except (UnidentifiedImageError, OSError):
         raise _BadLine("image", f"{image} is not an image file", name) from None
+    if width * height > MAX_IMAGE_PIXELS or width * height == 0:
+        size = f"{width}x{height} pixels" if width else "beyond Pillow's own pixel limit"
+        raise _BadLine("image", f"{image} is {size}, more than the {MAX_IMAGE_PIXELS:,} an item may have", name)
     return image, width, height
 
 
@@ -227,6 +249,6 @@ def select_items(items: Sequence[Item], n: int, seed: int) -> list[Item]:
     return [items[index] for index in np.random.default_rng(seed).permutation(len(items))[:n]]
 
 
-def item_trials(path: str | Path, n: int, seed: int) -> list[Trial]:
+def item_trials(path: str | Path, n: int, seed: int, image_root: Path | None = None) -> list[Trial]:
     """The "choice" trials of n items of an items file, selected by the seed."""
-    return [item.trial() for item in select_items(read_items(path), n, seed)]
+    return [item.trial() for item in select_items(read_items(path, image_root=image_root), n, seed)]

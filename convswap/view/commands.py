@@ -8,6 +8,7 @@ import sys
 import tempfile
 from pathlib import Path
 
+from convswap.analysis.commands import ALLOW_UNREGISTERED_HELP
 from convswap.core import ConvswapError
 from convswap.experiments.plan_commands import PLAN_DIR_HELP, plan_folder
 
@@ -30,11 +31,15 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     view.add_argument("--vocabulary", type=Path, action="append", default=[], metavar="FILE",
                       help="a calibrated vocabulary for the audit's held-out check, as `convswap audit` takes it")  # fmt: skip
     view.add_argument("--plan-dir", type=Path, help=f"{PLAN_DIR_HELP}; the audit reads its declared conventions")
+    view.add_argument("--allow-unregistered", action="store_true",
+                      help=f"{ALLOW_UNREGISTERED_HELP}; without it the site shows the audit's refusal, as "
+                      "`convswap audit` gives it")  # fmt: skip
     view.set_defaults(handler=view_command)
 
 
 def view_command(args: argparse.Namespace) -> int:
     from convswap.conventions import conventions_of
+    from convswap.experiments.provenance import check_logs
     from convswap.view.runs import read_logs
     from convswap.view.serve import site_server
     from convswap.view.site import build_site
@@ -42,7 +47,20 @@ def view_command(args: argparse.Namespace) -> int:
     if args.out is None and not args.serve:
         raise ConvswapError("give --out SITE to write the site, or --serve to serve it")
     tables = args.tables if args.tables is not None else args.logdir / "tables"
-    view = read_logs(args.logdir, args.vocabulary, conventions_of(plan_folder(args.plan_dir)))
+    plan_dir = plan_folder(args.plan_dir)
+    if not args.logdir.is_dir():
+        raise ConvswapError(f"log folder {args.logdir} does not exist")
+    provenance = check_logs(args.logdir, plan_dir)
+    view = read_logs(args.logdir, args.vocabulary, conventions_of(plan_dir))
+    if provenance.unregistered and not args.allow_unregistered:
+        view.refusal = provenance.refusal()
+    for line in [*provenance.torn, *view.missing]:
+        print(line, file=sys.stderr)
+    if view.refusal is not None:
+        print(f"the site shows no audit verdict: {view.refusal}", file=sys.stderr)
+    if view.refused:
+        print(f"{len(view.refused)} record(s) refused, listed on the index page; the first: {view.refused[0]}",
+              file=sys.stderr)  # fmt: skip
     with tempfile.TemporaryDirectory(prefix="convswap-view-") as temporary:
         site = args.out if args.out is not None else Path(temporary) / "site"
         built = build_site(view, args.logdir, site, tables, tables_given=args.tables is not None)

@@ -19,7 +19,7 @@ from typing import Any
 
 from convswap.analysis.loading import group_by, record_identity
 from convswap.audits.checks import CheckResult
-from convswap.audits.log_audit import audit_folder
+from convswap.audits.log_audit import audit_log_folder
 from convswap.conventions.declarations import CONVENTIONS, Catalog
 from convswap.core import Record
 from convswap.experiments.scoring import Accuracy, accuracy, is_scored, score_key
@@ -63,6 +63,9 @@ class LogView:
     runs: list[Run]
     audit: list[CheckResult]
     audit_failures: dict[tuple, list[tuple[str, str]]]  # record identity -> (check, reason)
+    refused: list[str] = field(default_factory=list)  # record lines shown nowhere, each with why
+    missing: list[str] = field(default_factory=list)  # runs whose logs lack expected units
+    refusal: str | None = None  # why `convswap audit` refuses these records (not of the registered plan)
 
     def failures_of(self, record: Record) -> list[tuple[str, str]]:
         return self.audit_failures.get(record_identity(record), [])
@@ -71,7 +74,8 @@ class LogView:
 def read_logs(logdir: Path, vocabularies: Sequence[Path] = (), conventions: Catalog = CONVENTIONS) -> LogView:
     """Every record under `logdir`, grouped into runs, with the audit computed once over all of them, reading each
     prompt by `conventions` (a plan folder's, for conventions it declares)."""
-    records, results = audit_folder(logdir, vocabularies, conventions=conventions)
+    folder, results = audit_log_folder(logdir, vocabularies, conventions=conventions)
+    records, unreadable = folder.readable()
     failures: dict[tuple, list[tuple[str, str]]] = defaultdict(list)
     for result in results:
         for failure in result.failures:
@@ -85,7 +89,7 @@ def read_logs(logdir: Path, vocabularies: Sequence[Path] = (), conventions: Cata
                 TaskSummary(condition, task, readout, option_counts(group), len(group), accuracy(group), per_convention)
             )
         runs.append(run)
-    return LogView(runs, results, dict(failures))
+    return LogView(runs, results, dict(failures), [*folder.refused, *unreadable], folder.missing)
 
 
 def option_counts(records: Sequence[Record]) -> str:

@@ -184,7 +184,8 @@ def index_page(view: LogView, logdir: Path, tables: Tables, images: int, unavail
             f"so their trial pages show none (first: {escape(unavailable[0])}).</p>"
         )
     body.append(runs_table(view.runs))
-    body.append(audit_table(view.audit))
+    body.append(audit_refusal(view.refusal) if view.refusal is not None else audit_table(view.audit))
+    body.append(problems_section(view.refused, view.missing))
     body.append(tables_section(tables))
     return page_shell("convswap view", "\n".join(body), css="style.css")
 
@@ -224,6 +225,26 @@ def audit_table(results: list[CheckResult]) -> str:
     header = "<tr><th>check</th><th>what it verifies</th><th>checked</th><th>failures</th><th>verdict</th></tr>"
     note = "<p>From <code>convswap audit</code>; a failing record is marked on its run's list and its trial page.</p>"
     return f'<h2>Audit</h2>\n{note}\n<table id="audit">\n{header}\n' + "\n".join(rows) + "\n</table>"
+
+
+def audit_refusal(refusal: str) -> str:
+    """What `convswap audit` answers for records not of the registered plan: a refusal, and so no verdict here."""
+    return (
+        '<h2>Audit</h2>\n<p class="refused" id="audit-refused"><code>convswap audit</code> refuses these records '
+        f"and checks nothing: {escape(refusal)}</p>"
+    )
+
+
+def problems_section(refused: list[str], missing: list[str]) -> str:
+    """The record lines the reader refused (shown nowhere else) and the runs missing expected units; empty if none."""
+    parts = []
+    if missing:
+        items = "".join(f"<li>{escape(line)}</li>" for line in missing)
+        parts.append(f'<h2>Missing units</h2>\n<ul id="missing">{items}</ul>')
+    if refused:
+        items = "".join(f"<li>{escape(line)}</li>" for line in refused)
+        parts.append(f'<h2>Refused records ({len(refused)}), shown nowhere</h2>\n<ul id="refused">{items}</ul>')
+    return "\n".join(parts)
 
 
 def notes_list(notes: list[str]) -> str:

@@ -1,0 +1,308 @@
+"""Whether a record read from a log is one a run could have written: every reader asks here, once per record.
+
+`Record.from_dict` builds a record from any JSON object with the right field
+names; what it does not check (a trial id that is a number, a parse status
+no parser returns, a slot outside the options, a shard outside its split, a
+non-finite logit) is checked here, and a record that fails is refused by name
+rather than read into a table, an audit or the viewer.  A record is also
+checked against the log it was found in: a model folder's log holds one
+experiment, model and condition (its `<condition>.expected.json` says which).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+import math
+import re
+import types
+import typing
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any, Literal, Union
+
+from convswap.core import (
+    CONDITIONS,
+    PARSE_STATUSES,
+    FirstTokenReadout,
+    Generation,
+    Record,
+    RecordExtra,
+    Trial,
+    UnreadablePart,
+)
+from convswap.experiments.logs import Expected, model_slug
+
+_TEXT = ("experiment", "plan_hash", "package_version", "model", "model_revision", "backend", "convention", "task",
+         "trial_id", "prompt", "prompt_sha256", "image_sha256", "timestamp")  # fmt: skip
+_OPTIONAL_TEXT = ("quant", "dtype", "acknowledgement", "first_token_refused")
+_TEXT_LISTS = ("referents", "slots", "glosses", "alphabet")
+_LOG_NAME = re.compile(rf"^(?P<condition>{'|'.join(CONDITIONS)})(?:\.shard(?P<index>\d+)of(?P<count>\d+))?\.jsonl$")
+
+
+def record_problem(record: Record) -> str | None:
+    """What makes a record one no run writes, naming the field and its value, or None."""
+    problem = shape_problem(record)
+    if problem is not None:
+        return problem
+    for name in _TEXT:
+        if not isinstance(getattr(record, name), str):
+            return _bad(name, getattr(record, name), "is not text")
+    for name in _OPTIONAL_TEXT:
+        value = getattr(record, name)
+        if value is not None and not isinstance(value, str):
+            return _bad(name, value, "is not text")
+    for name in _TEXT_LISTS:
+        if not all(isinstance(item, str) for item in getattr(record, name)):
+            return _bad(name, list(getattr(record, name)), "is not a list of texts")
+    if record.condition not in CONDITIONS:
+        return _bad("condition", record.condition, f"is not one of {', '.join(CONDITIONS)}")
+    if record.readout not in ("first_token", "generate"):
+        return _bad("readout", record.readout, "is not first_token or generate")
+    if record.parse_status not in PARSE_STATUSES:
+        return _bad("parse_status", record.parse_status, f"is not one of {', '.join(PARSE_STATUSES)}")
+    options = len(record.slots)
+    if not isinstance(record.keys, dict) or not all(
+        isinstance(name, str) and _slot(value, options) for name, value in record.keys.items()
+    ):
+        return _bad("keys", record.keys, f"is not key names with slots 1 to {options}")
+    for name in ("parsed_slot", "answer_slot"):
+        value = getattr(record, name)
+        if value is not None and not _slot(value, options):
+            return _bad(name, value, f"is not a slot 1 to {options} (the record has {options} options)")
+    if not isinstance(record.correct, dict) or not all(
+        isinstance(name, str) and isinstance(value, bool) for name, value in record.correct.items()
+    ):
+        return _bad("correct", record.correct, "is not key names with true or false")
+    if set(record.correct) != set(record.keys):
+        return _bad("correct", record.correct, f"does not score the record's keys ({', '.join(record.keys)})")
+    if not isinstance(record.environment, dict) or not all(
+        isinstance(name, str) and (value is None or isinstance(value, str))
+        for name, value in record.environment.items()
+    ):
+        return _bad("environment", record.environment, "is not names with versions (text or null)")
+    shard = record.shard
+    if not (len(shard) == 2 and all(_integer(part) for part in shard) and 0 <= shard[0] < shard[1]):
+        return _bad("shard", list(shard), "is not [process, processes] with 0 <= process < processes")
+    if record.condition == "visible" and record.acknowledgement is not None:
+        return _bad("acknowledgement", record.acknowledgement, "but a visible query has no acknowledgement turn")
+    if isinstance(record.trial, Trial):
+        for name in ("trial_id", "task"):
+            if getattr(record.trial, name) != getattr(record, name):
+                return _bad(
+                    f"trial.{name}", getattr(record.trial, name), f"but the record's is {getattr(record, name)!r}"
+                )
+    if isinstance(record.first_token, FirstTokenReadout):
+        problem = _first_token_problem(record.first_token, options)
+        if problem is not None:
+            return problem
+    if isinstance(record.generation, Generation) and not (
+        record.generation.text is None or isinstance(record.generation.text, str)
+    ):
+        return _bad("generation.text", record.generation.text, "is not text")
+    return None
+
+
+def log_condition(path: Path) -> str | None:
+    """The condition whose log `path` is, by its name; None for a file that is not a run's log."""
+    match = _LOG_NAME.match(path.name)
+    return match["condition"] if match else None
+
+
+def log_problem(record: Record, path: Path, expected: Expected | None, units: frozenset | None = None) -> str | None:
+    """What makes a record out of place in the log at `path`, whose folder's run expects `expected` (its `units`,
+    when given), or None."""
+    match = _LOG_NAME.match(path.name)
+    if match is None:
+        return None  # not a run's log (a merged or hand-made file elsewhere): nothing to hold it to
+    if record.condition != match["condition"]:
+        return _bad("condition", record.condition, f"but this is the {match['condition']} log")
+    if expected is None:
+        return None
+    # The plan hash is the registered plan's to judge (`provenance`): a log of another plan version may be read,
+    # labelled, where a record of another experiment or model in a run's folder is one no run wrote there.
+    for name in ("experiment", "model", "quant"):
+        if getattr(record, name) != getattr(expected, name):
+            return _bad(name, getattr(record, name), f"but the run of this folder has {getattr(expected, name)!r}")
+    if model_slug(record.model, record.quant, record.dtype) != path.parent.name:
+        return _bad("dtype", record.dtype, f"but this folder, {path.parent.name}, is of another weight dtype")
+    if units is not None and record.unit not in units:
+        return (
+            f"trial {record.trial_id} under {record.convention} is not among the units the run of this folder expects"
+        )
+    return None
+
+
+def _first_token_problem(readout: FirstTokenReadout, options: int) -> str | None:
+    logits = readout.candidate_logits
+    if not all(_number(value) and math.isfinite(value) for value in logits):
+        return _bad("first_token.candidate_logits", list(logits), "holds a value that is not a finite number")
+    if readout.slot is not None and not _slot(readout.slot, options):
+        return _bad("first_token.slot", readout.slot, f"is not a slot 1 to {options}")
+    if not (_number(readout.candidate_mass) and 0.0 <= readout.candidate_mass <= 1.0 + 1e-6):
+        return _bad("first_token.candidate_mass", readout.candidate_mass, "is not a probability")
+    return None
+
+
+def shape_problem(value: Any, where: str = "") -> str | None:
+    """The first field of a record (or of a part of it that loaded) whose value is not of its declared type, or a
+    number that is not finite; its parts that did not load are the audit's to name."""
+    declared: Any = type(value)  # a dataclass, hashable as every class is
+    for name, check in _field_checks(declared):
+        field_value = getattr(value, name)
+        if isinstance(field_value, UnreadablePart):
+            continue
+        problem = check(field_value, f"{where}{name}")
+        if problem is not None:
+            return problem
+    return None
+
+
+Check = Callable[[Any, str], "str | None"]
+
+
+@functools.cache
+def _field_checks(cls: Any) -> tuple[tuple[str, Check], ...]:
+    hints = typing.get_type_hints(cls)
+    return tuple((item.name, _check(hints[item.name])) for item in dataclasses.fields(cls))
+
+
+_SHARED = (Trial, RecordExtra)
+_SIMPLE: dict[Any, tuple[Callable[[Any], bool], str]] = {
+    str: (lambda value: isinstance(value, str), "is not text"),
+    bool: (lambda value: isinstance(value, bool), "is not true or false"),
+    int: (lambda value: _integer(value), "is not an integer"),
+    float: (lambda value: _number(value) and math.isfinite(value), "is not a finite number"),
+    type(None): (lambda value: value is None, "is not null"),
+}
+
+
+@functools.cache
+def _check(hint: Any) -> Check:
+    """A function telling why a value is not a `hint` (the few kinds a record's fields are declared as), or None;
+    built once per declared type, since every record is checked."""
+    origin, arguments = typing.get_origin(hint), typing.get_args(hint)
+    if hint is Any:
+        return lambda value, name: None
+    if hint in _SIMPLE:
+        test, why = _SIMPLE[hint]
+        return lambda value, name: None if test(value) else _bad(name, value, why)
+    if origin in (Union, types.UnionType):
+        optional = type(None) in arguments
+        options = [_check(option) for option in arguments if option is not type(None)]
+        named = " or ".join(_named(option) for option in arguments)
+
+        def union(value: Any, name: str) -> str | None:
+            if value is None:
+                return None if optional else _bad(name, value, "is missing")
+            problems = []
+            for option in options:
+                problem = option(value, name)
+                if problem is None:
+                    return None
+                problems.append(problem)
+            return problems[0] if len(options) == 1 else _bad(name, value, f"is not {named}")
+
+        return union
+    if origin is Literal:
+        allowed = ", ".join(map(str, arguments))
+        return lambda value, name: None if value in arguments else _bad(name, value, f"is not one of {allowed}")
+    if origin is tuple and len(arguments) == 2 and arguments[1] is Ellipsis:
+        return _list_check(arguments[0])
+    if origin is tuple:
+        items = [_check(item) for item in arguments]
+
+        def fixed(value: Any, name: str) -> str | None:
+            if not isinstance(value, tuple) or len(value) != len(items):
+                return _bad(name, value, f"is not a list of {len(items)}")
+            return next((p for i, (c, v) in enumerate(zip(items, value, strict=True)) if (p := c(v, f"{name}[{i}]"))),
+                        None)  # fmt: skip
+
+        return fixed
+    if origin is dict:
+        key_check, value_check = (_check(argument) for argument in arguments)
+
+        def mapping(value: Any, name: str) -> str | None:
+            if not isinstance(value, dict):
+                return _bad(name, value, "is not an object")
+            for key, item in value.items():
+                problem = key_check(key, f"{name} key") or value_check(item, f"{name}.{key}")
+                if problem is not None:
+                    return problem
+            return None
+
+        return mapping
+    if isinstance(hint, type) and dataclasses.is_dataclass(hint):
+        if hint in _SHARED:
+            return _shared_check(hint)
+        return lambda value, name: (
+            shape_problem(value, f"{name}.")
+            if isinstance(value, hint)
+            else _bad(name, value, f"is not a {hint.__name__}")
+        )
+    if isinstance(hint, type) and issubclass(hint, tuple) and hasattr(hint, "_fields"):  # a named tuple
+        fields = tuple(zip(hint._fields, (_check(h) for h in typing.get_type_hints(hint).values()), strict=True))
+
+        def named_tuple(value: Any, name: str) -> str | None:
+            if not isinstance(value, tuple) or len(value) != len(fields):
+                return _bad(name, value, f"is not a {hint.__name__}")
+            return next((p for (n, c), v in zip(fields, value, strict=True) if (p := c(v, f"{name}.{n}"))), None)
+
+        return named_tuple
+    return lambda value, name: None  # a kind no record field is declared as: not judged here
+
+
+# Parts a folder reader shares among records (`SharedParts`): one trial is every convention's, one extra part
+# every record's of an alphabet.  Each object is checked once; the objects are kept so that their ids stay theirs.
+_SHARED_LIMIT = 200_000
+
+
+def _shared_check(hint: type) -> Check:
+    checked: dict[int, tuple[Any, str | None]] = {}
+
+    def shared(value: Any, name: str) -> str | None:
+        if not isinstance(value, hint):
+            return _bad(name, value, f"is not a {hint.__name__}")
+        seen = checked.get(id(value))
+        if seen is None or seen[0] is not value:
+            if len(checked) >= _SHARED_LIMIT:
+                checked.clear()
+            seen = checked[id(value)] = (value, shape_problem(value))
+        return None if seen[1] is None else f"{name}.{seen[1]}"
+
+    return shared
+
+
+def _list_check(item_hint: Any) -> Check:
+    item = _check(item_hint)
+    simple = _SIMPLE.get(item_hint)
+
+    def items(value: Any, name: str) -> str | None:
+        if not isinstance(value, tuple):
+            return _bad(name, value, "is not a list")
+        if simple is not None and all(map(simple[0], value)):  # the common case, without a call per item
+            return None
+        return next((p for index, v in enumerate(value) if (p := item(v, f"{name}[{index}]"))), None)
+
+    return items
+
+
+def _named(hint: Any) -> str:
+    return "null" if hint is type(None) else getattr(hint, "__name__", str(hint))
+
+
+def _integer(value: Any) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+def _number(value: Any) -> bool:
+    return isinstance(value, int | float) and not isinstance(value, bool)
+
+
+def _slot(value: Any, options: int) -> bool:
+    return _integer(value) and 1 <= value <= options
+
+
+def _bad(field: str, value: Any, why: str) -> str:
+    shown = repr(value)
+    return f"{field} {shown[:60] + '...' if len(shown) > 60 else shown} {why}"

@@ -1,0 +1,154 @@
+"""One reader of records for tables, audit, view and merge: a damaged or misplaced record is refused by name in
+each, and a unit missing from a log is named by each."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from html import escape
+
+import pytest
+from runner_support import PLAN_DIR, SPATIAL, copy_plan_dir, spatial_request
+
+from convswap.analysis.loading import read_log_folder
+from convswap.cli import main
+from convswap.experiments.runner import run_experiment
+
+FOLDER = "sim-qwen3vl-like"
+
+
+@pytest.fixture(scope="module")
+def clean(tmp_path_factory, vocabulary):
+    out = tmp_path_factory.mktemp("damaged") / "runs"
+    run_experiment(spatial_request(out, vocabulary, limit=2), progress=False)
+    return out
+
+
+def damaged(clean, tmp_path, edit) -> tuple:
+    """A copy of the clean folder whose visible log's second record is edited by `edit` (a dict -> dict)."""
+    runs = shutil.copytree(clean, tmp_path / "runs")
+    log = runs / SPATIAL / FOLDER / "visible.jsonl"
+    lines = log.read_text(encoding="utf-8").splitlines()
+    lines[1] = json.dumps(edit(json.loads(lines[1])))
+    log.write_text("".join(line + "\n" for line in lines), encoding="utf-8")
+    return runs, log
+
+
+def changed(**fields):
+    return lambda record: {**record, **fields}
+
+
+def first_token(**fields):
+    return lambda record: {**record, "first_token": {**record["first_token"], **fields}}
+
+
+# (what is damaged, the edit, what the refusal says)
+DAMAGE = [
+    ("another-model", changed(model="sim:other-model"), "model 'sim:other-model' but the run of this folder has"),
+    ("another-condition", changed(condition="cached"), "condition 'cached' but this is the visible log"),
+    ("bad-shard", changed(shard=[5, 2]), "shard [5, 2] is not [process, processes]"),
+    ("numeric-trial-id", changed(trial_id=7), "trial_id 7 is not text"),
+    ("numeric-timestamp", changed(timestamp=1790000000), "timestamp 1790000000 is not text"),
+    ("unknown-parse-status", changed(parse_status="great"), "parse_status 'great' is not one of ok, unparseable"),
+    ("slot-out-of-range", changed(answer_slot=99), "answer_slot 99 is not a slot 1 to 9"),
+    ("correct-as-text", changed(correct="yes"), "correct 'yes' is not an object"),
+    ("keys-as-list", changed(keys=[1, 2]), "keys [1, 2] is not an object"),
+    (
+        "nan-logit",
+        first_token(candidate_logits=[float("nan")] * 9),
+        "first_token.candidate_logits[0] nan is not a finite number",
+    ),
+    ("unknown-experiment-here", changed(experiment="coco_4x4"), "experiment 'coco_4x4' but the run of this folder"),
+]
+IDS = [case[0] for case in DAMAGE]
+
+
+@pytest.mark.parametrize(("edit", "said"), [case[1:] for case in DAMAGE], ids=IDS)
+def test_the_reader_refuses_a_damaged_record_naming_its_line_field_and_value(edit, said, clean, tmp_path):
+    runs, log = damaged(clean, tmp_path, edit)
+    folder = read_log_folder(runs)
+    assert len(folder.refused) == 1 and folder.refused[0].startswith(f"{log}:2: {said}")
+    assert len(folder.records) == 19
+    assert folder.missing and "1 of 10 units visible.expected.json lists have no record" in folder.missing[0]
+
+
+def test_a_trial_that_does_not_load_is_kept_for_the_audit_and_refused_for_tables_and_the_viewer(clean, tmp_path):
+    runs, _ = damaged(clean, tmp_path, changed(trial="x"))
+    folder = read_log_folder(runs)
+    readable, unreadable = folder.readable()
+    assert len(folder.records) == 20 and len(readable) == 19
+    assert len(unreadable) == 1 and "trial does not load" in unreadable[0]
+
+
+def test_a_clean_folder_has_nothing_refused_or_missing(clean):
+    folder = read_log_folder(clean)
+    assert (len(folder.records), folder.refused, folder.missing) == (20, [], [])
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize(("edit", "said"), [case[1:] for case in DAMAGE if case[0] != "unknown-experiment-here"],
+                         ids=[name for name in IDS if name != "unknown-experiment-here"])  # fmt: skip
+def test_tables_audit_view_and_merge_each_refuse_the_damaged_record(edit, said, clean, tmp_path, capsys):
+    runs, log = damaged(clean, tmp_path, edit)
+    plans = ["--plan-dir", str(PLAN_DIR)]
+    refusal = f"{log}:2: {said}"
+
+    assert main(["tables", str(runs), "--out", str(tmp_path / "tables"), *plans]) == 1
+    captured = capsys.readouterr()
+    assert f"refused: {refusal}" in captured.err and "Traceback" not in captured.err
+    assert "1 record(s) refused" in captured.out
+    assert refusal in (tmp_path / "tables" / "index.md").read_text(encoding="utf-8")
+
+    assert main(["audit", str(runs), *plans]) == 1
+    report = capsys.readouterr().out
+    assert f"    {refusal}" in report
+    assert report.rstrip().endswith("FAILED: 1 refused record(s), 1 run(s) missing expected units")
+
+    assert main(["view", str(runs), "--out", str(tmp_path / "site"), *plans]) == 0
+    assert "1 record(s) refused" in capsys.readouterr().err
+    index = (tmp_path / "site" / "index.html").read_text(encoding="utf-8")
+    assert "Refused records (1)" in index and said.replace("'", "&#x27;") in index
+
+    assert main(["merge", str(runs)]) == 2
+    merged = capsys.readouterr().err
+    assert merged.startswith(f"convswap merge: error: {refusal}") and merged.endswith("; nothing merged\n")
+
+
+@pytest.mark.slow
+def test_a_deleted_line_is_named_by_tables_audit_view_and_merge(clean, tmp_path, capsys):
+    runs = shutil.copytree(clean, tmp_path / "runs")
+    log = runs / SPATIAL / FOLDER / "visible.jsonl"
+    lines = log.read_text(encoding="utf-8").splitlines(keepends=True)
+    log.write_text("".join(lines[:4] + lines[5:]), encoding="utf-8")
+    plans = ["--plan-dir", str(PLAN_DIR)]
+    gap = f"{log.parent}: 1 of 10 units visible.expected.json lists have no record in its visible logs"
+
+    assert main(["tables", str(runs), "--out", str(tmp_path / "tables"), *plans]) == 0  # the tables still build
+    assert f"missing: {gap}" in capsys.readouterr().err
+    assert gap in (tmp_path / "tables" / "index.md").read_text(encoding="utf-8")
+    assert main(["audit", str(runs), *plans]) == 1
+    assert capsys.readouterr().out.rstrip().endswith("FAILED: 1 run(s) missing expected units")
+    assert main(["view", str(runs), "--out", str(tmp_path / "site"), *plans]) == 0
+    assert gap in capsys.readouterr().err
+    assert gap in (tmp_path / "site" / "index.html").read_text(encoding="utf-8")
+    assert main(["merge", str(runs)]) == 2
+    assert "1 missing" in capsys.readouterr().err
+
+
+def test_the_site_shows_the_audit_s_refusal_of_records_not_of_the_registered_plan(clean, tmp_path, monkeypatch, capsys):
+    plans = copy_plan_dir(tmp_path / "myplans")
+    with open(plans / f"{SPATIAL}.toml", "a") as handle:
+        handle.write("# an edit nobody recorded\n")
+    monkeypatch.setenv("CONVSWAP_PLAN_DIR", str(plans))
+    assert main(["audit", str(clean)]) == 2
+    refusal = capsys.readouterr().err.splitlines()[-1].removeprefix("convswap audit: error: ")
+    assert refusal.startswith("20 record(s) not of the plan registered in")
+
+    assert main(["view", str(clean), "--out", str(tmp_path / "site")]) == 0
+    assert f"the site shows no audit verdict: {refusal}" in capsys.readouterr().err
+    index = (tmp_path / "site" / "index.html").read_text(encoding="utf-8")
+    assert "refuses these records and checks nothing" in index and escape(refusal) in index
+    assert 'class="verdict"' not in index  # no check is shown passing
+
+    assert main(["view", str(clean), "--out", str(tmp_path / "site"), "--allow-unregistered"]) == 0
+    assert 'id="audit"' in (tmp_path / "site" / "index.html").read_text(encoding="utf-8")

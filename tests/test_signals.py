@@ -1,0 +1,55 @@
+"""SIGTERM is answered as Ctrl-C is, with its own line and status; either signal during start-up is one line."""
+
+from __future__ import annotations
+
+import signal
+import subprocess
+import sys
+import threading
+import time
+
+import pytest
+from api_servers import LoopbackServer
+from plan_support import without_plan_folder
+from runner_support import REPO_ROOT, SPATIAL, records_in
+from test_cli_interrupt import WORKERS, hung, interrupt_when_quiet, start_run
+
+
+@pytest.mark.slow
+def test_sigterm_stops_a_run_at_once_in_one_line_with_status_143_and_sends_nothing_more(tmp_path, vocabulary):
+    out = tmp_path / "out"
+    release = threading.Event()
+    with LoopbackServer(hung(release)) as server:
+        process = start_run(server, out, vocabulary, tmp_path)
+        took, seen = interrupt_when_quiet(process, server, signal.SIGTERM)
+        time.sleep(0.5)
+        after = len(server.requests)
+        release.set()
+    stderr = process.stderr.read()
+    process.stdout.close()
+    process.stderr.close()
+    assert process.returncode == 143, stderr
+    assert took < 2.0 and after == seen == WORKERS
+    assert without_plan_folder(stderr).splitlines() == ["convswap run: terminated"]
+    assert records_in(out / SPATIAL / "openai-gpt-4o") == []
+
+
+@pytest.mark.parametrize(("sent", "line", "status"), [(signal.SIGINT, "interrupted", 130),
+                                                       (signal.SIGTERM, "terminated", 143)], ids=["int", "term"])  # fmt: skip
+def test_a_signal_while_the_command_is_still_importing_is_one_line(sent, line, status):
+    # What the `convswap` script does first, with the signal arriving right after the package starts importing.
+    probe = (
+        "import os, signal, sys, time\n"
+        "sys.argv[0] = 'convswap'\n"
+        "import convswap\n"
+        f"os.kill(os.getpid(), {int(sent)})\n"
+        "time.sleep(10)\n"
+    )
+    result = subprocess.run([sys.executable, "-c", probe], cwd=REPO_ROOT, capture_output=True, text=True, timeout=60)
+    assert (result.returncode, result.stderr) == (status, f"convswap: {line}\n")
+
+
+def test_a_program_that_imports_convswap_keeps_its_own_handlers():
+    probe = "import signal, convswap\nprint(signal.getsignal(signal.SIGINT) is signal.default_int_handler)\n"
+    result = subprocess.run([sys.executable, "-c", probe], cwd=REPO_ROOT, capture_output=True, text=True, check=True)
+    assert result.stdout == "True\n"
