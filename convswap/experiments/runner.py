@@ -221,7 +221,7 @@ def run_experiment(request: RunRequest, backend: Backend | None = None, progress
     plan, plan_hash = registered_plan(request.plan_dir, request.experiment)
     shard = request.shard or launcher_shard()
     conditions = _conditions(plan, request.conditions)
-    _check_request(plan, request)
+    _check_request(plan, request, backend)
     vocabulary = load_vocabulary(request.vocabulary) if request.vocabulary is not None else None
     if vocabulary is not None:
         check_vocabulary_size(vocabulary, request, plan.id, f"--vocabulary {request.vocabulary}")
@@ -370,13 +370,14 @@ def in_order(function: Callable[[T], R], items: Iterable[T], workers: int) -> It
     pool.shutdown()
 
 
-def _check_request(plan: Plan, request: RunRequest) -> None:
-    """Everything about a request that can be refused before a file is touched or a model loaded."""
+def _check_request(plan: Plan, request: RunRequest, backend: Backend | None = None) -> None:
+    """Everything about a request that can be refused before a file is touched or a model loaded (the interfaces
+    by the backend given, else by the spec's registered backend)."""
     check_limit(request.limit)
     check_max_new_tokens(request.max_new_tokens)
     check_local_model(request.model)
     check_registered_model(plan, request.model)
-    check_interfaces(plan, request.model, backend_entry(request.model).interfaces)
+    check_interfaces(plan, request.model, backend.interfaces if backend else backend_entry(request.model).interfaces)
     if plan.design.stimuli == CALIBRATION_EXPERIMENT:
         if request.limit is not None:
             raise ConvswapError(
