@@ -64,7 +64,7 @@ from convswap.experiments.logs import (
     torn_line,
     write_expected,
 )
-from convswap.experiments.pixel_answers import AnswerConvention, prompt_for
+from convswap.experiments.pixel_answers import AnswerConvention, clear_staging, prompt_for
 from convswap.experiments.plan import Plan, find_experiment, load_plan, resolve_plan_dir
 from convswap.experiments.reading import Reader, RecordContext
 from convswap.experiments.summary import ConventionSummary, all_records, summarize
@@ -300,6 +300,7 @@ def _run_trials(
 ) -> None:
     """Read and append every unit of this process's trials not yet on disk; the summary of the whole folder."""
     plan, plan_hash, shard = result.plan, result.plan_hash, result.shard
+    clear_staging(result.folder, shard)  # what a killed run of this shard left half-written
     done, result.retried = _units_on_disk(result.folder, conditions, shard, {t.trial_id: t for t in trials})
     # This process's own log was repaired above; another process's partial last line is its own to repair.
     result.torn = [f"{path}:{line}" for path in log_files(result.folder) if (line := torn_line(path)) is not None]
@@ -335,6 +336,7 @@ def _run_trials(
         backend.cancel()  # no further request; every record written so far is whole, so a rerun resumes
         raise
     finally:
+        clear_staging(result.folder, shard)
         for writer in writers.values():
             writer.close()
             if writer.path.stat().st_size == 0:  # nothing was written to it: leave no empty log behind
