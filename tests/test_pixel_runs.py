@@ -25,6 +25,7 @@ from plan_support import MINIMAL
 from runner_support import records_in, without_run_details
 
 from convswap.core import ConvswapError, Generation, outcome_of
+from convswap.experiments.folder_lock import locked
 from convswap.experiments.ledger import Ledger
 from convswap.experiments.merge import merge_tree
 from convswap.experiments.plan import load_plan
@@ -278,3 +279,14 @@ def test_the_interface_swap_plan_is_registered_and_runs_on_the_shipped_painter(t
     result = run_experiment(swap_request(tmp_path / "runs", "sim:painter-like", limit=3), progress=False)
     assert result.written == 3 * 5 + 3 * 4
     assert {r["convention"] for r in pixel_records(result.folder)} == set(PROTOCOL_NAMES)
+
+
+def test_a_pixel_run_on_a_locked_folder_refuses_and_draws_nothing(tmp_path):
+    model = painter(tmp_path)
+    single = run_experiment(swap_request(tmp_path / "first", model, limit=1), progress=False)
+    folder = tmp_path / "runs" / single.folder.relative_to(tmp_path / "first")
+    folder.mkdir(parents=True)
+    with locked(folder, (0, 1)):
+        with pytest.raises(ConvswapError, match="is being written by another run"):
+            run_experiment(swap_request(tmp_path / "runs", model, limit=2), progress=False)
+    assert sorted(path.name for path in folder.iterdir()) == [".run.lock"]  # no image, no record
