@@ -290,3 +290,17 @@ def test_a_pixel_run_on_a_locked_folder_refuses_and_draws_nothing(tmp_path):
         with pytest.raises(ConvswapError, match="is being written by another run"):
             run_experiment(swap_request(tmp_path / "runs", model, limit=2), progress=False)
     assert sorted(path.name for path in folder.iterdir()) == [".run.lock"]  # no image, no record
+
+
+def test_a_hypothesis_on_a_task_its_protocol_does_not_answer_is_refused(tmp_path):
+    path = tmp_path / "demo.toml"
+    text = CACHED_PROTOCOL.replace('conditions = ["visible", "cached"]', 'conditions = ["visible"]')
+    text = text.replace('tasks = ["locate"]', 'tasks = ["locate", "identify"]').replace(
+        "k = 9", "k = { locate = 9, identify = 6 }"
+    )
+    text = text.replace('contrast = ["cell_name", "pixels"]', 'contrast = ["cell_name", "point_marker"]')
+    path.write_text(text.replace("alpha = 0.05", 'alpha = 0.05\ntask = "identify"'), encoding="utf-8")
+    with pytest.raises(
+        ConvswapError, match=r"hypotheses\[0\]\.contrast: names a protocol that does not answer the task"
+    ):
+        load_plan(path)

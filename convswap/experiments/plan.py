@@ -464,6 +464,11 @@ class Plan(Table):
             for name in hypothesis.contrast:
                 if design is not None and name not in design.conventions:
                     raise problem("names a convention the design does not run", name, (index, "contrast"))
+                if design is not None and name not in plan_conventions(info):
+                    served = plan_protocols(info)[name].tasks
+                    if hypothesis.task not in served:
+                        raise problem(f"names a protocol that does not answer the task {hypothesis.task!r} (it "
+                                      f"answers {', '.join(served)})", name, (index, "contrast"))  # fmt: skip
         _repeats([hypothesis.id for hypothesis in hypotheses], ("id",))
         return hypotheses
 
