@@ -393,7 +393,10 @@ def test_a_declaration_edited_after_registration_stops_the_run_until_the_plan_is
     assert Ledger(plans).verify() == []
 
     (plans / "conventions.toml").write_text(DECLARED.replace("normalized_x}, {normalized_y", "percent_x}, {percent_y"))
-    changed = "a convention it runs was declared otherwise in conventions.toml at its last ledger entry (line 1)"
+    changed = (
+        "a convention it runs was declared otherwise in conventions.toml (or a protocol in protocols.toml) at its "
+        "last ledger entry (line 1)"
+    )
     assert Ledger(plans).verify() == [f"demo.toml: {changed} without an amendment"]
     assert main(["plan", "show", "--plan-dir", str(plans)]) == 0
     assert "conventions changed" in capsys.readouterr().out
