@@ -42,7 +42,6 @@ from pathlib import Path
 from typing import Any
 
 from convswap.conventions.declarations import FILE_NAME as CONVENTIONS_FILE_NAME
-from convswap.protocols.declarations import FILE_NAME as PROTOCOLS_FILE_NAME
 from convswap.core import ConvswapError, canonical_json, sha256_hex
 from convswap.experiments.plan import (
     LEDGER_NAME,
@@ -51,6 +50,7 @@ from convswap.experiments.plan import (
     load_plan,
     plan_files,
 )
+from convswap.protocols.declarations import FILE_NAME as PROTOCOLS_FILE_NAME
 from convswap.validation import is_integer
 
 GENESIS = "0" * 64
