@@ -112,7 +112,7 @@ def test_init_copies_the_spec_plans_with_registrations_that_stay_valid(tmp_path,
     target = tmp_path / "mine"
     assert main(["plan", "init", str(target)]) == 0
     out = capsys.readouterr().out
-    assert out.splitlines()[0] == f"{target}: new plan folder with the spec's 8 registered plans and their ledger"
+    assert out.splitlines()[0] == f"{target}: new plan folder with the spec's 9 registered plans and their ledger"
     assert f"convswap plan register {target}/<experiment>.toml --plan-dir {target}" in out
     assert f"export CONVSWAP_PLAN_DIR={target}" in out
     shipped_plans = sorted(path.name for path in SHIPPED.glob("*.toml"))
