@@ -194,7 +194,7 @@ class Design(Table):
             if name not in catalog:  # a visual protocol answers on the same footing as a text convention
                 protocols = plan_protocols(info)
                 if name not in protocols:
-                    raise problem(f"unknown convention or protocol (conventions: {', '.join(catalog)}; protocols: "
+                    raise problem(f"unknown convention (known: {', '.join(catalog)}; visual protocols: "
                                   f"{', '.join(protocols)})", name)  # fmt: skip
                 # A protocol answers the tasks it serves and is not asked on the others (point_marker: locate).
                 if tasks and not set(tasks) & set(protocols[name].tasks):
