@@ -10,6 +10,7 @@ from dataclasses import replace
 from pathlib import Path
 
 import pytest
+from conftest import COCO_MINI
 from PIL import Image
 from pixel_support import (
     PROTOCOL_NAMES,
@@ -21,9 +22,10 @@ from pixel_support import (
     sha256_file,
     swap_request,
 )
-from plan_support import MINIMAL
+from plan_support import MINIMAL, without_plan_folder
 from runner_support import records_in, without_run_details
 
+from convswap.cli import main
 from convswap.core import ConvswapError, Generation, outcome_of
 from convswap.experiments.folder_lock import locked
 from convswap.experiments.ledger import Ledger
@@ -165,8 +167,6 @@ def own_protocol_folder(tmp_path: Path) -> Path:
 
 
 def test_a_plan_folders_own_protocol_is_pinned_and_an_edit_stops_runs_until_amended(tmp_path, capsys):
-    from convswap.cli import main
-
     folder = own_protocol_folder(tmp_path)
     readings = {"locate": {"cell_name": 0.6, "pixels": 0.2, "my_dot": 0.7}}
     model = f"sim:{observer_file(tmp_path / 'obs.toml', readings=readings)}"
@@ -304,3 +304,11 @@ def test_a_hypothesis_on_a_task_its_protocol_does_not_answer_is_refused(tmp_path
         ConvswapError, match=r"hypotheses\[0\]\.contrast: names a protocol that does not answer the task"
     ):
         load_plan(path)
+
+
+def test_the_cli_refuses_a_text_only_model_for_a_protocol_plan_in_one_line(tmp_path, capsys):
+    argv = ["run", "interface_swap", "--model", "openai:gpt-4o", "--coco", str(COCO_MINI), "--out", str(tmp_path)]
+    assert main(argv) == 2
+    error = without_plan_folder(capsys.readouterr().err).splitlines()
+    assert len(error) == 1 and error[0].startswith("convswap run: error: openai:gpt-4o answers in text only")
+    assert "point_marker" in error[0] and list(tmp_path.iterdir()) == []
