@@ -276,8 +276,8 @@ def _row(task: str, convention: str, visible: float, cached: float, name_pull: f
 
 def _everywhere(p_read: float) -> tuple[tuple[tuple[str, str, str], Reading], ...]:
     """Every shipped convention and visual protocol of every task it serves, read at one p_read."""
-    answers = (*CONVENTIONS.values(), *PROTOCOLS.values())
-    return _table(*((task, answer.name, p_read, p_read) for answer in answers for task in answer.tasks))
+    answers = [(c.name, c.tasks) for c in CONVENTIONS.values()] + [(p.name, p.tasks) for p in PROTOCOLS.values()]
+    return _table(*((task, name, p_read, p_read) for name, tasks in answers for task in tasks))
 
 
 def _spatial(p_read: float) -> tuple[tuple, ...]:
