@@ -232,6 +232,46 @@ def readership_models_layout(table: Table) -> Table:
     )  # fmt: skip
 
 
+# The outcome columns of the pixel-answer tables, in ProVisE's order (Tables 11-12), and the 2x2 of two interfaces.
+OUTCOME_HEADERS = {
+    "correct": "correct",
+    "incorrect": "incorrect",
+    "protocol_noncompliance": "noncompliance",
+    "parser_failure": "parser failure",
+    "generation_failure": "generation failure",
+}
+PAIR_HEADERS = ("both right", "text only", "pixels only", "neither")
+
+
+def _model_pick(table: Table) -> tuple[tuple[str, str], ...]:
+    """The model column, where the table holds more than one model."""
+    return (("model", "model"),) if len({_label(row, "model") for row in table.rows}) > 1 else ()
+
+
+def outcomes_layout(table: Table) -> Table:
+    return _picked(
+        table,
+        "Pixel answers -- outcomes per model and protocol (ProVisE Tables 11-12)",
+        (*_model_pick(table), ("task", "task"), ("protocol", "protocol"), ("N", "N"), ("correct", "correct"),
+         ("incorrect", "incorrect"), ("noncompliant", "noncompliance"), ("parser", "parser failure"),
+         ("no image", "generation failure"), ("acc", "acc"), ("acc of N", "acc (unscored as wrong)")),
+        labels=2 + len(_model_pick(table)),
+        note="Outcomes in ProVisE's precedence: no image (generation failure), noncompliant, parser failure, then "
+        "incorrect or correct. acc: correct of correct + incorrect; acc of N: unscored outcomes counted as wrong.",
+    )  # fmt: skip
+
+
+def complementarity_layout(table: Table) -> Table:
+    return _picked(
+        table,
+        "Text against pixels -- complementarity on the same trials",
+        (*_model_pick(table), ("task", "task"), ("text", "text convention"), ("pixels", "protocol"),
+         ("n", "n trials"), *((header, header) for header in PAIR_HEADERS), ("p", "p")),
+        labels=3 + len(_model_pick(table)),
+        note="p: exact two-sided McNemar of text only against pixels only; unscored answers count as not right.",
+    )  # fmt: skip
+
+
 def markdown_cell(written: str) -> str:
     match = SCIENTIFIC_TEXT.match(written)
     if match:

@@ -68,11 +68,16 @@ def run_audit(args: argparse.Namespace) -> int:
     from convswap.audits.log_audit import audit_log_folder
     from convswap.audits.report import format_folder_problems, format_report
     from convswap.conventions.declarations import conventions_of
+    from convswap.protocols import load_protocols
 
     plan_dir = plan_folder(args.plan_dir)
     provenance = checked_provenance(args.logdir, plan_dir, args.allow_unregistered)
     folder, results = audit_log_folder(
-        args.logdir, args.vocabulary, seed=args.seed, conventions=conventions_of(plan_dir)
+        args.logdir,
+        args.vocabulary,
+        seed=args.seed,
+        conventions=conventions_of(plan_dir),
+        protocols=load_protocols(plan_dir),
     )
     print(format_report(results))
     print(format_folder_problems(folder), end="")

@@ -19,8 +19,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         help="read the logs in a browser: what the model said beside the image, prompt and keys",
         description="Write a self-contained static site (open its index.html from disk) showing every run under "
         "LOGDIR with its accuracy per convention and the audit verdicts, each record with its image, prompt, "
-        "options and keys, raw output and first-token readout, the records of a trial under every convention "
-        "side by side, and filters. With --serve, serve the site on 127.0.0.1 on a free port until interrupted.",
+        "options and keys, raw output and first-token readout, a pixel answer's drawn image beside its source with "
+        "its parse outlined, its colour mask on demand and its outcome, the records of a trial under every "
+        "convention side by side, and filters. With --serve, serve the site on 127.0.0.1 on a free port until interrupted.",
     )
     view.add_argument("logdir", type=Path, metavar="LOGDIR", help="folder of run logs (searched recursively)")
     view.add_argument("--out", type=Path, metavar="SITE", help="site folder to write (with --serve: default a "
@@ -40,6 +41,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 def view_command(args: argparse.Namespace) -> int:
     from convswap.conventions import conventions_of
     from convswap.experiments.provenance import check_logs
+    from convswap.protocols import load_protocols
     from convswap.view.runs import read_logs
     from convswap.view.serve import site_server
     from convswap.view.site import build_site
@@ -51,7 +53,7 @@ def view_command(args: argparse.Namespace) -> int:
     if not args.logdir.is_dir():
         raise ConvswapError(f"log folder {args.logdir} does not exist")
     provenance = check_logs(args.logdir, plan_dir)
-    view = read_logs(args.logdir, args.vocabulary, conventions_of(plan_dir))
+    view = read_logs(args.logdir, args.vocabulary, conventions_of(plan_dir), load_protocols(plan_dir))
     if provenance.unregistered and not args.allow_unregistered:
         view.refusal = provenance.refusal()
     for line in [*provenance.torn, *view.missing]:

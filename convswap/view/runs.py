@@ -12,7 +12,7 @@ attached to the record that causes it.
 from __future__ import annotations
 
 from collections import defaultdict
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -23,6 +23,7 @@ from convswap.audits.log_audit import audit_log_folder
 from convswap.conventions.declarations import CONVENTIONS, Catalog
 from convswap.core import Record
 from convswap.experiments.scoring import Accuracy, accuracy, is_scored, score_key
+from convswap.protocols import PROTOCOLS, Protocol
 
 # Below this candidate mass the first-token readout is not trusted (the scorer refuses such alphabets);
 # the viewer marks such records.
@@ -63,6 +64,7 @@ class LogView:
     runs: list[Run]
     audit: list[CheckResult]
     audit_failures: dict[tuple, list[tuple[str, str]]]  # record identity -> (check, reason)
+    protocols: Mapping[str, Protocol] = field(default_factory=lambda: PROTOCOLS)  # those pixel answers ran under
     refused: list[str] = field(default_factory=list)  # record lines shown nowhere, each with why
     missing: list[str] = field(default_factory=list)  # runs whose logs lack expected units
     refusal: str | None = None  # why `convswap audit` refuses these records (not of the registered plan)
@@ -71,10 +73,15 @@ class LogView:
         return self.audit_failures.get(record_identity(record), [])
 
 
-def read_logs(logdir: Path, vocabularies: Sequence[Path] = (), conventions: Catalog = CONVENTIONS) -> LogView:
+def read_logs(
+    logdir: Path,
+    vocabularies: Sequence[Path] = (),
+    conventions: Catalog = CONVENTIONS,
+    protocols: Mapping[str, Protocol] = PROTOCOLS,
+) -> LogView:
     """Every record under `logdir`, grouped into runs, with the audit computed once over all of them, reading each
-    prompt by `conventions` (a plan folder's, for conventions it declares)."""
-    folder, results = audit_log_folder(logdir, vocabularies, conventions=conventions)
+    prompt by `conventions` and each pixel answer by `protocols` (a plan folder's, for those it declares)."""
+    folder, results = audit_log_folder(logdir, vocabularies, conventions=conventions, protocols=protocols)
     records, unreadable = folder.readable()
     failures: dict[tuple, list[tuple[str, str]]] = defaultdict(list)
     for result in results:
@@ -89,7 +96,7 @@ def read_logs(logdir: Path, vocabularies: Sequence[Path] = (), conventions: Cata
                 TaskSummary(condition, task, readout, option_counts(group), len(group), accuracy(group), per_convention)
             )
         runs.append(run)
-    return LogView(runs, results, dict(failures), [*folder.refused, *unreadable], folder.missing)
+    return LogView(runs, results, dict(failures), protocols, [*folder.refused, *unreadable], folder.missing)
 
 
 def option_counts(records: Sequence[Record]) -> str:
@@ -131,6 +138,7 @@ def record_row(record: Record, failures: list[tuple[str, str]]) -> dict[str, Any
         "convention": record.convention,
         "task": record.task,
         "outcome": outcome(record),
+        "pixel_outcome": record.pixels.outcome if record.pixels is not None else None,
         "status": record.parse_status,
         "answer": record.answer_slot,
         "followed": followed_keys(record, record.answer_slot),
@@ -146,7 +154,7 @@ def record_detail(record: Record, failures: list[tuple[str, str]]) -> dict[str, 
     options = [
         {
             "slot": slot,
-            "answer": record.alphabet[slot - 1],
+            "answer": record.alphabet[slot - 1] if record.alphabet else str(slot),
             "referent": referent,
             "gloss": record.glosses[slot - 1] if record.glosses else "",
             "keys": followed_keys(record, slot),
@@ -165,6 +173,7 @@ def record_detail(record: Record, failures: list[tuple[str, str]]) -> dict[str, 
         "first_token_followed": followed_keys(record, first_token_slot(record)),
         "first_token_refused": record.first_token_refused,
         "failures": [{"check": check, "reason": reason} for check, reason in failures],
+        "pixels": record.pixels.to_json() if record.pixels is not None else None,
     }
 
 
