@@ -33,6 +33,9 @@ Outcome = Literal["generation_failure", "protocol_noncompliance", "parser_failur
 TASKS: tuple[Task, ...] = get_args(Task)
 CONDITIONS: tuple[Condition, ...] = get_args(Condition)
 PARSE_STATUSES: tuple[ParseStatus, ...] = get_args(ParseStatus)
+# How an answer was read: the restricted first token, a parsed generation, or a parsed drawing.
+Readout = Literal["first_token", "generate", "pixels"]
+READOUTS: tuple[Readout, ...] = get_args(Readout)
 INTERFACES: tuple[Interface, ...] = get_args(Interface)
 OUTCOMES: tuple[Outcome, ...] = get_args(Outcome)
 UNSCORED_OUTCOMES: tuple[Outcome, ...] = OUTCOMES[:3]
@@ -497,7 +500,7 @@ class Record:
     acknowledgement: str | None
     image_sha256: str
     alphabet: tuple[str, ...]
-    readout: Literal["first_token", "generate", "pixels"]
+    readout: Readout
     first_token: FirstTokenReadout | None
     first_token_refused: str | None
     generation: Generation | None

@@ -62,7 +62,11 @@ def test_a_clean_run_passes_every_check(clean, records, capsys):
     assert {r.readout for r in records} == {"first_token", "generate"}
     # The ladder's 20 trials and their crossover pairs give groups large enough to test.
     assert "color_ladder sim:qwen3vl-like visible label (K=6): shuffled accuracy" in report
-    assert report.rstrip().endswith(f"{n} records audited; every check passed")
+    # A text-only log has no pixel answer for the pixel checks to read: they say so rather than pass.
+    assert report.rstrip().endswith(
+        f"{n} records audited; every check that ran passed; did not run: pixel-reparse (not run), "
+        "source-marks (not run)"
+    )
 
 
 # --- prompt-target ----------------------------------------------------------------------------------
@@ -229,7 +233,8 @@ def test_a_check_that_could_not_run_says_so_with_its_reason_and_rule(coco_annota
     assert lines["held-out"].endswith("  0         0  not run: no record it applies to")
     assert rows["prompt-target"][2] == "pass"
     assert report.rstrip().endswith(
-        "records audited; every check that ran passed; did not run: pairing-break (too few), held-out (not run)"
+        "records audited; every check that ran passed; did not run: pairing-break (too few), held-out (not run), "
+        "pixel-reparse (not run), source-marks (not run)"
     )
     main(["view", str(out), "--out", str(tmp_path / "site")])
     index = (tmp_path / "site" / "index.html").read_text(encoding="utf-8")

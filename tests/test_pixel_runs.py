@@ -325,6 +325,7 @@ def test_a_benchmarks_own_choice_items_answer_in_a_code_strip(tmp_path):
     (folder / "coco_mini_items.jsonl").write_text(items)
     plan = (examples / "coco_items.toml").read_text()
     plan = plan.split("[[hypotheses]]")[0].replace('"percent_centers", "pixel_centers_mispaired"]', '"label_code"]')
+    plan = plan.replace('image_root = ".."', f'image_root = "{COCO_MINI}"')  # the items name coco-mini's images
     (folder / "coco_items.toml").write_text(plan)
     Ledger(folder).register(folder / "coco_items.toml")
     observer = tmp_path / "obs.toml"

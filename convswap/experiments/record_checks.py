@@ -24,6 +24,7 @@ from typing import Any, Literal, Union
 from convswap.core import (
     CONDITIONS,
     PARSE_STATUSES,
+    READOUTS,
     FirstTokenReadout,
     Generation,
     Record,
@@ -57,8 +58,8 @@ def record_problem(record: Record) -> str | None:
             return _bad(name, list(getattr(record, name)), "is not a list of texts")
     if record.condition not in CONDITIONS:
         return _bad("condition", record.condition, f"is not one of {', '.join(CONDITIONS)}")
-    if record.readout not in ("first_token", "generate"):
-        return _bad("readout", record.readout, "is not first_token or generate")
+    if record.readout not in READOUTS:
+        return _bad("readout", record.readout, f"is not one of {', '.join(READOUTS)}")
     if record.parse_status not in PARSE_STATUSES:
         return _bad("parse_status", record.parse_status, f"is not one of {', '.join(PARSE_STATUSES)}")
     options = len(record.slots)
@@ -66,10 +67,12 @@ def record_problem(record: Record) -> str | None:
         isinstance(name, str) and _slot(value, options) for name, value in record.keys.items()
     ):
         return _bad("keys", record.keys, f"is not key names with slots 1 to {options}")
+    # A drawing can answer none of the options (a point inside no option's region): slot 0, a wrong answer.
+    lowest = 0 if record.readout == "pixels" else 1
     for name in ("parsed_slot", "answer_slot"):
         value = getattr(record, name)
-        if value is not None and not _slot(value, options):
-            return _bad(name, value, f"is not a slot 1 to {options} (the record has {options} options)")
+        if value is not None and not _slot(value, options, lowest):
+            return _bad(name, value, f"is not a slot {lowest} to {options} (the record has {options} options)")
     if not isinstance(record.correct, dict) or not all(
         isinstance(name, str) and isinstance(value, bool) for name, value in record.correct.items()
     ):
@@ -299,8 +302,8 @@ def _number(value: Any) -> bool:
     return isinstance(value, int | float) and not isinstance(value, bool)
 
 
-def _slot(value: Any, options: int) -> bool:
-    return _integer(value) and 1 <= value <= options
+def _slot(value: Any, options: int, lowest: int = 1) -> bool:
+    return _integer(value) and lowest <= value <= options
 
 
 def _bad(field: str, value: Any, why: str) -> str:
