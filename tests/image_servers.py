@@ -188,16 +188,16 @@ class PlantedPainter:
         answer = target if u[1] < self.rates.p_right else target % k + 1
         if not wants_image(seen):
             return gemini_text_reply(asked.prompt.alphabet[answer - 1])
-        return self._drawn(seen, asked, source, answer, u[2])
+        return self._drawn(seen, asked, source, answer, u[2], unit)
 
-    def _drawn(self, seen: Seen, asked: Asked, source: Image.Image, answer: int, u: float) -> Reply:
+    def _drawn(self, seen: Seen, asked: Asked, source: Image.Image, answer: int, u: float, unit: str) -> Reply:
         reply_for = _IMAGE_REPLIES[_endpoint(seen)]
         if u < self.rates.p_refused:
             return moderation_refusal() if _endpoint(seen) == "edit" else gemini_blocked("IMAGE_SAFETY")
         if u < self.rates.p_refused + self.rates.p_empty:
             return reply_for(None)
         assert asked.protocol is not None
-        rng = np.random.default_rng(int(uniforms(asked.trial.trial_id, "paint", n=1)[0] * 2**63))
+        rng = np.random.default_rng(int(uniforms(unit, "paint", n=1)[0] * 2**63))
         painted = paint(asked.protocol, source, trial=asked.trial, slots=asked.prompt.slots, answer_slot=answer,
                         faults=self.rates.faults, rng=rng)  # fmt: skip
         return reply_for(png(painted) if painted is not None else None)
