@@ -29,6 +29,7 @@ MAX_NAME_BYTES = 255  # NAME_MAX of ext4, xfs, btrfs, APFS and NTFS alike
 COMMAND_MODULES = (
     "convswap.experiments.prompt_commands",
     "convswap.experiments.convention_commands",
+    "convswap.experiments.protocol_commands",
     "convswap.stimuli.commands",
     "convswap.experiments.plan_commands",
     "convswap.calibration.commands",

@@ -10,7 +10,7 @@ import pytest
 from PIL import Image
 
 from convswap.cli import main
-from convswap.core import ConvswapError, Trial
+from convswap.core import ConvswapError, Trial, freeze
 from convswap.experiments.plan import load_plan
 from convswap.experiments.trials import Sources, build_trials
 from convswap.stimuli.items import item_trials, read_items, select_items
@@ -67,6 +67,15 @@ def test_an_item_becomes_a_choice_trial(tmp_path):
     hash(first)  # a trial stays hashable: the descriptions are nested tuples
 
 
+def test_an_items_regions_travel_in_its_trial(tmp_path):
+    regions = {"left": [0, 0, 10, 10], "right": [20, 0, 10.5, 10], "middle": [10, 0, 10, 10]}
+    path = write_items(tmp_path, [item("q1", regions=regions), item("q2")])
+    first, second = (it.trial() for it in read_items(path))
+    assert first.meta_value("regions") == freeze(regions)
+    assert second.meta_value("regions") is None
+    assert Trial.from_json(json.loads(json.dumps(first.to_json()))) == first
+
+
 def test_fields_follow_the_first_referent_whatever_order_a_line_gives(tmp_path):
     referents = {"a": {"box": "1", "word": "x"}, "b": {"word": "y", "box": "2"}}
     path = write_items(tmp_path, [item(referents=referents, target="a")])
@@ -94,7 +103,13 @@ BAD_LINES = [
     ("{not json", "line: is not valid JSON (Expecting property name enclosed in double quotes at column 2), "
                   "got '{not json'"),
     ("[1, 2]", "line: must be a JSON object, got [1, 2]"),
-    (item(extra=1), "extra: unknown field (known: id, image, question, referents, target), got 1"),
+    (item(extra=1), "extra: unknown field (known: id, image, question, referents, target, regions), got 1"),
+    (item(regions={"left": [0, 0, 5, 5]}),
+     "regions: must give one [x, y, w, h] for each referent (left, right, middle), got {'left': [0, 0, 5, 5]}"),
+    (item(regions={"left": [0, 0, 5, 5], "right": [0, 0, 5], "middle": [0, 0, 5, 5]}),
+     "regions.right: must be [x, y, w, h], four numbers, got [0, 0, 5]"),
+    (item(regions={"left": [0, 0, 5, 5], "right": [30, 0, 20, 5], "middle": [0, 0, 5, 5]}),
+     "regions.right: must have w, h > 0 and lie inside the 40 by 30 image, got [30, 0, 20, 5]"),
     ({k: v for k, v in item().items() if k != "target"}, "target: is missing, got None"),
     (item(id=""), "id: must be a non-empty string, got ''"),
     (item(id=7), "id: must be a non-empty string, got 7"),

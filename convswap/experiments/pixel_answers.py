@@ -6,7 +6,9 @@ the slot order of a trial is the same under every convention, pixels included, s
 does for text.
 
 Every image that comes back is kept once, content-addressed, beside the log: `images/<sha256>.png`, the sha256 of
-the PNG bytes, written atomically and never again when a resumed run (or another shard) draws the same image.  It
+the PNG bytes, written atomically and never again when a resumed run (or another shard) draws the same image.  Each
+process writes through its own staging folder (`images/.staging-<shard>`), which only it uses while it holds its
+shard's lock, so what a kill -9 leaves half-written there is cleared when that shard runs again.  It
 is parsed exactly as stored (PNG is lossless), at the source's resolution, so an audit that re-parses the file
 gets the record's parse.  The outcome follows ProVisE's precedence (`convswap.core.outcome_of`).
 """
@@ -14,6 +16,7 @@ gets the record's parse.  The outcome follows ProVisE's precedence (`convswap.co
 from __future__ import annotations
 
 import io
+import shutil
 from pathlib import Path
 
 from PIL import Image
@@ -51,13 +54,6 @@ def protocol_prompt(trial: Trial, protocol: Protocol, catalog: Catalog) -> Promp
     return Prompt(trial.trial_id, protocol.name, trial.task, text, base.slots, (), base.keys, base.output)
 
 
-def prompt_for(trial: Trial, convention: AnswerConvention, catalog: Catalog) -> Prompt:
-    """The prompt of one unit: a text convention's rendering, or a protocol's guidance prompt."""
-    if isinstance(convention, Protocol):
-        return protocol_prompt(trial, convention, catalog)
-    return render(trial, convention)
-
-
 def png_bytes(image: Image.Image) -> bytes:
     buffer = io.BytesIO()
     image.save(buffer, format="PNG")
@@ -68,17 +64,28 @@ def image_path(folder: Path, sha256: str) -> Path:
     return folder / IMAGES_DIR / f"{sha256}.png"
 
 
-def keep_image(folder: Path, image: Image.Image) -> str:
+def staging_folder(folder: Path, shard: tuple[int, int]) -> Path:
+    index, count = shard
+    return folder / IMAGES_DIR / f".staging-{index}of{count}"
+
+
+def clear_staging(folder: Path, shard: tuple[int, int]) -> None:
+    """Remove this shard's staging folder and whatever a killed run left in it (the caller holds the shard's lock)."""
+    shutil.rmtree(staging_folder(folder, shard), ignore_errors=True)
+
+
+def keep_image(folder: Path, image: Image.Image, shard: tuple[int, int] = (0, 1)) -> str:
     """Write `image` as `images/<sha256>.png` under `folder` unless it is there already; its sha256."""
     data = png_bytes(image)
     digest = sha256_hex(data)
     path = image_path(folder, digest)
     if not path.is_file():
+        staging = staging_folder(folder, shard)
         try:
-            path.parent.mkdir(exist_ok=True)
+            staging.mkdir(parents=True, exist_ok=True)
         except OSError as error:
-            raise ConvswapError(f"cannot create folder {path.parent}: {error.strerror}") from error
-        atomic_write_bytes(path, data)
+            raise ConvswapError(f"cannot create folder {staging}: {error.strerror}") from error
+        atomic_write_bytes(path, data, staging)
     return digest
 
 
@@ -88,7 +95,13 @@ def parse_kept(protocol: Protocol, image: Image.Image, source: Image.Image, k: i
 
 
 def pixel_answer(
-    protocol: Protocol, drawing: Drawing, prompt: Prompt, trial: Trial, source: Image.Image, folder: Path
+    protocol: Protocol,
+    drawing: Drawing,
+    prompt: Prompt,
+    trial: Trial,
+    source: Image.Image,
+    folder: Path,
+    shard: tuple[int, int] = (0, 1),
 ) -> tuple[PixelAnswer, int | None]:
     """The record part of one drawing and the slot it answers (None unless the parse is ok; 0: a point inside no
     referent's region, a wrong answer)."""
@@ -98,7 +111,7 @@ def pixel_answer(
                              drawing.failure, drawing.asked_size)  # fmt: skip
         return answer, None
     image = drawing.image.convert("RGB")
-    digest = keep_image(folder, image)
+    digest = keep_image(folder, image, shard)
     parse = parse_kept(protocol, image, source, prompt.k)  # PNG is lossless: the kept file parses alike
     slot = None
     if parse.status == "ok":

@@ -115,7 +115,8 @@ class Reader:
         records = []
         for prompt, drawing in zip(query.prompts, drawings, strict=True):
             protocol = context.plan.protocols[prompt.convention]
-            answer, slot = pixel_answer(protocol, drawing, prompt, query.trial, query.image, context.folder)
+            answer, slot = pixel_answer(protocol, drawing, prompt, query.trial, query.image, context.folder,
+                                        context.shard)  # fmt: skip
             records.append(build_pixel_record(context, query, prompt, answer, slot, api_error=drawing.api_error))
         return records
 

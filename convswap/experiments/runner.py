@@ -44,6 +44,8 @@ from convswap.calibration.vocabulary import (
     model_owner,
     save_vocabulary,
 )
+from convswap.conventions import render
+from convswap.conventions.declarations import Catalog
 from convswap.core import Condition, ConvswapError, Interface, Prompt, Record, Trial
 from convswap.experiments.folder_lock import lock_name, locked
 from convswap.experiments.launcher import launcher_shard, local_rank
@@ -64,7 +66,7 @@ from convswap.experiments.logs import (
     torn_line,
     write_expected,
 )
-from convswap.experiments.pixel_answers import AnswerConvention, prompt_for
+from convswap.experiments.pixel_answers import AnswerConvention, clear_staging, protocol_prompt
 from convswap.experiments.plan import Plan, find_experiment, load_plan, resolve_plan_dir
 from convswap.experiments.reading import Reader, RecordContext
 from convswap.experiments.summary import ConventionSummary, all_records, summarize
@@ -76,6 +78,7 @@ from convswap.experiments.trials import (
     needs_vocabulary,
     shard_trials,
 )
+from convswap.protocols import Protocol
 from convswap.readout.base import DEFAULT_DTYPE, DEFAULT_MAX_NEW_TOKENS, Backend, ModelInfo, Query, check_max_new_tokens
 from convswap.readout.registry import backend_entry, backend_options, check_local_model, load_backend, split_spec
 from convswap.stimuli.render import image_sha256, render_image
@@ -221,7 +224,7 @@ def run_experiment(request: RunRequest, backend: Backend | None = None, progress
     plan, plan_hash = registered_plan(request.plan_dir, request.experiment)
     shard = request.shard or launcher_shard()
     conditions = _conditions(plan, request.conditions)
-    _check_request(plan, request)
+    _check_request(plan, request, backend)
     vocabulary = load_vocabulary(request.vocabulary) if request.vocabulary is not None else None
     if vocabulary is not None:
         check_vocabulary_size(vocabulary, request, plan.id, f"--vocabulary {request.vocabulary}")
@@ -300,6 +303,7 @@ def _run_trials(
 ) -> None:
     """Read and append every unit of this process's trials not yet on disk; the summary of the whole folder."""
     plan, plan_hash, shard = result.plan, result.plan_hash, result.shard
+    clear_staging(result.folder, shard)  # what a killed run of this shard left half-written
     done, result.retried = _units_on_disk(result.folder, conditions, shard, {t.trial_id: t for t in trials})
     # This process's own log was repaired above; another process's partial last line is its own to repair.
     result.torn = [f"{path}:{line}" for path in log_files(result.folder) if (line := torn_line(path)) is not None]
@@ -335,6 +339,7 @@ def _run_trials(
         backend.cancel()  # no further request; every record written so far is whole, so a rerun resumes
         raise
     finally:
+        clear_staging(result.folder, shard)
         for writer in writers.values():
             writer.close()
             if writer.path.stat().st_size == 0:  # nothing was written to it: leave no empty log behind
@@ -370,13 +375,14 @@ def in_order(function: Callable[[T], R], items: Iterable[T], workers: int) -> It
     pool.shutdown()
 
 
-def _check_request(plan: Plan, request: RunRequest) -> None:
-    """Everything about a request that can be refused before a file is touched or a model loaded."""
+def _check_request(plan: Plan, request: RunRequest, backend: Backend | None = None) -> None:
+    """Everything about a request that can be refused before a file is touched or a model loaded (the interfaces
+    by the backend given, else by the spec's registered backend)."""
     check_limit(request.limit)
     check_max_new_tokens(request.max_new_tokens)
     check_local_model(request.model)
     check_registered_model(plan, request.model)
-    check_interfaces(plan, request.model, backend_entry(request.model).interfaces)
+    check_interfaces(plan, request.model, backend.interfaces if backend else backend_entry(request.model).interfaces)
     if plan.design.stimuli == CALIBRATION_EXPERIMENT:
         if request.limit is not None:
             raise ConvswapError(
@@ -616,6 +622,13 @@ def _pending(
         if asks:
             work.append((trial, asks))
     return work
+
+
+def prompt_for(trial: Trial, convention: AnswerConvention, catalog: Catalog) -> Prompt:
+    """The prompt of one unit: a text convention's rendering, or a protocol's guidance prompt."""
+    if isinstance(convention, Protocol):
+        return protocol_prompt(trial, convention, catalog)
+    return render(trial, convention)
 
 
 def _unit_count(plan: Plan, trials: Iterable[Trial], conditions: Sequence[str]) -> int:

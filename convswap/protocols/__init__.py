@@ -19,7 +19,8 @@ direction_grid, instance_marking, with ProVisE's Table 8 thresholds); a plan fol
 
 Operations (`operations`): one registry, `OPERATIONS`, filled by `@operation("name", Params, needs=, gives=)`:
 load_generated, load_source, hsv_mask, subtract, morphology, components, filter, select_one, centroid, normalize,
-slot_of_point, count.
+slot_of_point, count.  `colour_mask(protocol, rgb array)` is the mask of the protocol's colour (for a viewer);
+`layouts.slot_rects(layout, k, width, height)` the slots' rectangles.
 
 Parsing (`parse`):
 
@@ -64,12 +65,14 @@ from convswap.protocols.declarations import (
     load_protocol_file,
     load_protocols,
 )
-from convswap.protocols.operations import OPERATIONS, Component, operation
+from convswap.protocols.layouts import LAYOUTS, slot_rects
+from convswap.protocols.operations import OPERATIONS, Component, colour_mask, operation
 from convswap.protocols.paint import PaintFaults, paint
 from convswap.protocols.parse import PARSE_STATUSES, ProtocolParse, parse_image
 
 __all__ = [
     "FILE_NAME",
+    "LAYOUTS",
     "OPERATIONS",
     "PARSE_STATUSES",
     "PROTOCOLS",
@@ -82,6 +85,7 @@ __all__ = [
     "ProtocolParse",
     "Step",
     "answer_of",
+    "colour_mask",
     "get_protocol",
     "guidance_prompt",
     "load_protocol_file",
@@ -90,4 +94,5 @@ __all__ = [
     "paint",
     "parse_image",
     "question_of",
+    "slot_rects",
 ]

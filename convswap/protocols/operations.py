@@ -72,7 +72,7 @@ class ParseState:
     generated_image: Image.Image
     source_image: Image.Image
     generated: np.ndarray | None = None  # RGB, uint8, at the source's resolution
-    source: np.ndarray | None = None
+    source: Image.Image | None = None  # RGB; operations read the parts they need
     mask: np.ndarray | None = None  # uint8, 255 where a pixel is the protocol's colour
     labels: np.ndarray | None = None
     components: list[Component] = field(default_factory=list)
@@ -193,6 +193,7 @@ class FilterParams(Table):
     max_fraction: Annotated[float, _fraction(False)] = 1.0  # of the image's area
     min_fill: Annotated[float, _fraction(True)] = 0.0
     min_solidity: Annotated[float, _fraction(True)] = 0.0
+    max_area_ratio: Annotated[float | None, checked(lambda v: is_number(v) and v > 1, "must be a number > 1")] = None
 
 
 class SelectParams(Table):
@@ -216,7 +217,7 @@ def load_generated(state: ParseState, params: NoParams) -> None:
     likewise), and every threshold below is in source pixels."""
     from PIL import Image
 
-    image = state.generated_image.convert("RGB")
+    image = _rgb(state.generated_image)
     if image.size != state.size:
         image = image.resize(state.size, Image.Resampling.BILINEAR)
     state.generated = np.asarray(image)
@@ -224,7 +225,11 @@ def load_generated(state: ParseState, params: NoParams) -> None:
 
 @operation("load_source", needs=("source_image",), gives=("source",))
 def load_source(state: ParseState, params: NoParams) -> None:
-    state.source = np.asarray(state.source_image.convert("RGB"))
+    state.source = _rgb(state.source_image)
+
+
+def _rgb(image: Image.Image) -> Image.Image:
+    return image if image.mode == "RGB" else image.convert("RGB")
 
 
 def colour_mask(protocol: Protocol, rgb: np.ndarray) -> np.ndarray:
@@ -248,13 +253,22 @@ def subtract(state: ParseState, params: SubtractParams) -> None:
     photograph already had is not an answer, and a regenerated image shifts it a little."""
     cv2 = _cv2()
     assert state.mask is not None and state.source is not None
-    existing = colour_mask(state.protocol, state.source)
+    # Only the source's colour within `guard` of a marked pixel can remove one: read the source there alone.
+    x, y, w, h = cv2.boundingRect(state.mask)
+    if not w:
+        return
+    height, width = state.mask.shape
+    x0, y0 = max(x - params.guard, 0), max(y - params.guard, 0)
+    x1, y1 = min(x + w + params.guard, width), min(y + h + params.guard, height)
+    existing = colour_mask(state.protocol, np.asarray(state.source.crop((x0, y0, x1, y1))))
     if not existing.any():
         return
     if params.guard:
         side = 2 * params.guard + 1
         existing = cv2.dilate(existing, cv2.getStructuringElement(cv2.MORPH_ELLIPSE, (side, side)))
-    state.mask = cv2.bitwise_and(state.mask, cv2.bitwise_not(existing))
+    mask = state.mask.copy()
+    mask[y0:y1, x0:x1] = cv2.bitwise_and(mask[y0:y1, x0:x1], cv2.bitwise_not(existing))
+    state.mask = mask
 
 
 @operation("morphology", MorphologyParams, needs=("mask",))
@@ -269,14 +283,21 @@ def morphology(state: ParseState, params: MorphologyParams) -> None:
 @operation("components", needs=("mask",), gives=("components",))
 def components(state: ParseState, params: NoParams) -> None:
     cv2 = _cv2()
-    count, labels, stats, centroids = cv2.connectedComponentsWithStats(state.mask, connectivity=8)
-    state.labels = labels
-    found = []
+    assert state.mask is not None
+    labels = np.zeros(state.mask.shape, np.int32)
+    state.labels, state.components = labels, []
+    # Labelled within the bounding box of the marked pixels: a mark is small beside the image.
+    x0, y0, w, h = cv2.boundingRect(state.mask)
+    if not w:
+        return
+    count, crop, stats, centroids = cv2.connectedComponentsWithStats(
+        np.ascontiguousarray(state.mask[y0 : y0 + h, x0 : x0 + w]), connectivity=8
+    )
+    labels[y0 : y0 + h, x0 : x0 + w] = crop
     for label in range(1, count):
         x, y, w, h, area = (int(v) for v in stats[label])
-        cx, cy = (round(float(v), 3) for v in centroids[label])
-        found.append(Component(area, (x, y, w, h), (cx, cy), round(area / (w * h), 4)))
-    state.components = found
+        centroid = (round(float(centroids[label][0]) + x0, 3), round(float(centroids[label][1]) + y0, 3))
+        state.components.append(Component(area, (x + x0, y + y0, w, h), centroid, round(area / (w * h), 4)))
 
 
 def _solidity(state: ParseState, index: int) -> float:
@@ -294,8 +315,9 @@ def _solidity(state: ParseState, index: int) -> float:
 @operation("filter", FilterParams, needs=("components",))
 def filter_components(state: ParseState, params: FilterParams) -> None:
     """Keep the components of plausible size and shape: at least `min_area` pixels and at most `max_fraction` of
-    the image, filling at least `min_fill` of their bounding box, and at least `min_solidity` of their convex hull
-    (two marks merged into one blob are not convex)."""
+    the image, filling at least `min_fill` of their bounding box, at least `min_solidity` of their convex hull
+    (marks merged into one blob are not convex), and, with `max_area_ratio`, at most that many times the
+    median area of the other kept components (two marks merged are twice the size of the rest)."""
     width, height = state.size
     largest = params.max_fraction * width * height
     for index, component in enumerate(state.components):
@@ -314,6 +336,22 @@ def filter_components(state: ParseState, params: FilterParams) -> None:
             state.misshapen.add(index)
         if reason:
             state.components[index] = replace(component, kept=False, reason=reason)
+    if params.max_area_ratio is not None:
+        _refuse_outsized(state, params.max_area_ratio)
+
+
+def _refuse_outsized(state: ParseState, ratio: float) -> None:
+    kept = _kept(state)
+    outsized = []
+    for index in kept:
+        others = [state.components[other].area for other in kept if other != index]
+        if others and state.components[index].area > ratio * float(np.median(others)):
+            outsized.append((index, float(np.median(others))))
+    for index, median in outsized:
+        component = state.components[index]
+        reason = f"area {component.area} > {ratio} times the other marks' median ({median:.0f}): merged marks?"
+        state.components[index] = replace(component, kept=False, reason=reason)
+        state.misshapen.add(index)
 
 
 def _kept(state: ParseState) -> list[int]:
@@ -385,12 +423,17 @@ def slot_of_point(state: ParseState, params: SlotParams) -> None:
 
 @operation("count", CountParams, needs=("components",), output="count")
 def count(state: ParseState, params: CountParams) -> None:
-    """The number of kept components; none, or (with `refuse_misshapen`) a mark refused for its shape, which may
-    be several marks merged, is no answer."""
-    if params.refuse_misshapen and state.misshapen:
-        component = state.components[min(state.misshapen)]
+    """The number of kept components; none, or (with `refuse_misshapen`) a mark as large as half the kept marks'
+    median refused for its shape, which may be several marks merged, is no answer."""
+    kept_areas = [state.components[index].area for index in _kept(state)]
+    # A misshapen component counts against the count when it is as large as a mark: a sliver of the photograph's own
+    # colour that the re-encoding moved is not one.
+    least = 0.5 * float(np.median(kept_areas)) if kept_areas else 0.0
+    misshapen = [index for index in sorted(state.misshapen) if state.components[index].area >= least]
+    if params.refuse_misshapen and misshapen:
+        component = state.components[misshapen[0]]
         raise Noncompliant(f"a mark of {component.area} pixels has an irregular shape ({component.reason})")
-    kept = len(_kept(state))
+    kept = len(kept_areas)
     if not kept:
         raise Noncompliant("no mark: no component of the protocol's colour passed the filter")
     state.output = kept

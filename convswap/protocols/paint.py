@@ -26,7 +26,7 @@ from convswap.protocols.layouts import center_cell, slot_rects
 from convswap.protocols.parse import resolve_layout
 
 if TYPE_CHECKING:
-    from PIL import Image
+    from PIL import Image, ImageDraw
 
     from convswap.protocols.declarations import Protocol
 
@@ -104,7 +104,7 @@ def paint(
     layout: str | None = None,
 ) -> Image.Image | None:
     """The source with `answer_slot` (1..K of `slots`) drawn under `protocol`; None when no image comes back."""
-    from PIL import Image, ImageDraw
+    from PIL import ImageDraw
 
     check_task(protocol, trial)
     layout = resolve_layout(protocol, layout)
@@ -123,7 +123,7 @@ def paint(
         jitter = (faults.jitter * (2 * u[5] - 1), faults.jitter * (2 * u[6] - 1))
         for box in _marks(protocol, trial, slots, answer_slot, layout, image.size, outside, extra, jitter, u[8]):
             _draw(draw, protocol, box, color)
-    return _noise(image, faults, Image)
+    return _noise(image, faults)
 
 
 def _marks(protocol: Protocol, trial: Trial, slots: tuple[str, ...], answer_slot: int, layout: str | None,
@@ -219,7 +219,7 @@ def _color(protocol: Protocol, shift: float, wrong: bool) -> tuple[int, int, int
     return r, g, b
 
 
-def _draw(draw, protocol: Protocol, box: Box, color: tuple[int, int, int]) -> None:
+def _draw(draw: ImageDraw.ImageDraw, protocol: Protocol, box: Box, color: tuple[int, int, int]) -> None:
     x, y, w, h = box
     corners = [round(x), round(y), round(x + w) - 1, round(y + h) - 1]
     if protocol.primitive == "dot":
@@ -228,7 +228,10 @@ def _draw(draw, protocol: Protocol, box: Box, color: tuple[int, int, int]) -> No
         draw.rectangle(corners, fill=color)
 
 
-def _noise(image, faults: PaintFaults, Image):
+def _noise(image: Image.Image, faults: PaintFaults) -> Image.Image:
+    """The rendering noise of an image model's delivery: its own square size, then JPEG."""
+    from PIL import Image
+
     if faults.resize_round_trip is not None:
         size = image.size
         side = faults.resize_round_trip

@@ -17,6 +17,10 @@ One JSON object per line:
   referent has the same two or more fields (the conventions to swap between:
   a convention's option template names a field, e.g. ``{box}``).
 - target: the id of the right referent.
+- regions (optional): each referent's region in the image, ``[x, y, w, h]`` in
+  pixels (COCO's box convention), e.g. ``{"a": [512, 205, 15, 17], ...}``: a
+  point-answer protocol (point_marker) answers the referent whose region holds
+  its point.
 
 Every line is checked when the plan is loaded: a problem names the file, the
 line, the field and the value.  A trial per item keeps the question and the
@@ -39,9 +43,11 @@ from PIL import Image, UnidentifiedImageError
 from convswap.conventions.choice import OPTIONS_PLACEHOLDER, QUESTION_META
 from convswap.conventions.fields import DESCRIPTIONS_META
 from convswap.core import ConvswapError, ImageSpec, Trial, freeze
+from convswap.protocols.answers import REGIONS_META
 from convswap.stimuli.arrays import check_non_negative
 
 ITEM_FIELDS = ("id", "image", "question", "referents", "target")
+OPTIONAL_ITEM_FIELDS = ("regions",)
 MIN_REFERENTS = 2
 MIN_DESCRIPTION_FIELDS = 2  # an item is described under two or more conventions, or there is nothing to swap
 _FIELD_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")  # a field is named in option templates: "{box}"
@@ -59,9 +65,12 @@ class Item:
     # referent id -> ((field, description), ...), in the file's order
     referents: tuple[tuple[str, tuple[tuple[str, str], ...]], ...]
     target: str
+    regions: tuple[tuple[str, tuple[float, float, float, float]], ...] = ()  # referent -> (x, y, w, h)
 
     def trial(self) -> Trial:
-        """The item as a "choice" trial: the referents in the file's order, question and descriptions in meta."""
+        """The item as a "choice" trial: the referents in the file's order, question, descriptions and any regions
+        in meta."""
+        regions = {REGIONS_META: {referent: list(box) for referent, box in self.regions}} if self.regions else {}
         return Trial(
             trial_id=self.id,
             task="choice",
@@ -70,7 +79,7 @@ class Item:
             image=ImageSpec.of("file", path=str(self.image)),
             width=self.width,
             height=self.height,
-            meta=freeze({QUESTION_META: self.question, DESCRIPTIONS_META: self.referents}),
+            meta=freeze({QUESTION_META: self.question, DESCRIPTIONS_META: self.referents, **regions}),
         )
 
 
@@ -121,8 +130,8 @@ def _item(path: Path, line: str, first: Item | None) -> Item:
     if not isinstance(data, dict):
         raise _BadLine("line", "must be a JSON object", data)
     for key, value in data.items():
-        if key not in ITEM_FIELDS:
-            raise _BadLine(key, f"unknown field (known: {', '.join(ITEM_FIELDS)})", value)
+        if key not in ITEM_FIELDS + OPTIONAL_ITEM_FIELDS:
+            raise _BadLine(key, f"unknown field (known: {', '.join(ITEM_FIELDS + OPTIONAL_ITEM_FIELDS)})", value)
     for key in ITEM_FIELDS:
         if key not in data:
             raise _BadLine(key, "is missing", None)
@@ -135,7 +144,26 @@ def _item(path: Path, line: str, first: Item | None) -> Item:
     if target not in dict(referents):
         raise _BadLine("target", f"must be one of the referents ({', '.join(r for r, _ in referents)})", target)
     image, width, height = _image(path, _text(data, "image"))
-    return Item(item_id, image, width, height, question, referents, target)
+    regions = _regions(data["regions"], referents, width, height) if "regions" in data else ()
+    return Item(item_id, image, width, height, question, referents, target, regions)
+
+
+def _regions(value: Any, referents: Sequence[tuple[str, Any]], width: int, height: int) -> tuple[Any, ...]:
+    names = [referent for referent, _ in referents]
+    if not isinstance(value, dict) or sorted(value) != sorted(names):
+        raise _BadLine("regions", f"must give one [x, y, w, h] for each referent ({', '.join(names)})", value)
+    regions = []
+    for referent in names:
+        box = value[referent]
+        if not (isinstance(box, list) and len(box) == 4
+                and all(isinstance(v, int | float) and not isinstance(v, bool) for v in box)):  # fmt: skip
+            raise _BadLine(f"regions.{referent}", "must be [x, y, w, h], four numbers", box)
+        x, y, w, h = box
+        if w <= 0 or h <= 0 or x < 0 or y < 0 or x + w > width or y + h > height:
+            raise _BadLine(f"regions.{referent}", f"must have w, h > 0 and lie inside the {width} by {height} image",
+                           box)  # fmt: skip
+        regions.append((referent, (float(x), float(y), float(w), float(h))))
+    return tuple(regions)
 
 
 def _text(data: Mapping[str, Any], key: str) -> str:
