@@ -4,16 +4,22 @@ that paints its answers with the protocols' painter at planted rates."""
 from __future__ import annotations
 
 import io
+import os
+import subprocess
+import sys
+import threading
+import time
 from collections import Counter
 from pathlib import Path
 
 import pytest
 from api_servers import LoopbackServer, Reply
 from conftest import COCO_MINI
-from image_servers import Asked, PlantedPainter, Rates, pixels_key, prompt_of, source_of
+from image_servers import Asked, PlantedPainter, Rates, image_edit_without_image, pixels_key, prompt_of, source_of
 from PIL import Image
-from runner_support import records_in
+from runner_support import REPO_ROOT, records_in
 from scipy.stats import binomtest
+from test_cli_interrupt import WORKERS, interrupt_when_quiet
 
 from convswap.cli import main
 from convswap.experiments.runner import RunRequest, prompt_for, registered_plan, run_experiment
@@ -165,3 +171,31 @@ def test_one_plan_runs_on_an_image_only_model_in_pixels_beside_a_text_model_thro
     assert "openai-image:gpt-image-1" in outcomes
     for path in [path for path in tmp_path.rglob("*") if path.is_file()]:
         assert openai_key.encode() not in path.read_bytes(), path
+
+
+@pytest.mark.slow
+def test_ctrl_c_stops_an_image_run_within_2_s_and_sends_nothing_more(tmp_path):
+    release = threading.Event()
+
+    def hung(seen):
+        release.wait(30)  # answers only when the test ends
+        return image_edit_without_image()
+
+    with LoopbackServer(hung) as server:
+        env = {**os.environ, "OPENAI_API_KEY": "sk-test-interrupt-image", "OPENAI_BASE_URL": f"{server.url}/v1",
+               "XDG_CACHE_HOME": str(tmp_path / "cache")}  # fmt: skip
+        command = [sys.executable, "-m", "convswap", "run", EXPERIMENT, "--model", "openai-image:gpt-image-1",
+                   "--interface", "image", "--coco", str(COCO_MINI), "--limit", "6", "--out", str(tmp_path / "out"),
+                   "--no-progress"]  # fmt: skip
+        process = subprocess.Popen(command, cwd=REPO_ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                                   text=True)  # fmt: skip
+        took, seen = interrupt_when_quiet(process, server)
+        time.sleep(0.5)
+        after = len(server.requests)
+        release.set()
+    stderr = process.stderr.read()
+    process.stdout.close()
+    process.stderr.close()
+    assert process.returncode == 130, stderr
+    assert took < 2.0
+    assert after == seen == WORKERS  # the default concurrency: nothing sent after Ctrl-C
