@@ -114,6 +114,10 @@ def test_a_rerun_retries_exactly_the_failed_requests_and_the_key_is_written_nowh
         first = run(tmp_path, server, 4, once, monkeypatch)
         failed = {(record.trial_id, record.convention) for record in first if record.parse_status == "api_error"}
         assert len(failed) == len(failing) > 0
+        drawn_failed = [record for record in first if record.parse_status == "api_error" and record.pixels is not None]
+        assert drawn_failed and all(record.pixels.outcome == "generation_failure" and record.answer_slot is None
+                                    for record in drawn_failed)  # fmt: skip
+        assert main(["audit", str(tmp_path / EXPERIMENT / "gemini-image-gemini-2.5-flash-image")]) == 0
         sent_first = len(server.requests)
         server.respond = painter
         second = run(tmp_path, server, 4, once, monkeypatch)
