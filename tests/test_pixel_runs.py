@@ -10,6 +10,7 @@ from dataclasses import replace
 from pathlib import Path
 
 import pytest
+from conftest import COCO_MINI
 from PIL import Image
 from pixel_support import (
     PROTOCOL_NAMES,
@@ -21,9 +22,10 @@ from pixel_support import (
     sha256_file,
     swap_request,
 )
-from plan_support import MINIMAL
+from plan_support import MINIMAL, without_plan_folder
 from runner_support import records_in, without_run_details
 
+from convswap.cli import main
 from convswap.core import ConvswapError, Generation, outcome_of
 from convswap.experiments.folder_lock import locked
 from convswap.experiments.ledger import Ledger
@@ -165,8 +167,6 @@ def own_protocol_folder(tmp_path: Path) -> Path:
 
 
 def test_a_plan_folders_own_protocol_is_pinned_and_an_edit_stops_runs_until_amended(tmp_path, capsys):
-    from convswap.cli import main
-
     folder = own_protocol_folder(tmp_path)
     readings = {"locate": {"cell_name": 0.6, "pixels": 0.2, "my_dot": 0.7}}
     model = f"sim:{observer_file(tmp_path / 'obs.toml', readings=readings)}"
@@ -290,3 +290,25 @@ def test_a_pixel_run_on_a_locked_folder_refuses_and_draws_nothing(tmp_path):
         with pytest.raises(ConvswapError, match="is being written by another run"):
             run_experiment(swap_request(tmp_path / "runs", model, limit=2), progress=False)
     assert sorted(path.name for path in folder.iterdir()) == [".run.lock"]  # no image, no record
+
+
+def test_a_hypothesis_on_a_task_its_protocol_does_not_answer_is_refused(tmp_path):
+    path = tmp_path / "demo.toml"
+    text = CACHED_PROTOCOL.replace('conditions = ["visible", "cached"]', 'conditions = ["visible"]')
+    text = text.replace('tasks = ["locate"]', 'tasks = ["locate", "identify"]').replace(
+        "k = 9", "k = { locate = 9, identify = 6 }"
+    )
+    text = text.replace('contrast = ["cell_name", "pixels"]', 'contrast = ["cell_name", "point_marker"]')
+    path.write_text(text.replace("alpha = 0.05", 'alpha = 0.05\ntask = "identify"'), encoding="utf-8")
+    with pytest.raises(
+        ConvswapError, match=r"hypotheses\[0\]\.contrast: names a protocol that does not answer the task"
+    ):
+        load_plan(path)
+
+
+def test_the_cli_refuses_a_text_only_model_for_a_protocol_plan_in_one_line(tmp_path, capsys):
+    argv = ["run", "interface_swap", "--model", "openai:gpt-4o", "--coco", str(COCO_MINI), "--out", str(tmp_path)]
+    assert main(argv) == 2
+    error = without_plan_folder(capsys.readouterr().err).splitlines()
+    assert len(error) == 1 and error[0].startswith("convswap run: error: openai:gpt-4o answers in text only")
+    assert "point_marker" in error[0] and list(tmp_path.iterdir()) == []
