@@ -33,7 +33,7 @@ def imports_after(statement: str, env: dict[str, str] | None = None) -> list[str
 def test_the_help_states_every_registered_spec_form():
     result = subprocess.run([sys.executable, "-m", "convswap", "run", "--help"], cwd=REPO_ROOT, capture_output=True,
                             text=True, check=True, env={**os.environ, "COLUMNS": "400"})  # fmt: skip
-    forms = "hf:<path or hub id>, openai:<model>, gemini:<model> or sim:<preset or FILE.toml>"
+    forms = "hf:<path or hub id>, openai:<model>, gemini:<model>, served:<model> or sim:<preset or FILE.toml>"
     assert f"model spec: {forms}" in result.stdout
 
 
@@ -76,5 +76,6 @@ def test_the_registry_names_the_backend_classes():
         "hf": ("convswap.readout.transformers_backend", "TransformersBackend"),
         "openai": ("convswap.readout.openai_backend", "OpenAIBackend"),
         "gemini": ("convswap.readout.gemini_backend", "GeminiBackend"),
+        "served": ("convswap.readout.served_backend", "ServedBackend"),
         "sim": ("convswap.readout.sim", "SimulatedObserver"),
     }

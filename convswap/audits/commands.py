@@ -9,8 +9,8 @@ from convswap.analysis.commands import ALLOW_UNREGISTERED_HELP, checked_provenan
 from convswap.defaults import DEFAULT_COLOR_WORDS
 from convswap.experiments.plan_commands import PLAN_DIR_HELP, plan_folder
 from convswap.readout.base import DEFAULT_MAX_NEW_TOKENS, check_max_new_tokens
-from convswap.readout.options import add_model_arguments
-from convswap.readout.registry import backend_options, load_backend
+from convswap.readout.options import add_model_arguments, model_options
+from convswap.readout.registry import backend_entry, load_backend
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -42,8 +42,11 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         description="Probe a model with known-answer prompts in every answer alphabet (integer labels 1-6, 1-9 and "
         "1-16; color words) and judge each readout. First token: the surface of every variant, shared first "
         "tokens, candidate mass and the top first tokens of each probe. Generate: greedy generation at the run's "
-        "token budget, parsed, with truncation counted. Prints one verdict per alphabet and readout (usable, or "
-        "refused with the reason); exits 0 when every alphabet has at least one usable readout, else 1.",
+        "token budget, parsed, with truncation counted. A served or API model's first token is read through its "
+        "server's logprobs (an API model's are always asked for here): exact where the server gives each "
+        "candidate's, else bounded from its top k, with the mass rule's verdicts counted. Prints one verdict per "
+        "alphabet and readout (usable, or refused with the reason); exits 0 when every alphabet has at least one "
+        "usable readout, else 1.",
     )
     add_model_arguments(model)
     model.add_argument(
@@ -90,7 +93,10 @@ def run_audit_model(args: argparse.Namespace) -> int:
         alphabets = default_alphabets(load_vocabulary(args.vocabulary).words, f"vocabulary {args.vocabulary}")
     else:
         alphabets = default_alphabets()
-    backend = load_backend(args.model, **backend_options(args.quant, args.dtype))
+    options = model_options(args)
+    if backend_entry(args.model).api_logprobs:  # an API model is asked for its logprobs to see whether it gives them
+        options["logprobs"] = True
+    backend = load_backend(args.model, **options)
     audits = audit_model(backend, alphabets, args.max_new_tokens)
     print(format_model_audit(backend.info(), effective_budget(backend, args.max_new_tokens), audits))
     unusable = [audit.alphabet.name for audit in audits if not audit.usable]

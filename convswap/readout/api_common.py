@@ -30,14 +30,15 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Annotated, Any, ClassVar, TypeVar
+from typing import Annotated, Any, ClassVar, Self, TypeVar
 
 from PIL import Image
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from convswap.core import ConvswapError, Generation, canonical_json, sha256_hex
-from convswap.readout.base import DEFAULT_MAX_NEW_TOKENS, Backend, ModelInfo, Query
+from convswap.readout.base import DEFAULT_MAX_NEW_TOKENS, Backend, LogitsUnavailable, ModelInfo, Query
 from convswap.readout.conversation import Turn, conversation
+from convswap.readout.logprobs import FirstTokenLogprobs, LogprobsRefused
 from convswap.validation import at_least, checked, first_problem, is_integer, is_number, problem
 
 log = logging.getLogger(__name__)
@@ -156,6 +157,7 @@ class Failure:
     retryable: bool
     fatal: bool = False  # a configuration error (key, permission, model name): every request would fail
     retry_after: float | None = None
+    status: int | None = None  # the HTTP status, where the server answered
 
 
 class RequestCancelled(Exception):
@@ -190,7 +192,11 @@ def http_failure(status: int, detail: str, headers: Mapping[str, str] | None = N
     reason = f"HTTP {status}: {detail[:_DETAIL_CHARS]}" if detail else f"HTTP {status}"
     retryable = status in (408, 429) or status >= 500
     return Failure(
-        reason, retryable=retryable, fatal=status in (401, 403, 404), retry_after=retry_after_seconds(headers)
+        reason,
+        retryable=retryable,
+        fatal=status in (401, 403, 404),
+        retry_after=retry_after_seconds(headers),
+        status=status,
     )
 
 
@@ -270,6 +276,9 @@ class ApiSettings(BaseModel):
     retry: Annotated[RetryPolicy, checked(lambda value: isinstance(value, RetryPolicy), "must be a RetryPolicy")] = (
         Field(default_factory=RetryPolicy)
     )
+    # Also read the first answer token from the API's top logprobs (a bounded first-token readout).  Off unless
+    # asked: each prompt then costs a second request, and a plan may score API models by generation alone.
+    logprobs: Annotated[bool, checked(lambda value: isinstance(value, bool), "must be true or false")] = False
 
     @field_validator("cache_path")
     @classmethod
@@ -289,7 +298,7 @@ class ApiSettings(BaseModel):
         return {**rest, "retry": RetryPolicy(max_attempts=retries + 1)}
 
     @classmethod
-    def from_options(cls, spec: str, options: Mapping[str, Any]) -> ApiSettings:
+    def from_options(cls, spec: str, options: Mapping[str, Any]) -> Self:
         """Validate options.  Options meant for other backends (quant, dtype, ...) are refused when set and
         ignored when None."""
         given = {name: value for name, value in options.items() if value is not None}
@@ -347,6 +356,7 @@ class ApiBackend(Backend):
         self._pool = ThreadPoolExecutor(max_workers=settings.concurrency, thread_name_prefix=f"convswap-{self.api}")
         self._cancelled = threading.Event()
         self.parallel_queries = settings.concurrency
+        self.has_logprobs = settings.logprobs
 
     @classmethod
     def from_spec(cls, name: str, **options: Any) -> ApiBackend:
@@ -378,24 +388,60 @@ class ApiBackend(Backend):
         self._pool.shutdown(wait=False, cancel_futures=True)
 
     def _answer(self, request: dict[str, Any]) -> Generation:
-        key = request_key(self.api, self._endpoint(), request)
-        reply = self._cache.get(key)
-        if reply is not None:
-            self.counters.add("cache_hits")
-        else:
-            try:
-                sent, attempts = self.settings.retry.call(
-                    lambda: self._counted_send(request), self._scrubbed, self._cancelled
-                )
-            except RequestFailed as failed:
-                return self._failed(failed)
-            self.counters.add("retries", attempts - 1)
-            self._cache.put(key, self.api, self.model, sent)
-            reply = sent
+        try:
+            reply = self._fetch(request)
+        except RequestFailed as failed:
+            return self._failed(failed)
         generation, served_model = self._read(reply)
         if served_model:
             self._served_model = served_model
         return generation
+
+    def _fetch(self, request: dict[str, Any]) -> str:
+        """The reply to `request`, from the cache or sent with bounded retries (and then cached); RequestFailed else."""
+        key = request_key(self.api, self._endpoint(), request)
+        reply = self._cache.get(key)
+        if reply is not None:
+            self.counters.add("cache_hits")
+            return reply
+        sent, attempts = self.settings.retry.call(lambda: self._counted_send(request), self._scrubbed, self._cancelled)
+        self.counters.add("retries", attempts - 1)
+        self._cache.put(key, self.api, self.model, sent)
+        return sent
+
+    def first_token_logprobs(self, query: Query, token_ids: tuple[int, ...]) -> list[FirstTokenLogprobs]:
+        """One one-token request per prompt asking for the first token's top logprobs (`token_ids` unused: an API
+        names its tokens by text).  A model that refuses logprobs raises LogprobsRefused with its reason."""
+        if not self.has_logprobs:
+            return super().first_token_logprobs(query, token_ids)
+        image = png_base64(query.image)
+        requests = [self._logprob_request(conversation(query.condition, text), image) for text in query.texts]
+        return list(self._pool.map(self._logprobs_of, requests))
+
+    def _logprobs_of(self, request: dict[str, Any]) -> FirstTokenLogprobs:
+        try:
+            reply = self._fetch(request)
+        except RequestFailed as failed:
+            raise self._logprobs_refused(failed) from None
+        return self._read_logprobs(reply)
+
+    def _logprobs_refused(self, failed: RequestFailed) -> ConvswapError:
+        """A logprob request that failed: 400 and 403 (what reasoning models answer) refuse the readout; a key or
+        model name that is wrong stops the run as it does for generation; anything else refuses with its reason."""
+        self.counters.add("retries", failed.attempts - 1)
+        self.counters.add("failures")
+        message = f"{self.spec} gives no first-token logprobs: {failed.failure.reason}"
+        if failed.failure.fatal and failed.failure.status not in (400, 403):
+            return ConvswapError(message)
+        return LogprobsRefused(message)
+
+    def _logprob_request(self, turns: tuple[Turn, ...], image_base64: str) -> dict[str, Any]:
+        """The request for the first answer token's top logprobs (one token, temperature 0)."""
+        raise LogitsUnavailable(f"{self.spec} exposes no first-token log-probabilities")
+
+    def _read_logprobs(self, reply: str) -> FirstTokenLogprobs:
+        """A stored logprob reply -> what it says of the first token; LogprobsRefused when it carries none."""
+        raise LogitsUnavailable(f"{self.spec} exposes no first-token log-probabilities")
 
     def _counted_send(self, request: dict[str, Any]) -> str:
         self.counters.add("sent")

@@ -17,6 +17,8 @@ if TYPE_CHECKING:  # only in annotations: `convswap --help` need not import them
     import numpy as np
     from PIL import Image
 
+    from convswap.readout.logprobs import FirstTokenLogprobs
+
 from convswap.core import Condition, ConvswapError, Generation, Prompt, Trial
 
 # The cached condition: the image and this instruction form one user turn, the
@@ -82,6 +84,9 @@ class Backend(ABC):
 
     spec: str
     has_logits: bool = False
+    # A served or API model: no logits, but the server's log-probabilities of the first answer token
+    # (`first_token_logprobs`), exact or bounded (`convswap.readout.logprobs`).
+    has_logprobs: bool = False
     # How many queries a runner may have in flight at once.  A local model reads
     # one at a time; an API backend bounds its own requests, so the runner can
     # overlap trials up to that bound.
@@ -104,6 +109,13 @@ class Backend(ABC):
     def next_token_logits(self, query: Query) -> np.ndarray:
         """Full-vocabulary logits of the first answer token, shape [len(query.prompts), vocab], float32."""
         raise LogitsUnavailable(f"{self.spec} exposes no first-token distribution")
+
+    def first_token_logprobs(self, query: Query, token_ids: tuple[int, ...]) -> list[FirstTokenLogprobs]:
+        """What the server says of each prompt's first answer token, asking for `token_ids` exactly where it can.
+
+        Raises LogprobsRefused (convswap.readout.logprobs) when the server will not say.
+        """
+        raise LogitsUnavailable(f"{self.spec} exposes no first-token log-probabilities")
 
     def encode(self, text: str) -> list[int]:
         """Token ids of `text` as it would appear as the start of the answer (no special tokens)."""
