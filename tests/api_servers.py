@@ -110,7 +110,13 @@ def _handler_for(server: LoopbackServer) -> type[BaseHTTPRequestHandler]:
 
         def do_POST(self) -> None:
             length = int(self.headers.get("Content-Length", 0))
-            body = json.loads(self.rfile.read(length) or b"{}")
+            self._answer(json.loads(self.rfile.read(length) or b"{}"))
+
+        def do_GET(self) -> None:
+            """A GET (a model list, a server's info) reaches the responder as a request with an empty body."""
+            self._answer({})
+
+        def _answer(self, body: dict[str, Any]) -> None:
             headers = {name.lower(): value for name, value in self.headers.items()}
             reply = server._handle(Seen(self.path, headers, body))
             payload = json.dumps(reply.body).encode()

@@ -170,8 +170,8 @@ class ServedBackend(OpenAIBackend):
         """Context length, conformance of the server's tokens with the local chat path, then the readout it gives."""
         self.context_length = self._context_length()
         self._check_conformance()
+        # A server that gives no logprobs still has the readout asked of it: it is refused, with the reason.
         self.readout_source, self.logprobs_refusal = self._readout_capability()
-        self.has_logprobs = self.readout_source is not None
 
     def _context_length(self) -> int | None:
         """`max_model_len` of the served model as /v1/models lists it (vLLM and SGLang both do); None if absent."""
@@ -197,10 +197,13 @@ class ServedBackend(OpenAIBackend):
             "/tokenize", json={"model": self.model, "messages": request["messages"], "add_generation_prompt": True}
         )
         if reply.status_code == 200:
-            body = reply.json()
-            theirs = [int(i) for i in body["tokens"]]
-            if body.get("max_model_len") and self.context_length is None:
-                self.context_length = int(body["max_model_len"])
+            try:
+                body = reply.json()
+                theirs = [int(i) for i in body["tokens"]]
+                if body.get("max_model_len") and self.context_length is None:
+                    self.context_length = int(body["max_model_len"])
+            except (KeyError, TypeError, ValueError) as error:
+                raise ConvswapError(f"{self.spec}: unreadable /tokenize reply from {self._root}: {error!r}") from None
             if theirs != ours:
                 position = first_difference(ours, theirs)
                 raise ConvswapError(
@@ -241,7 +244,8 @@ class ServedBackend(OpenAIBackend):
         try:
             self._read_source(TOP_LOGPROBS, self._send(self._top_request(turns, image)))
         except openai.APIStatusError as error:
-            return None, f"the server refuses logprobs: HTTP {error.status_code}: {error.message}"
+            failure = self._classify(error)
+            return None, f"the server refuses logprobs: {failure.reason if failure else error}"
         except LogprobsRefused as refusal:
             return None, str(refusal)
         return TOP_LOGPROBS, None
