@@ -451,7 +451,7 @@ class ApiBackend(Backend):
         failure = self._classify(error)
         if failure is None:
             return None
-        return Failure(scrub(failure.reason, self._secrets), failure.retryable, failure.fatal, failure.retry_after)
+        return replace(failure, reason=scrub(failure.reason, self._secrets))
 
     def _failed(self, failed: RequestFailed) -> Generation:
         self.counters.add("retries", failed.attempts - 1)
