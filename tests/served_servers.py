@@ -96,6 +96,9 @@ class Served:
     processor: Any
     distribution: Distribution
     max_model_len: int = 32768
+    # False: chat completions skip the processor (a planted distribution needs no inputs) and report no prompt
+    # tokens, so that a throughput benchmark measures the client rather than this server's image processing.
+    reads_inputs: bool = True
 
 
 def _chat_entry(served: Served, token_id: int, logprob: float, as_ids: bool) -> dict[str, Any]:
@@ -134,8 +137,8 @@ def served_server(
     tokenizer = served.processor.tokenizer
 
     def chat(body: dict[str, Any]) -> Reply:
-        inputs = chat_inputs(served.processor, body["messages"])
-        ids = inputs["input_ids"][0].tolist()
+        inputs = chat_inputs(served.processor, body["messages"]) if served.reads_inputs else None
+        ids = inputs["input_ids"][0].tolist() if inputs is not None else []
         wants_ids = body.get("logprob_token_ids")
         if body.get("logprobs") and logprobs == "refused":
             return openai_error(400, "logprobs are not supported with this model")
