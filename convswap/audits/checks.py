@@ -286,10 +286,11 @@ def _alphabet_problem(record: Record) -> str | None:
         return f"scored by first token although that readout was refused: {record.first_token_refused}"
     if record.first_token is None:
         return "scored by first token but no first-token readout is stored"
-    ids = list(record.first_token.candidate_token_ids or record.first_token.candidate_texts)
+    # Token ids, or the surface strings of candidates matched by text (an API model's)
+    ids: list[int | str] = [*(record.first_token.candidate_token_ids or record.first_token.candidate_texts)]
     if len(ids) != len(record.alphabet):
         return f"{len(ids)} candidate tokens for an alphabet of {len(record.alphabet)}"
-    shared = sorted({str(i) for i in ids if ids.count(i) > 1})
+    shared = sorted({i for i in ids if ids.count(i) > 1}, key=lambda i: (len(str(i)), str(i)))  # ids in numeric order
     if shared:
         return f"candidates share first token(s) {shared}: {ids} (surface {record.first_token.surface!r})"
     if not record.first_token.exact and record.first_token.mass_verdict != SCORE:
