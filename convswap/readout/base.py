@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from abc import ABC, abstractmethod
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:  # only in annotations: `convswap --help` need not import them
     import numpy as np
@@ -131,3 +131,20 @@ class Backend(ABC):
     def show_token(self, token_id: int) -> str:
         """A token for a report, never invisible: its text, or its spelling when the text is empty: '▁' (29871)."""
         return f"{self.decode_token(token_id) or self.token_spelling(token_id)!r} ({token_id})"
+
+
+class OwnTokenizer:
+    """encode, decode_token and token_spelling by the model's own tokenizer (`self.tokenizer`), for a backend that
+    loads it: a local model, or a served one whose tokenizer is loaded beside the server.  Listed before Backend
+    among the bases, so that these replace its defaults."""
+
+    tokenizer: Any
+
+    def encode(self, text: str) -> list[int]:
+        return self.tokenizer.encode(text, add_special_tokens=False)
+
+    def decode_token(self, token_id: int) -> str:
+        return self.tokenizer.decode([token_id])
+
+    def token_spelling(self, token_id: int) -> str:
+        return self.tokenizer.convert_ids_to_tokens(token_id)

@@ -38,7 +38,7 @@ from PIL import Image
 
 from convswap.core import Condition, ConvswapError, Generation
 from convswap.readout.api_common import ApiSettings, Failure, RequestFailed, http_failure, png_base64
-from convswap.readout.base import DEFAULT_MAX_NEW_TOKENS, ModelInfo, Query
+from convswap.readout.base import DEFAULT_MAX_NEW_TOKENS, ModelInfo, OwnTokenizer, Query
 from convswap.readout.conversation import Turn, conversation
 from convswap.readout.logprobs import (
     LOGPROB_TOKEN_IDS,
@@ -103,7 +103,7 @@ def first_difference(ours: list[int], theirs: list[int]) -> int:
     return next((i for i, (a, b) in enumerate(zip(ours, theirs, strict=False)) if a != b), min(len(ours), len(theirs)))
 
 
-class ServedBackend(OpenAIBackend):
+class ServedBackend(OwnTokenizer, OpenAIBackend):
     api = "served"
     key_variables = (KEY_VARIABLE,)
     revision_known_at_load = True  # the model the server names in /v1/models
@@ -152,17 +152,6 @@ class ServedBackend(OpenAIBackend):
     def close(self) -> None:
         self._http.close()
         super().close()
-
-    # --- the tokenizer, as for a local model ---------------------------------------------------------------------
-
-    def encode(self, text: str) -> list[int]:
-        return self.tokenizer.encode(text, add_special_tokens=False)
-
-    def decode_token(self, token_id: int) -> str:
-        return self.tokenizer.decode([token_id])
-
-    def token_spelling(self, token_id: int) -> str:
-        return self.tokenizer.convert_ids_to_tokens(token_id)
 
     # --- probes at load --------------------------------------------------------------------------------------------
 
@@ -246,6 +235,8 @@ class ServedBackend(OpenAIBackend):
         except openai.APIStatusError as error:
             failure = self._classify(error)
             return None, f"the server refuses logprobs: {failure.reason if failure else error}"
+        except openai.APIError as error:
+            raise ConvswapError(f"{self.spec}: the logprobs probe to {self._root} failed: {error}") from None
         except LogprobsRefused as refusal:
             return None, str(refusal)
         return TOP_LOGPROBS, None
