@@ -22,7 +22,7 @@ from transformers import AutoProcessor
 
 from convswap.calibration.surfaces import MIN_CANDIDATE_MASS, probe_query, resolve_logprob_surface, surface_candidates
 from convswap.cli import main
-from convswap.core import ConvswapError, Surface
+from convswap.core import ConvswapError, FirstTokenReadout, Surface
 from convswap.readout.logprobs import LOGPROB_TOKEN_IDS, TOKEN_IDS_LOGPROB, TOP_LOGPROBS, logprob_readout
 from convswap.readout.prefix_cache import chat_messages
 from convswap.readout.registry import load_backend
@@ -231,3 +231,40 @@ def test_a_served_model_reads_as_the_local_model_does(tiny_model, tmp_path, cond
                 assert low is None or abs(low - value) < 1e-4
             mass = math.exp(logsumexp(want))
             assert readout.candidate_mass - 1e-4 <= mass <= readout.candidate_mass_upper + 1e-4
+
+
+# --- what a user gets wrong -----------------------------------------------------------------------------
+
+
+def test_a_served_model_needs_a_server_and_a_local_model_takes_no_server(tmp_path, monkeypatch):
+    monkeypatch.delenv("CONVSWAP_SERVED_BASE_URL", raising=False)
+    with pytest.raises(ConvswapError, match="served:m needs the server's URL: give --base-url or set CONVSWAP_SERVED"):
+        load_backend("served:m", tokenizer=str(tmp_path))
+    with pytest.raises(ConvswapError, match=f"hf:{tmp_path} does not take option 'base_url'"):
+        load_backend(f"hf:{tmp_path}", base_url="http://127.0.0.1:9/v1")
+
+
+def test_a_server_that_does_not_serve_the_model_is_named(planted, qwen25_assets, tmp_path):
+    served, _ = planted
+    with LoopbackServer(served_server(replace(served, name="another-model"))) as server:
+        with pytest.raises(ConvswapError, match=f"does not serve '{NAME}' \\(it serves another-model\\)"):
+            connect(server, qwen25_assets, tmp_path)
+
+
+def test_a_bounded_readout_keeps_its_bounds_in_the_log_and_a_local_one_logs_as_before(planted, qwen25_assets,
+                                                                                     tmp_path):  # fmt: skip
+    served, _ = planted
+    with LoopbackServer(served_server(served, token_ids="ignored")) as server:
+        backend = connect(server, qwen25_assets, tmp_path)
+        try:
+            _, readouts = read_probes(backend)
+        finally:
+            backend.close()
+    logged = readouts[0].to_json()
+    assert logged["source"] == TOP_LOGPROBS and logged["mass_verdict"] == "score"
+    assert FirstTokenReadout.from_json(logged) == readouts[0]
+    local = replace(readouts[0], candidate_logits=(1.0, 2.0), logprob_bounds=(), candidate_mass_upper=None,
+                    mass_verdict=None, source="logits")  # fmt: skip
+    assert set(local.to_json()) == {"surface", "candidate_token_ids", "candidate_logits", "candidate_mass", "top",
+                                    "slot", "tie", "tied_slots"}  # fmt: skip
+    assert FirstTokenReadout.from_json(local.to_json()) == local
