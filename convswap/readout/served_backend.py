@@ -99,10 +99,6 @@ def chat_path_ids(processor: Any, condition: Condition, question: str, image: Im
     return [int(i) for i in (ids[0] if ids and isinstance(ids[0], list) else ids)]
 
 
-def first_difference(ours: list[int], theirs: list[int]) -> int:
-    return next((i for i, (a, b) in enumerate(zip(ours, theirs, strict=False)) if a != b), min(len(ours), len(theirs)))
-
-
 class ServedBackend(OwnTokenizer, OpenAIBackend):
     api = "served"
     key_variables = (KEY_VARIABLE,)
@@ -194,7 +190,11 @@ class ServedBackend(OwnTokenizer, OpenAIBackend):
             except (KeyError, TypeError, ValueError) as error:
                 raise ConvswapError(f"{self.spec}: unreadable /tokenize reply from {self._root}: {error!r}") from None
             if theirs != ours:
-                position = first_difference(ours, theirs)
+                import torch
+
+                from convswap.readout.prefix_cache import common_prefix_length
+
+                position = common_prefix_length([torch.tensor(ours), torch.tensor(theirs)])
                 raise ConvswapError(
                     f"{self.spec}: the server tokenizes the visible probe differently from the local processor's chat "
                     f"path ({self.tokenizer.name_or_path}) at position {position}: the server reads "
