@@ -370,9 +370,18 @@ class ApiBackend(Backend):
 
     def generate(self, query: Query, max_new_tokens: int = DEFAULT_MAX_NEW_TOKENS) -> list[Generation]:
         image = png_base64(query.image)
-        budget = max(max_new_tokens, self.settings.max_output_tokens)
-        requests = [self._request(conversation(query.condition, text), image, budget) for text in query.texts]
-        return [replace(generation, max_new_tokens=budget) for generation in self._pool.map(self._answer, requests)]
+        wanted = max(max_new_tokens, self.settings.max_output_tokens)
+        budgets = [self._budget(query, text, wanted) for text in query.texts]
+        requests = [
+            self._request(conversation(query.condition, text), image, budget)
+            for text, budget in zip(query.texts, budgets, strict=True)
+        ]
+        answers = self._pool.map(self._answer, requests)
+        return [replace(answer, max_new_tokens=budget) for answer, budget in zip(answers, budgets, strict=True)]
+
+    def _budget(self, query: Query, text: str, wanted: int) -> int:
+        """The output budget one prompt is sent with: `wanted`, unless the server's context leaves less."""
+        return wanted
 
     def close(self) -> None:
         self._pool.shutdown(wait=True)

@@ -28,7 +28,6 @@ from __future__ import annotations
 import json
 import math
 import os
-from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -36,9 +35,9 @@ import httpx2
 import openai
 from PIL import Image
 
-from convswap.core import Condition, ConvswapError, Generation
+from convswap.core import Condition, ConvswapError
 from convswap.readout.api_common import ApiSettings, Failure, RequestFailed, http_failure, png_base64
-from convswap.readout.base import DEFAULT_MAX_NEW_TOKENS, ModelInfo, OwnTokenizer, Query
+from convswap.readout.base import ModelInfo, OwnTokenizer, Query
 from convswap.readout.conversation import Turn, conversation
 from convswap.readout.logprobs import (
     LOGPROB_TOKEN_IDS,
@@ -329,17 +328,6 @@ class ServedBackend(OwnTokenizer, OpenAIBackend):
         return ListedToken(token, float(entry["logprob"]))
 
     # --- generation: the API path, the budget clamped to the context -----------------------------------------------
-
-    def generate(self, query: Query, max_new_tokens: int = DEFAULT_MAX_NEW_TOKENS) -> list[Generation]:
-        image = png_base64(query.image)
-        wanted = max(max_new_tokens, self.settings.max_output_tokens)
-        budgets = [self._budget(query, text, wanted) for text in query.texts]
-        requests = [
-            self._request(conversation(query.condition, text), image, budget)
-            for text, budget in zip(query.texts, budgets, strict=True)
-        ]
-        answers = self._pool.map(self._answer, requests)
-        return [replace(answer, max_new_tokens=budget) for answer, budget in zip(answers, budgets, strict=True)]
 
     def _budget(self, query: Query, text: str, wanted: int) -> int:
         """`wanted`, or what the context leaves after the prompt where that is less (never under one token)."""
