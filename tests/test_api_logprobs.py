@@ -13,6 +13,7 @@ from dataclasses import replace
 import pytest
 from api_servers import LoopbackServer, gemini_error, openai_error, question_of
 from served_servers import asked_answer, gemini_logprobs_server, openai_logprobs_server, text_distribution
+from test_audit_model import audit_model
 
 from convswap.calibration.surfaces import (
     MIN_CANDIDATE_MASS,
@@ -155,3 +156,18 @@ def test_a_model_refusing_logprobs_refuses_the_readout_with_its_reason(api, stat
         finally:
             backend.close()
     assert "not supported" in str(refused.value)
+
+
+@pytest.mark.parametrize("api", list(APIS))
+def test_audit_model_says_an_api_model_is_read_with_bounds(api, tmp_path, monkeypatch, capsys):
+    with LoopbackServer(APIS[api][3](split_between_surfaces)) as server:
+        backend = connect(api, server, tmp_path, monkeypatch)  # the key and no stray base URL in the environment
+        backend.close()
+        monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
+        _, report, verdicts = audit_model(capsys, "--model", APIS[api][0], "--base-url", server.url + APIS[api][2])
+    verdict = verdicts[("integers 1-9", "first_token")]
+    assert verdict.startswith("usable: surface bare, mean candidate mass ")
+    assert "argmax right on 9/9 probes; bounded by the server's top_logprobs: mean candidate mass " in verdict
+    tally = dict(part.rsplit(" ", 1) for part in verdict.split("mass rule per probe: ")[1].split(", "))
+    assert set(tally) == {"score", "refuse", "undetermined"} and sum(map(int, tally.values())) == 9
+    assert "first-token and generated readouts agree on 9/9 probes" in report
