@@ -239,7 +239,7 @@ class TokenScore(NamedTuple):
     """One of the most probable first tokens.  A named tuple: a loaded log holds ten per first-token readout,
     and tuples of plain values cost the cyclic collector nothing to track, where class instances do."""
 
-    token_id: int
+    token_id: int | None  # None where a server names the token by its text alone (an API's top logprobs)
     text: str
     prob: float
 
@@ -262,9 +262,12 @@ class Surface:
     masses: tuple[tuple[str, float], ...]
     reason: str
     shared: tuple[str, ...] = ()
+    # A surface measured on a server's top-k logprobs: `mass` is then the mean lower bound and this the mean
+    # upper bound; None where the masses are exact.
+    mass_upper: float | None = None
 
     def to_json(self) -> dict[str, Any]:
-        return {
+        data = {
             "alphabet": list(self.alphabet),
             "variant": self.variant,
             "token_ids": list(self.token_ids),
@@ -273,6 +276,9 @@ class Surface:
             "reason": self.reason,
             "shared": list(self.shared),
         }
+        if self.mass_upper is not None:
+            data["mass_upper"] = self.mass_upper
+        return data
 
     @classmethod
     def from_json(cls, data: Mapping[str, Any]) -> Surface:
@@ -284,6 +290,7 @@ class Surface:
             masses=tuple(data["masses"].items()),
             reason=data["reason"],
             shared=tuple(data.get("shared", ())),
+            mass_upper=data.get("mass_upper"),
         )
 
 
@@ -296,6 +303,21 @@ class FirstTokenReadout:
     restricted argmax (1-based), None when several candidates share the top
     logit exactly: then `tie` is set and `tied_slots` names them, and the record
     is neither right nor wrong.
+
+    Provenance (`convswap.readout.logprobs`): `source` says where the numbers
+    came from: "logits" (a local model's whole distribution), "logprob_token_ids"
+    (vLLM: the log-probability of exactly each candidate), "token_ids_logprob"
+    (SGLang's native equivalent) or "top_logprobs" (a server's or an API's top
+    k).  The first three are exact: candidate_logits are log-probabilities, the
+    logits up to a constant.  A top-k readout is bounded: candidate_logits is
+    empty, `logprob_bounds` holds each candidate's [lower, upper] log-probability
+    (lower None where the candidate is absent from the top k), candidate_mass is
+    the mass's lower bound and candidate_mass_upper its upper bound, and
+    `mass_verdict` is the mass rule's verdict on those bounds ("score",
+    "refuse" or "undetermined"); slot is None also when the bounds do not decide
+    the argmax.  `candidate_texts` are the surface strings matched by text where
+    the server's tokenizer is not known (an API model), whose candidate_token_ids
+    are then empty.
     """
 
     surface: str
@@ -306,9 +328,24 @@ class FirstTokenReadout:
     slot: int | None
     tie: bool = False
     tied_slots: tuple[int, ...] = ()
+    source: str = "logits"
+    candidate_texts: tuple[str, ...] = ()
+    logprob_bounds: tuple[tuple[float | None, float], ...] = ()
+    candidate_mass_upper: float | None = None
+    mass_verdict: str | None = None
+
+    @property
+    def exact(self) -> bool:
+        return self.candidate_mass_upper is None
 
     def to_json(self) -> dict[str, Any]:
-        return {**asdict(self), "top": [score._asdict() for score in self.top]}
+        data = {**asdict(self), "top": [score._asdict() for score in self.top]}
+        # Provenance beyond a local model's readout is written only where it says something, so the
+        # records of local models read as they always have.
+        for name, unset in _READOUT_DEFAULTS.items():
+            if data[name] == unset:
+                del data[name]
+        return data
 
     @classmethod
     def from_json(cls, data: Mapping[str, Any]) -> FirstTokenReadout:
@@ -321,7 +358,21 @@ class FirstTokenReadout:
             slot=data["slot"],
             tie=data.get("tie", False),
             tied_slots=tuple(data.get("tied_slots", ())),
+            source=data.get("source", "logits"),
+            candidate_texts=tuple(data.get("candidate_texts", ())),
+            logprob_bounds=tuple((low, high) for low, high in data.get("logprob_bounds", ())),
+            candidate_mass_upper=data.get("candidate_mass_upper"),
+            mass_verdict=data.get("mass_verdict"),
         )
+
+
+_READOUT_DEFAULTS: dict[str, Any] = {
+    "source": "logits",
+    "candidate_texts": (),
+    "logprob_bounds": (),
+    "candidate_mass_upper": None,
+    "mass_verdict": None,
+}
 
 
 @dataclass(frozen=True, slots=True)

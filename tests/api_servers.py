@@ -115,7 +115,13 @@ def _handler_for(server: LoopbackServer) -> type[BaseHTTPRequestHandler]:
 
         def do_POST(self) -> None:
             length = int(self.headers.get("Content-Length", 0))
-            raw = self.rfile.read(length)
+            self._answer(self.rfile.read(length))
+
+        def do_GET(self) -> None:
+            """A GET (a model list, a server's info) reaches the responder as a request with an empty body."""
+            self._answer(b"")
+
+        def _answer(self, raw: bytes) -> None:
             headers = {name.lower(): value for name, value in self.headers.items()}
             if headers.get("content-type", "").startswith("multipart/form-data"):
                 body, files = _form(headers["content-type"], raw)

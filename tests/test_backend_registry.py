@@ -34,8 +34,8 @@ def imports_after(statement: str, env: dict[str, str] | None = None) -> list[str
 def test_the_help_states_every_registered_spec_form():
     result = subprocess.run([sys.executable, "-m", "convswap", "run", "--help"], cwd=REPO_ROOT, capture_output=True,
                             text=True, check=True, env={**os.environ, "COLUMNS": "400"})  # fmt: skip
-    forms = ("hf:<path or hub id>, openai:<model>, gemini:<model>, openai-image:<model>, openai-chat-image:<model>, "
-             "gemini-image:<model> or sim:<preset or FILE.toml>")  # fmt: skip
+    forms = ("hf:<path or hub id>, openai:<model>, gemini:<model>, served:<model>, openai-image:<model>, "
+             "openai-chat-image:<model>, gemini-image:<model> or sim:<preset or FILE.toml>")  # fmt: skip
     assert f"model spec: {forms}" in result.stdout
 
 
@@ -78,6 +78,7 @@ def test_the_registry_names_the_backend_classes():
         "hf": ("convswap.readout.transformers_backend", "TransformersBackend"),
         "openai": ("convswap.readout.openai_backend", "OpenAIBackend"),
         "gemini": ("convswap.readout.gemini_backend", "GeminiBackend"),
+        "served": ("convswap.readout.served_backend", "ServedBackend"),
         "openai-image": ("convswap.readout.openai_image_backend", "OpenAIImageBackend"),
         "openai-chat-image": ("convswap.readout.openai_image_backend", "OpenAIChatImageBackend"),
         "gemini-image": ("convswap.readout.gemini_image_backend", "GeminiImageBackend"),

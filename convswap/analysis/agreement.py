@@ -24,7 +24,11 @@ class Agreement:
 
 
 def has_both_readouts(record: Record) -> bool:
-    return record.first_token is not None and record.parsed_slot is not None
+    """A first-token readout and a parsed generation; a bounded readout whose bounds leave the argmax undecided
+    names no first-token answer to compare."""
+    first_token = record.first_token
+    decided = first_token is not None and (first_token.exact or first_token.slot is not None or first_token.tie)
+    return decided and record.parsed_slot is not None
 
 
 def readout_agreement(records: Sequence[Record]) -> Agreement:

@@ -7,6 +7,7 @@ carries its registration status.
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Sequence
 
 import numpy as np
@@ -16,9 +17,20 @@ from convswap.analysis.context import Context, MissingInput, ordered
 from convswap.analysis.cue_crossover import report_records
 from convswap.analysis.labels import COLOR_RUNGS, SPATIAL_CONVENTIONS
 from convswap.analysis.loading import group_by, model_label
-from convswap.analysis.report import Row, Table, accuracy_cells, accuracy_headers, count, decimal, points, signed
+from convswap.analysis.report import (
+    Quantity,
+    Row,
+    Table,
+    accuracy_cells,
+    accuracy_headers,
+    count,
+    decimal,
+    points,
+    signed,
+)
 from convswap.core import Record
 from convswap.experiments.scoring import accuracy
+from convswap.readout.logprobs import MASS_VERDICTS
 
 # The conditions the spec calls "the word conditions": the answer is a color word, or a label pointing at one.
 WORD_CONDITIONS = ("word", "label")
@@ -170,6 +182,8 @@ def surface_resolution_table(context: Context) -> list[Table]:
             others = ", ".join(f"{name} {mass:.3f}" for name, mass in sorted(surface.masses))
         else:
             variant, probe_mass, others = "refused", None, None
+        sources = sorted({record.first_token.source for record in group if record.first_token is not None})
+        bounded = mass_verdict_counts(group)
         rows.append(
             {
                 "model": model,
@@ -179,6 +193,8 @@ def surface_resolution_table(context: Context) -> list[Table]:
                 "mean trial mass": decimal(float(np.mean(masses)), 3) if masses else None,
                 "mass per surface": others,
                 "records": count(len(group)),
+                "read from": ", ".join(sources) or None,
+                **{f"mass rule: {verdict}": bounded.get(verdict) for verdict in MASS_VERDICTS},
                 "refused": "; ".join(refusals) or None,
                 "status": context.registry.status("calibration", "surface_resolution"),
             }
@@ -194,6 +210,8 @@ def surface_resolution_table(context: Context) -> list[Table]:
                 "mean trial mass",
                 "mass per surface",
                 "records",
+                "read from",
+                *(f"mass rule: {verdict}" for verdict in MASS_VERDICTS),
                 "refused",
                 "status",
             ),
@@ -203,10 +221,25 @@ def surface_resolution_table(context: Context) -> list[Table]:
                 "probability mass under probes with known answers; probe mass: its mean mass on those probes; mean "
                 "trial mass: the mean candidate mass of the first-token readouts that used it. An alphabet whose best "
                 "surface carries too little mass is refused and scored by generate-and-parse.",
+                "Read from: logits (a local model), logprob_token_ids or token_ids_logprob (a served model's exact "
+                "candidate log-probabilities) or top_logprobs (a server's or API's top k, which bounds the mass: the "
+                "probe and trial masses are then lower bounds). Mass rule: the bounded readouts whose mass is at least "
+                "the threshold for sure (score), under it for sure (refuse) or on both sides (undetermined); only "
+                "the first are scored by first token, the others by generate-and-parse.",
             ),
             labels=2,
         )
     ]
+
+
+def mass_verdict_counts(records: Sequence[Record]) -> dict[str, Quantity]:
+    """How many bounded first-token readouts the mass rule scores, refuses and leaves undetermined (empty if none)."""
+    verdicts = Counter(
+        record.first_token.mass_verdict
+        for record in records
+        if record.first_token is not None and record.first_token.mass_verdict is not None
+    )
+    return {verdict: count(verdicts[verdict]) for verdict in MASS_VERDICTS} if verdicts else {}
 
 
 def _by_alphabet(records: Sequence[Record]) -> dict[tuple[str, tuple[str, ...]], list[Record]]:

@@ -23,6 +23,7 @@ from convswap.calibration.surfaces import MIN_CANDIDATE_MASS
 from convswap.conventions.declarations import CONVENTIONS, Catalog, Convention
 from convswap.core import PART_ERRORS, ConvswapError, Generation, Prompt, Record, score_answer
 from convswap.experiments.scoring import is_tie, score_key
+from convswap.readout.logprobs import MASS_VERDICTS, SCORE, readout_slots
 from convswap.readout.parse import normalize_word, parse_generation
 
 # Each (experiment, model, condition, convention) group is one binomial test; at this level a clean run of
@@ -189,14 +190,19 @@ def _relabel_problem(record: Record, conventions: Catalog) -> str | None:
     first_token_slot = None
     if record.first_token is not None:
         first_token_slot = record.first_token.slot
-        logits = np.asarray(record.first_token.candidate_logits, dtype=np.float64)
-        top = [int(i) + 1 for i in np.flatnonzero(logits == logits.max())]
-        if len(top) > 1:
+        # Exact logits, or a bounded readout's log-probability bounds (convswap.readout.logprobs).
+        found = readout_slots(record.first_token)
+        scores = "candidate logits" if record.first_token.candidate_logits else "log-probability bounds"
+        if found is None:
+            if first_token_slot is not None or record.first_token.tie:
+                return f"the {scores} do not decide the argmax but the record stores slot {first_token_slot}"
+        elif len(found) > 1:
+            top = list(found)
             stored = (first_token_slot, record.first_token.tie, list(record.first_token.tied_slots))
             if stored != (None, True, top):
-                return f"the candidate logits tie at slots {top} but the record stores (slot, tie, tied) {stored}"
-        elif top[0] != first_token_slot:
-            return f"stored first-token slot {first_token_slot} but the candidate logits' argmax is slot {top[0]}"
+                return f"the {scores} tie at slots {top} but the record stores (slot, tie, tied) {stored}"
+        elif found[0] != first_token_slot:
+            return f"stored first-token slot {first_token_slot} but the {scores}' argmax is slot {found[0]}"
     readout_slot = first_token_slot if record.readout == "first_token" else record.parsed_slot
     if record.answer_slot != readout_slot:
         return f"answer slot {record.answer_slot} is not the {record.readout} readout's slot {readout_slot}"
@@ -277,10 +283,27 @@ def ties(records: Sequence[Record]) -> CheckResult:
 
 def alphabet(records: Sequence[Record]) -> CheckResult:
     """No record is scored by first token with candidate mass under MIN_CANDIDATE_MASS (the threshold the runner
-    resolves surfaces by) or with candidates sharing a first token."""
-    return per_record("alphabet", f"first-token scores have candidate mass >= {MIN_CANDIDATE_MASS} and one distinct "
-                      "first token per answer", records, _alphabet_problem,
-                      applies=lambda record: record.readout == "first_token")  # fmt: skip
+    resolves surfaces by) or with candidates sharing a first token.  A bounded readout (a server's top k) is scored
+    only on the mass rule's `score` verdict, whose lower bound reaches the threshold; the verdicts of the bounded
+    readouts are counted apart per model and alphabet."""
+    result = per_record("alphabet", f"first-token scores have candidate mass >= {MIN_CANDIDATE_MASS} and one "
+                        "distinct first token per answer", records, _alphabet_problem,
+                        applies=lambda record: record.readout == "first_token")  # fmt: skip
+    result.notes.extend(mass_verdict_lines(readable(records)))
+    return result
+
+
+def mass_verdict_lines(records: Sequence[Record]) -> list[str]:
+    """ "model alphabet: mass rule on N bounded first-token readouts: score a, refuse b, undetermined c" per group."""
+    bounded = [record for record in records if record.first_token is not None and not record.first_token.exact]
+    lines = []
+    for (model, alphabet_text), group in group_by(bounded, "model", "alphabet").items():
+        counts = Counter(record.first_token.mass_verdict for record in group if record.first_token is not None)
+        tally = ", ".join(f"{verdict} {counts[verdict]}" for verdict in MASS_VERDICTS)
+        lines.append(
+            f"{model} {' '.join(alphabet_text)}: mass rule on {len(group)} bounded first-token readouts: {tally}"
+        )
+    return lines
 
 
 def _alphabet_problem(record: Record) -> str | None:
@@ -288,12 +311,15 @@ def _alphabet_problem(record: Record) -> str | None:
         return f"scored by first token although that readout was refused: {record.first_token_refused}"
     if record.first_token is None:
         return "scored by first token but no first-token readout is stored"
-    ids = list(record.first_token.candidate_token_ids)
+    # Token ids, or the surface strings of candidates matched by text (an API model's)
+    ids: list[int | str] = [*(record.first_token.candidate_token_ids or record.first_token.candidate_texts)]
     if len(ids) != len(record.alphabet):
         return f"{len(ids)} candidate tokens for an alphabet of {len(record.alphabet)}"
-    shared = sorted({i for i in ids if ids.count(i) > 1})
+    shared = sorted({i for i in ids if ids.count(i) > 1}, key=lambda i: (len(str(i)), str(i)))  # ids in numeric order
     if shared:
         return f"candidates share first token(s) {shared}: {ids} (surface {record.first_token.surface!r})"
+    if not record.first_token.exact and record.first_token.mass_verdict != SCORE:
+        return f"a bounded readout scored although the mass rule says {record.first_token.mass_verdict}"
     mass = float(record.first_token.candidate_mass)
     if mass < MIN_CANDIDATE_MASS:
         return f"candidate mass {mass:.3f} < {MIN_CANDIDATE_MASS} (surface {record.first_token.surface!r})"

@@ -10,8 +10,8 @@ from convswap.core import ConvswapError
 from convswap.defaults import DEFAULT_COLOR_WORDS
 from convswap.experiments.plan_commands import PLAN_DIR_HELP, plan_folder
 from convswap.readout.base import DEFAULT_MAX_NEW_TOKENS, check_max_new_tokens
-from convswap.readout.options import add_model_arguments
-from convswap.readout.registry import backend_entry, backend_options, load_backend
+from convswap.readout.options import add_model_arguments, model_options
+from convswap.readout.registry import backend_entry, load_backend
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -43,11 +43,14 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         description="Probe a model with known-answer prompts in every answer alphabet (integer labels 1-6, 1-9 and "
         "1-16; color words) and judge each readout. First token: the surface of every variant, shared first "
         "tokens, candidate mass and the top first tokens of each probe. Generate: greedy generation at the run's "
-        "token budget, parsed, with truncation counted. Prints one verdict per alphabet and readout (usable, or "
-        "refused with the reason). A model that answers in pixels (openai-image:, gemini-image:, ...) is asked one "
-        "guidance prompt of each shipped visual protocol on a --coco photograph instead (or as well, when it "
-        "answers in both), and each drawn answer's outcome is printed. Exits 0 when every alphabet has at least "
-        "one usable readout and every protocol tried was followed (a correct or incorrect answer), else 1.",
+        "token budget, parsed, with truncation counted. A served or API model's first token is read through its "
+        "server's logprobs (an API model's are always asked for here): exact where the server gives each "
+        "candidate's, else bounded from its top k, with the mass rule's verdicts counted. Prints one verdict per "
+        "alphabet and readout (usable, or refused with the reason). A model that answers in pixels (openai-image:, "
+        "gemini-image:, ...) is asked one guidance prompt of each shipped visual protocol on a --coco photograph "
+        "instead (or as well, when it answers in both), and each drawn answer's outcome is printed. Exits 0 when "
+        "every alphabet has at least one usable readout and every protocol tried was followed (a correct or "
+        "incorrect answer), else 1.",
     )
     add_model_arguments(model)
     model.add_argument(
@@ -126,7 +129,10 @@ def run_audit_model(args: argparse.Namespace) -> int:
     if interfaces == {"image"} and args.coco is None:
         raise ConvswapError(f"{args.model} answers in pixels: audit-model needs --coco DIR (a COCO folder such as "
                             "coco-mini) to ask it one guidance prompt of each visual protocol")  # fmt: skip
-    backend = load_backend(args.model, **backend_options(args.quant, args.dtype))
+    options = model_options(args)
+    if backend_entry(args.model).api_logprobs:  # an API model is asked for its logprobs to see whether it gives them
+        options["logprobs"] = True
+    backend = load_backend(args.model, **options)
     untried = " (give --coco DIR to ask it each visual protocol too)" if "image" in interfaces and not args.coco else ""
     print(f"{args.model} answers in {' and '.join(sorted(interfaces))}{untried}")
     failed = []

@@ -28,7 +28,7 @@ model is usable on an alphabet when at least one readout is.
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -38,15 +38,19 @@ from convswap.calibration.surfaces import (
     NoFirstTokenReadout,
     Surface,
     SurfaceRefused,
+    logprob_candidates,
     probe_query,
     readable_variants,
+    resolve_logprob_surface,
     resolve_surface,
+    surface_candidates,
 )
 from convswap.core import Generation, OutputFormat, Parsed, TokenScore
 from convswap.defaults import DEFAULT_COLOR_WORDS
 from convswap.readout.api_common import ApiBackend
 from convswap.readout.base import Backend, Query
 from convswap.readout.first_token import candidate_masses, first_token_readout
+from convswap.readout.logprobs import MASS_VERDICTS, Candidate, LogprobsRefused, logprob_readout, scored_by_first_token
 from convswap.readout.parse import parse_answer
 
 INTEGER_KS = (6, 9, 16)
@@ -54,6 +58,7 @@ INTEGER_KS = (6, 9, 16)
 MIN_PROBES_ANSWERED = 0.5
 TOP_TOKENS = 3
 NO_LOGITS = "the API exposes no first-token distribution"
+FirstTokens = tuple[int, ...] | tuple[str, ...]
 
 
 @dataclass(frozen=True)
@@ -94,7 +99,8 @@ class Verdict:
 @dataclass(frozen=True)
 class AlphabetAudit:
     alphabet: Alphabet
-    first_tokens: dict[str, tuple[int, ...]]  # variant -> first token of each answer (empty without a tokenizer)
+    # variant -> first token of each answer (its surface string where matched by text; empty without a readout)
+    first_tokens: Mapping[str, FirstTokens]
     shared: tuple[str, ...]  # variants whose candidates share a first token
     masses: dict[str, float]  # variant -> mean candidate mass over the probes
     surface: Surface | None
@@ -124,7 +130,7 @@ def effective_budget(backend: Backend, max_new_tokens: int) -> int:
 class _FirstTokenLook:
     """Everything the first-token readout shows on the probes of one alphabet."""
 
-    first_tokens: dict[str, tuple[int, ...]]
+    first_tokens: Mapping[str, FirstTokens]
     shared: tuple[str, ...]
     masses: dict[str, float]
     surface: Surface | None
@@ -135,12 +141,15 @@ class _FirstTokenLook:
 
 def _look_at_first_tokens(backend: Backend, alphabet: Alphabet, probes: Query) -> _FirstTokenLook:
     n = len(probes.prompts)
+    if backend.has_logprobs and not backend.has_logits:
+        return _look_at_logprobs(backend, alphabet, probes)
     if not backend.has_logits:
         return _FirstTokenLook({}, (), {}, None, [()] * n, [None] * n, Verdict("first_token", False, NO_LOGITS))
     try:
         first_tokens, shared = readable_variants(backend, alphabet.answers)
     except NoFirstTokenReadout as error:
-        first_tokens, shared = error.first_tokens, list(error.first_tokens)
+        first_tokens = {v: tuple(int(i) for i in ids) for v, ids in error.first_tokens.items()}
+        shared = list(error.first_tokens)
     logits = np.asarray(backend.next_token_logits(probes), dtype=np.float64)
     masses = {variant: float(candidate_masses(logits, ids).mean()) for variant, ids in first_tokens.items()}
     tops = [_top_tokens(row, backend) for row in logits]
@@ -157,6 +166,40 @@ def _look_at_first_tokens(backend: Backend, alphabet: Alphabet, probes: Query) -
         slots = [first_token_readout(row, surface, backend.decode_token, TOP_TOKENS).slot for row in logits]
         verdict = _first_token_verdict(surface, slots)
     return _FirstTokenLook(first_tokens, tuple(shared), masses, surface, tops, slots, verdict)
+
+
+def _look_at_logprobs(backend: Backend, alphabet: Alphabet, probes: Query) -> _FirstTokenLook:
+    """The first-token readout through a server's log-probabilities: the surface the runner would resolve
+    (`resolve_logprob_surface`) and each probe's readout, with the mass rule's verdicts on bounded ones."""
+    n = len(probes.prompts)
+    try:
+        candidates, shared = logprob_candidates(backend, alphabet.answers)
+        first_tokens = {v: _spelled(cs) for v, cs in candidates.items()}
+        surface = resolve_logprob_surface(backend, alphabet.answers, [probes])
+        evidence = backend.first_token_logprobs(probes, surface.token_ids)
+    except (NoFirstTokenReadout, SurfaceRefused, LogprobsRefused) as refusal:
+        known = dict(refusal.first_tokens) if isinstance(refusal, NoFirstTokenReadout) else {}
+        return _FirstTokenLook(known, (), {}, None, [()] * n, [None] * n, Verdict("first_token", False, str(refusal)))
+    readouts = [logprob_readout(e, surface, surface_candidates(backend, surface), MIN_CANDIDATE_MASS) for e in evidence]
+    slots = [r.slot if scored_by_first_token(r) else None for r in readouts]
+    tops = [r.top[:TOP_TOKENS] for r in readouts]
+    verdict = _first_token_verdict(surface, slots)
+    if not all(r.exact for r in readouts):
+        counts = Counter(r.mass_verdict for r in readouts)
+        tally = ", ".join(f"{name} {counts[name]}" for name in MASS_VERDICTS)
+        bounded = (
+            f"bounded by the server's {readouts[0].source}: mean candidate mass {surface.mass:.3f} to "
+            f"{surface.mass_upper:.3f}; mass rule per probe: {tally}"
+        )
+        verdict = Verdict("first_token", verdict.usable, f"{verdict.reason}; {bounded}")
+    else:
+        verdict = Verdict("first_token", verdict.usable, f"{verdict.reason}; exact, by {readouts[0].source}")
+    return _FirstTokenLook(first_tokens, tuple(shared), dict(surface.masses), surface, tops, slots, verdict)
+
+
+def _spelled(candidates: Sequence[Candidate]) -> FirstTokens:
+    ids = tuple(c.token_id for c in candidates if c.token_id is not None)
+    return ids if len(ids) == len(candidates) else tuple(c.text for c in candidates)
 
 
 def audit_alphabet(backend: Backend, alphabet: Alphabet, max_new_tokens: int) -> AlphabetAudit:

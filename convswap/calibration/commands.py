@@ -9,8 +9,8 @@ from convswap.conventions.instructions import CALIBRATION_PROMPT
 from convswap.core import ConvswapError
 from convswap.fileio import why_not_a_folder
 from convswap.readout.base import DEFAULT_MAX_NEW_TOKENS, check_max_new_tokens
-from convswap.readout.options import add_model_arguments
-from convswap.readout.registry import backend_options, load_backend
+from convswap.readout.options import add_model_arguments, model_options
+from convswap.readout.registry import load_backend
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -40,7 +40,7 @@ def run_calibrate(args: argparse.Namespace) -> int:
         raise ConvswapError(f"--out: {args.out} is a folder; give the vocabulary file's path")
     from convswap.calibration.vocabulary import calibrate, save_vocabulary
 
-    backend = load_backend(args.model, **backend_options(args.quant, args.dtype))
+    backend = load_backend(args.model, **model_options(args))
     vocabulary = calibrate(backend, max_new_tokens=args.max_new_tokens)
     save_vocabulary(args.out, vocabulary)
     anchors = ", ".join(f"{a.word} {a.angle}" for a in vocabulary.anchors) or "none"

@@ -31,8 +31,9 @@ from PIL import Image
 
 from convswap.conventions.instructions import WORD_ANSWER, integer_answer
 from convswap.core import ConvswapError, OutputFormat, Prompt, Surface, Task
-from convswap.readout.base import Backend, Query
+from convswap.readout.base import Backend, LogitsUnavailable, Query
 from convswap.readout.first_token import candidate_masses
+from convswap.readout.logprobs import Bounds, Candidate, candidate_bounds
 from convswap.readout.surface import PROBE_CONVENTION, VARIANTS, variant_strings
 
 MIN_CANDIDATE_MASS = 0.5
@@ -76,15 +77,25 @@ def distinct_variants(alphabet: Sequence[str]) -> tuple[str, ...]:
 
 
 class NoFirstTokenReadout(ConvswapError):
-    """Under every surface variant some candidates share their first token: generate and parse instead."""
+    """Under every surface variant some candidates share their first token: generate and parse instead.
 
-    def __init__(self, alphabet: tuple[str, ...], first_tokens: Mapping[str, tuple[int, ...]]):
+    first_tokens: each variant's first token ids, or its surface strings where candidates are matched by text.
+    """
+
+    def __init__(self, alphabet: tuple[str, ...], first_tokens: Mapping[str, tuple[int, ...] | tuple[str, ...]]):
         self.alphabet = alphabet
         self.first_tokens = dict(first_tokens)
         listing = "; ".join(f"{variant}: {list(ids)}" for variant, ids in self.first_tokens.items())
+        by_text = any(isinstance(first, str) for ids in self.first_tokens.values() for first in ids)
+        why = (
+            "matched by text without the model's tokenizer, one answer's surface begins another's under every "
+            "surface variant, so their first tokens cannot be told apart"
+            if by_text
+            else "candidates share a first token under every surface variant"
+        )
         super().__init__(
-            f"alphabet {list(alphabet)} has no first-token readout: candidates share a first token under every "
-            f"surface variant ({listing}); score it by generating and parsing"
+            f"alphabet {list(alphabet)} has no first-token readout: {why} ({listing}); score it by generating and "
+            "parsing"
         )
 
 
@@ -99,13 +110,17 @@ def mass_listing(masses: Mapping[str, float], shared: Sequence[str]) -> str:
 class SurfaceRefused(ConvswapError):
     """No readable surface variant puts MIN_CANDIDATE_MASS on the candidates."""
 
-    def __init__(self, alphabet: tuple[str, ...], masses: Mapping[str, float], shared: Sequence[str]):
+    def __init__(
+        self, alphabet: tuple[str, ...], masses: Mapping[str, float], shared: Sequence[str], bounded: str = ""
+    ):
         self.alphabet = alphabet
         self.masses = dict(masses)
         self.shared = tuple(shared)
+        # bounded: the evidence the masses are upper bounds from ("the server's top 20"), empty where exact
+        listing = f"mean mass per variant at most, from {bounded}" if bounded else "mean mass per variant"
         super().__init__(
             f"alphabet {list(alphabet)} refused: no surface variant puts {MIN_CANDIDATE_MASS} of the probes' "
-            f"first-token mass on the candidates (mean mass per variant: {mass_listing(self.masses, self.shared)})"
+            f"first-token mass on the candidates ({listing}: {mass_listing(self.masses, self.shared)})"
         )
 
 
@@ -201,4 +216,88 @@ def resolve_surface(backend: Backend, alphabet: Sequence[str], probes: Sequence[
         masses=tuple(masses.items()),
         reason=reason,
         shared=tuple(shared),
+    )
+
+
+# --- surfaces read through a server's log-probabilities --------------------------------------------------------
+
+
+def logprob_candidates(backend: Backend, alphabet: Sequence[str]) -> tuple[dict[str, tuple[Candidate, ...]], list[str]]:
+    """Each distinct variant's candidates, and the variants whose candidates cannot be told apart.
+
+    With the model's tokenizer (a served model) the candidates are first token ids, as
+    `readable_variants` finds them.  Without it (an API model) they are the surface
+    strings, matched to the server's tokens by text; a variant in which one
+    candidate's surface begins another's ("1" and "10") cannot be told apart that
+    way, since whether "10" is one token is the unknown tokenizer's business.
+    Raises NoFirstTokenReadout when no variant can.
+    """
+    alphabet = _check_alphabet(alphabet)
+    try:
+        first_tokens, shared = readable_variants(backend, alphabet)
+    except LogitsUnavailable:
+        pass
+    else:
+        return {v: tuple(Candidate(backend.decode_token(i), i) for i in ids) for v, ids in first_tokens.items()}, shared
+    spellings = {v: variant_strings(alphabet, v) for v in distinct_variants(alphabet)}
+    shared = [
+        v for v, strings in spellings.items() if any(a != b and b.startswith(a) for a in strings for b in strings)
+    ]
+    if len(shared) == len(spellings):
+        raise NoFirstTokenReadout(alphabet, spellings)
+    return {v: tuple(Candidate(text) for text in strings) for v, strings in spellings.items()}, shared
+
+
+def surface_candidates(backend: Backend, surface: Surface) -> tuple[Candidate, ...]:
+    """The candidates a resolved surface reads: its token ids, or its surface strings where it has none."""
+    if surface.token_ids:
+        return tuple(Candidate(backend.decode_token(i), i) for i in surface.token_ids)
+    return tuple(Candidate(text) for text in variant_strings(surface.alphabet, surface.variant))
+
+
+def _mean(values: Sequence[float]) -> float:
+    return float(np.mean(values))
+
+
+def resolve_logprob_surface(backend: Backend, alphabet: Sequence[str], probes: Sequence[Query]) -> Surface:
+    """`resolve_surface` for a backend read through its server's log-probabilities.
+
+    Exact evidence resolves exactly as logits do.  Bounded evidence (a top-k list)
+    chooses the readable variant with the most mean mass for sure (its lower bound;
+    ties by the upper bound, then VARIANTS order) and refuses the alphabet only when
+    no readable variant can reach MIN_CANDIDATE_MASS even at its upper bound; each
+    trial's own bounds then decide whether it is scored (`logprobs.mass_verdict`).
+    """
+    alphabet = _check_alphabet(alphabet)
+    candidates, shared = logprob_candidates(backend, alphabet)
+    ids = tuple(dict.fromkeys(c.token_id for cs in candidates.values() for c in cs if c.token_id is not None))
+    evidence = [item for query in probes for item in backend.first_token_logprobs(query, ids)]
+    if not evidence:
+        raise ConvswapError(f"no probe prompts given to resolve the surface of {list(alphabet)}")
+    bounds: dict[str, list[Bounds]] = {v: [candidate_bounds(e, cs) for e in evidence] for v, cs in candidates.items()}
+    lower = {v: _mean([b.mass_lower for b in found]) for v, found in bounds.items()}
+    upper = {v: _mean([b.mass_upper for b in found]) for v, found in bounds.items()}
+    exact = all(b.exact for found in bounds.values() for b in found)
+    readable = [v for v in candidates if v not in shared]
+    best = max(readable, key=lambda v: (lower[v], upper[v]))
+    source = evidence[0].source
+    if exact and lower[best] < MIN_CANDIDATE_MASS:
+        raise SurfaceRefused(alphabet, lower, shared)
+    if not exact and max(upper[v] for v in readable) < MIN_CANDIDATE_MASS:
+        raise SurfaceRefused(alphabet, upper, shared, bounded=f"the server's {source}")
+    others = mass_listing({v: mass for v, mass in lower.items() if v != best}, shared)
+    span = "" if exact else f" (at most {upper[best]:.3f}, from the server's {source})"
+    reason = f"{best} puts mean mass {lower[best]:.3f}{span} on the candidates over {len(evidence)} probes" + (
+        f"; {others}" if others else ""
+    )
+    best_ids = tuple(c.token_id for c in candidates[best] if c.token_id is not None)
+    return Surface(
+        alphabet=alphabet,
+        variant=best,
+        token_ids=best_ids if len(best_ids) == len(alphabet) else (),
+        mass=lower[best],
+        masses=tuple(lower.items()),
+        reason=reason,
+        shared=tuple(shared),
+        mass_upper=None if exact else upper[best],
     )

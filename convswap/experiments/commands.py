@@ -11,7 +11,7 @@ from convswap.core import CONDITIONS, INTERFACES
 from convswap.experiments.logs import DEFAULT_OUT, RETRIED_STATUS
 from convswap.experiments.plan_commands import PLAN_DIR_HELP, plan_folder
 from convswap.readout.base import DEFAULT_MAX_NEW_TOKENS
-from convswap.readout.options import add_model_arguments
+from convswap.readout.options import add_model_arguments, served_options
 
 if TYPE_CHECKING:
     from convswap.experiments.runner import RunResult
@@ -119,6 +119,7 @@ def run_command(args: argparse.Namespace) -> int:
         coco=args.coco,
         max_new_tokens=args.max_new_tokens,
         interface=args.interface,
+        model_options=served_options(args),
     )
     if args.dry_run:
         print(dry_run(request))

@@ -2,12 +2,17 @@
 
 Readouts.  A logit backend gets a first-token readout when the plan's readout
 is `first_token` or `both` and the prompt's alphabet has a resolved surface;
-an alphabet without one (`NoFirstTokenReadout`, `SurfaceRefused`) records the
-reason in `first_token_refused` and is generated and parsed instead.  A
+an alphabet without one (`NoFirstTokenReadout`, `SurfaceRefused`, or a server that refuses
+logprobs) records the reason in `first_token_refused` and is generated and
+parsed instead.  A served or API model is read through its server's
+log-probabilities (`convswap.readout.logprobs`): an exact readout counts as a
+local model's does; a bounded one (a top-k list) is scored by first token only
+when the mass rule scores its bounds, and is otherwise kept beside the
+generation it is then scored by, with the verdict in `first_token_refused`.  A
 generation is made when the plan's readout is `generate` or `both`, when the
-backend has no logits, or when the first token was refused.  `readout` names the
-readout the record is scored on: `first_token` whenever one exists, else
-`generate`.
+backend has no first-token readout, or when the first token was refused or is
+not scored.  `readout` names the readout the record is scored on: `first_token`
+whenever one is scored, else `generate`.
 
 Scoring.  `answer_slot` is the first-token slot (readout `first_token`) or the
 parsed slot; `correct[key]` is whether it equals each of the prompt's keys.  A
@@ -33,7 +38,15 @@ from pathlib import Path
 from typing import Any
 
 from convswap import __version__
-from convswap.calibration.surfaces import NoFirstTokenReadout, SurfaceRefused, probe_query, resolve_surface
+from convswap.calibration.surfaces import (
+    MIN_CANDIDATE_MASS,
+    NoFirstTokenReadout,
+    SurfaceRefused,
+    probe_query,
+    resolve_logprob_surface,
+    resolve_surface,
+    surface_candidates,
+)
 from convswap.core import (
     UNSCORED_OUTCOMES,
     FirstTokenReadout,
@@ -49,6 +62,7 @@ from convswap.experiments.pixel_answers import pixel_answer
 from convswap.experiments.plan import Plan
 from convswap.readout.base import ACKNOWLEDGEMENT, DEFAULT_MAX_NEW_TOKENS, MEMORIZE_INSTRUCTION, Backend, Query
 from convswap.readout.first_token import first_token_readout
+from convswap.readout.logprobs import REFUSE, LogprobsRefused, logprob_readout, scored_by_first_token
 from convswap.readout.parse import parse_generation
 
 
@@ -71,8 +85,9 @@ class Reader:
     def __init__(self, backend: Backend, readout: str, max_new_tokens: int = DEFAULT_MAX_NEW_TOKENS) -> None:
         self.backend = backend
         self.max_new_tokens = max_new_tokens
-        self.want_first_token = backend.has_logits and readout in ("first_token", "both")
-        self.want_generation = readout in ("generate", "both") or not backend.has_logits
+        readable = backend.has_logits or backend.has_logprobs
+        self.want_first_token = readable and readout in ("first_token", "both")
+        self.want_generation = readout in ("generate", "both") or not readable
         self._surfaces: dict[tuple[str, ...], Surface | str] = {}
 
     def refusals(self) -> dict[tuple[str, ...], str]:
@@ -82,14 +97,17 @@ class Reader:
         """The prompt's surface in its own slot order, or why its alphabet has no first-token readout."""
         canonical = prompt.alphabet if prompt.output == "integer" else tuple(sorted(prompt.alphabet))
         if canonical not in self._surfaces:
+            resolve = resolve_surface if self.backend.has_logits else resolve_logprob_surface
             try:
                 probes = [probe_query(canonical, prompt.output)]
-                self._surfaces[canonical] = resolve_surface(self.backend, canonical, probes)
-            except (NoFirstTokenReadout, SurfaceRefused) as refusal:
+                self._surfaces[canonical] = resolve(self.backend, canonical, probes)
+            except (NoFirstTokenReadout, SurfaceRefused, LogprobsRefused) as refusal:
                 self._surfaces[canonical] = str(refusal)
         found = self._surfaces[canonical]
         if isinstance(found, str) or found.alphabet == prompt.alphabet:
             return found
+        if not found.token_ids:  # candidates matched by text follow the prompt's own alphabet
+            return replace(found, alphabet=prompt.alphabet)
         token_of = dict(zip(found.alphabet, found.token_ids, strict=True))
         return replace(found, alphabet=prompt.alphabet, token_ids=tuple(token_of[a] for a in prompt.alphabet))
 
@@ -124,12 +142,19 @@ class Reader:
         surfaces = [self.surface(p) if self.want_first_token else None for p in query.prompts]
         first_tokens: list[FirstTokenReadout | None] = [None] * len(query.prompts)
         if any(isinstance(s, Surface) for s in surfaces):
-            logits = self.backend.next_token_logits(query)
-            for i, surface in enumerate(surfaces):
-                if isinstance(surface, Surface):
-                    first_tokens[i] = first_token_readout(logits[i], surface, self.backend.decode_token)
+            if self.backend.has_logits:
+                logits = self.backend.next_token_logits(query)
+                for i, surface in enumerate(surfaces):
+                    if isinstance(surface, Surface):
+                        first_tokens[i] = first_token_readout(logits[i], surface, self.backend.decode_token)
+            else:
+                self._read_logprobs(query, surfaces, first_tokens)
         generations: list[Generation | None] = [None] * len(query.prompts)
-        asked = [i for i, s in enumerate(surfaces) if self.want_generation or isinstance(s, str)]
+        asked = [
+            i
+            for i, (s, first_token) in enumerate(zip(surfaces, first_tokens, strict=True))
+            if self.want_generation or isinstance(s, str) or not scored_by_first_token(first_token)
+        ]
         if asked:
             asked_query = replace(query, prompts=tuple(query.prompts[i] for i in asked))
             answers = self.backend.generate(asked_query, self.max_new_tokens)
@@ -142,6 +167,37 @@ class Reader:
             )
         ]
 
+    def _read_logprobs(
+        self, query: Query, surfaces: list[Surface | str | None], first_tokens: list[FirstTokenReadout | None]
+    ) -> None:
+        """First-token readouts from the server's log-probabilities; a refusal from the server (a reasoning model's
+        400) refuses the readout of these prompts with its reason, and they are generated instead."""
+        readable = [i for i, surface in enumerate(surfaces) if isinstance(surface, Surface)]
+        chosen = [surfaces[i] for i in readable]
+        ids = tuple(dict.fromkeys(i for surface in chosen if isinstance(surface, Surface) for i in surface.token_ids))
+        asked = replace(query, prompts=tuple(query.prompts[i] for i in readable))
+        try:
+            evidence = self.backend.first_token_logprobs(asked, ids)
+        except LogprobsRefused as refusal:
+            for i in readable:
+                surfaces[i] = str(refusal)
+            return
+        for i, found in zip(readable, evidence, strict=True):
+            surface = surfaces[i]
+            assert isinstance(surface, Surface)
+            candidates = surface_candidates(self.backend, surface)
+            first_tokens[i] = logprob_readout(found, surface, candidates, MIN_CANDIDATE_MASS)
+
+
+def mass_refusal(first_token: FirstTokenReadout) -> str:
+    """Why a bounded readout is not scored: the mass rule's verdict on its bounds, in one line."""
+    bounds = f"between {first_token.candidate_mass:.3f} and {first_token.candidate_mass_upper:.3f}"
+    if first_token.mass_verdict == REFUSE:
+        return f"candidate mass {bounds}, under {MIN_CANDIDATE_MASS} for sure ({first_token.source}): refused"
+    if first_token.slot is None and not first_token.tie:
+        return f"the {first_token.source} bounds do not decide the restricted argmax (candidate mass {bounds}): undetermined"
+    return f"candidate mass {bounds}, on both sides of {MIN_CANDIDATE_MASS} ({first_token.source}): undetermined"
+
 
 def build_record(
     context: RecordContext,
@@ -153,7 +209,11 @@ def build_record(
 ) -> Record:
     parsed = parse_generation(generation, prompt) if generation is not None else None
     answer_slot: int | None
-    if first_token is not None:
+    scored = scored_by_first_token(first_token)
+    refused = surface if isinstance(surface, str) else None
+    if first_token is not None and not scored:
+        refused = mass_refusal(first_token)
+    if first_token is not None and scored:
         answer_slot = first_token.slot
     else:
         assert parsed is not None  # the reader generates for every prompt it has no first-token readout of
@@ -168,9 +228,9 @@ def build_record(
         context,
         query,
         prompt,
-        readout="first_token" if first_token is not None else "generate",
+        readout="first_token" if scored else "generate",
         first_token=first_token,
-        first_token_refused=surface if isinstance(surface, str) else None,
+        first_token_refused=refused,
         generation=generation,
         parsed_slot=parsed.slot if parsed is not None else None,
         parse_status=parsed.status if parsed is not None else "ok",

@@ -110,6 +110,8 @@ class RunRequest:
     shard: tuple[int, int] | None = None  # None: from the launcher's environment
     max_new_tokens: int = DEFAULT_MAX_NEW_TOKENS  # generation budget per answer, recorded with each generation
     interface: Interface | None = None  # run only the plan's conventions answered in it (None: all of them)
+    # Further load_backend options (a served model's base_url and tokenizer, an API model's logprobs).
+    model_options: dict[str, Any] = field(default_factory=dict)
 
 
 @dataclass
@@ -470,7 +472,7 @@ def _conditions(plan: Plan, asked: Sequence[str]) -> tuple[Condition, ...]:
 
 
 def _backend_options(request: RunRequest, shard: tuple[int, int]) -> dict[str, Any]:
-    options = backend_options(request.quant, request.dtype)
+    options = {**backend_options(request.quant, request.dtype), **request.model_options}
     if backend_entry(request.model).local_weights and shard[1] > 1:
         import torch
 

@@ -30,14 +30,15 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Annotated, Any, ClassVar, TypeVar
+from typing import Annotated, Any, ClassVar, Self, TypeVar
 
 from PIL import Image
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from convswap.core import ConvswapError, Generation, canonical_json, sha256_hex
-from convswap.readout.base import DEFAULT_MAX_NEW_TOKENS, Backend, ModelInfo, Query
+from convswap.readout.base import DEFAULT_MAX_NEW_TOKENS, Backend, LogitsUnavailable, ModelInfo, Query
 from convswap.readout.conversation import Turn, conversation
+from convswap.readout.logprobs import FirstTokenLogprobs, LogprobsRefused
 from convswap.validation import at_least, checked, first_problem, is_integer, is_number, problem
 
 log = logging.getLogger(__name__)
@@ -178,6 +179,7 @@ class Failure:
     retryable: bool
     fatal: bool = False  # a configuration error (key, permission, model name): every request would fail
     retry_after: float | None = None
+    status: int | None = None  # the HTTP status, where the server answered
 
 
 def malformed(reason: str) -> Failure:
@@ -222,7 +224,11 @@ def http_failure(status: int, detail: str, headers: Mapping[str, str] | None = N
     reason = f"HTTP {status}: {detail[:_DETAIL_CHARS]}" if detail else f"HTTP {status}"
     retryable = status in (408, 429) or status >= 500
     return Failure(
-        reason, retryable=retryable, fatal=status in (401, 403, 404), retry_after=retry_after_seconds(headers)
+        reason,
+        retryable=retryable,
+        fatal=status in (401, 403, 404),
+        retry_after=retry_after_seconds(headers),
+        status=status,
     )
 
 
@@ -302,6 +308,9 @@ class ApiSettings(BaseModel):
     retry: Annotated[RetryPolicy, checked(lambda value: isinstance(value, RetryPolicy), "must be a RetryPolicy")] = (
         Field(default_factory=RetryPolicy)
     )
+    # Also read the first answer token from the API's top logprobs (a bounded first-token readout).  Off unless
+    # asked: each prompt then costs a second request, and a plan may score API models by generation alone.
+    logprobs: Annotated[bool, checked(lambda value: isinstance(value, bool), "must be true or false")] = False
 
     @field_validator("cache_path")
     @classmethod
@@ -321,7 +330,7 @@ class ApiSettings(BaseModel):
         return {**rest, "retry": RetryPolicy(max_attempts=retries + 1)}
 
     @classmethod
-    def from_options(cls, spec: str, options: Mapping[str, Any]) -> ApiSettings:
+    def from_options(cls, spec: str, options: Mapping[str, Any]) -> Self:
         """Validate options.  Options meant for other backends (quant, dtype, ...) are refused when set and
         ignored when None."""
         given = {name: value for name, value in options.items() if value is not None}
@@ -382,6 +391,7 @@ class ApiBackend(Backend):
         self._cancelled = threading.Event()
         self._cache_failure: str | None = None  # set once a reply could not be cached: no further query starts
         self.parallel_queries = settings.concurrency
+        self.has_logprobs = settings.logprobs
 
     @classmethod
     def from_spec(cls, name: str, **options: Any) -> ApiBackend:
@@ -402,9 +412,18 @@ class ApiBackend(Backend):
         if self._cache_failure is not None:
             raise ConvswapError(self._cache_failure)
         image = png_base64(query.image)
-        budget = max(max_new_tokens, self.settings.max_output_tokens)
-        requests = [self._request(conversation(query.condition, text), image, budget) for text in query.texts]
-        return [replace(generation, max_new_tokens=budget) for generation in self._pool.map(self._answer, requests)]
+        wanted = max(max_new_tokens, self.settings.max_output_tokens)
+        budgets = [self._budget(query, text, wanted) for text in query.texts]
+        requests = [
+            self._request(conversation(query.condition, text), image, budget)
+            for text, budget in zip(query.texts, budgets, strict=True)
+        ]
+        answers = self._pool.map(self._answer, requests)
+        return [replace(answer, max_new_tokens=budget) for answer, budget in zip(answers, budgets, strict=True)]
+
+    def _budget(self, query: Query, text: str, wanted: int) -> int:
+        """The output budget one prompt is sent with: `wanted`, unless the server's context leaves less."""
+        return wanted
 
     def close(self) -> None:
         self._pool.shutdown(wait=True)
@@ -460,6 +479,40 @@ class ApiBackend(Backend):
             )
         return sent
 
+    def first_token_logprobs(self, query: Query, token_ids: tuple[int, ...]) -> list[FirstTokenLogprobs]:
+        """One one-token request per prompt asking for the first token's top logprobs (`token_ids` unused: an API
+        names its tokens by text).  A model that refuses logprobs raises LogprobsRefused with its reason."""
+        if not self.has_logprobs:
+            return super().first_token_logprobs(query, token_ids)
+        image = png_base64(query.image)
+        requests = [self._logprob_request(conversation(query.condition, text), image) for text in query.texts]
+        return list(self._pool.map(self._logprobs_of, requests))
+
+    def _logprobs_of(self, request: dict[str, Any]) -> FirstTokenLogprobs:
+        try:
+            reply = self._reply(request, lambda: self._send(request), self._malformed)
+        except RequestFailed as failed:
+            raise self._logprobs_refused(failed) from None
+        return self._read_logprobs(reply)
+
+    def _logprobs_refused(self, failed: RequestFailed) -> ConvswapError:
+        """A logprob request that failed: 400 and 403 (what reasoning models answer) refuse the readout; a key or
+        model name that is wrong stops the run as it does for generation; anything else refuses with its reason."""
+        self.counters.add("retries", failed.attempts - 1)
+        self.counters.add("failures")
+        message = f"{self.spec} gives no first-token logprobs: {failed.failure.reason}"
+        if failed.failure.fatal and failed.failure.status not in (400, 403):
+            return ConvswapError(message)
+        return LogprobsRefused(message)
+
+    def _logprob_request(self, turns: tuple[Turn, ...], image_base64: str) -> dict[str, Any]:
+        """The request for the first answer token's top logprobs (one token, temperature 0)."""
+        raise LogitsUnavailable(f"{self.spec} exposes no first-token log-probabilities")
+
+    def _read_logprobs(self, reply: str) -> FirstTokenLogprobs:
+        """A stored logprob reply -> what it says of the first token; LogprobsRefused when it carries none."""
+        raise LogitsUnavailable(f"{self.spec} exposes no first-token log-probabilities")
+
     def _counted(self, send: Callable[[], str], malformed: Callable[[str], str | None]) -> str:
         self.counters.add("sent")
         reply = send()
@@ -472,7 +525,7 @@ class ApiBackend(Backend):
         failure = malformed(str(error)) if isinstance(error, MalformedReply) else self._classify(error)
         if failure is None:
             return None
-        return Failure(scrub(failure.reason, self._secrets), failure.retryable, failure.fatal, failure.retry_after)
+        return replace(failure, reason=scrub(failure.reason, self._secrets))
 
     def _failed(self, failed: RequestFailed) -> str:
         """The logged reason a request failed for good (its unit is an `api_error`, retried by a rerun); a fatal

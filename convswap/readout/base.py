@@ -14,13 +14,14 @@ from __future__ import annotations
 
 from abc import ABC, abstractmethod
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:  # only in annotations: `convswap --help` need not import them
     import numpy as np
     from PIL import Image
 
     from convswap.protocols import Protocol
+    from convswap.readout.logprobs import FirstTokenLogprobs
 
 from convswap.core import Condition, ConvswapError, Generation, Interface, Prompt, Trial
 
@@ -112,6 +113,9 @@ class Backend(ABC):
 
     spec: str
     has_logits: bool = False
+    # A served or API model: no logits, but the server's log-probabilities of the first answer token
+    # (`first_token_logprobs`), exact or bounded (`convswap.readout.logprobs`).
+    has_logprobs: bool = False
     # How many queries a runner may have in flight at once.  A local model reads
     # one at a time; an API backend bounds its own requests, so the runner can
     # overlap trials up to that bound.
@@ -142,6 +146,13 @@ class Backend(ABC):
         """Full-vocabulary logits of the first answer token, shape [len(query.prompts), vocab], float32."""
         raise LogitsUnavailable(f"{self.spec} exposes no first-token distribution")
 
+    def first_token_logprobs(self, query: Query, token_ids: tuple[int, ...]) -> list[FirstTokenLogprobs]:
+        """What the server says of each prompt's first answer token, asking for `token_ids` exactly where it can.
+
+        Raises LogprobsRefused (convswap.readout.logprobs) when the server will not say.
+        """
+        raise LogitsUnavailable(f"{self.spec} exposes no first-token log-probabilities")
+
     def encode(self, text: str) -> list[int]:
         """Token ids of `text` as it would appear as the start of the answer (no special tokens)."""
         raise LogitsUnavailable(f"{self.spec} exposes no tokenizer")
@@ -156,3 +167,20 @@ class Backend(ABC):
     def show_token(self, token_id: int) -> str:
         """A token for a report, never invisible: its text, or its spelling when the text is empty: '▁' (29871)."""
         return f"{self.decode_token(token_id) or self.token_spelling(token_id)!r} ({token_id})"
+
+
+class OwnTokenizer:
+    """encode, decode_token and token_spelling by the model's own tokenizer (`self.tokenizer`), for a backend that
+    loads it: a local model, or a served one whose tokenizer is loaded beside the server.  Listed before Backend
+    among the bases, so that these replace its defaults."""
+
+    tokenizer: Any
+
+    def encode(self, text: str) -> list[int]:
+        return self.tokenizer.encode(text, add_special_tokens=False)
+
+    def decode_token(self, token_id: int) -> str:
+        return self.tokenizer.decode([token_id])
+
+    def token_spelling(self, token_id: int) -> str:
+        return self.tokenizer.convert_ids_to_tokens(token_id)

@@ -20,11 +20,14 @@ from pydantic import ValidationError
 from convswap.core import Generation
 from convswap.readout.api_common import ApiBackend, ApiSettings, Failure, MalformedReply, http_failure
 from convswap.readout.conversation import Turn
+from convswap.readout.logprobs import TOP_LOGPROBS, FirstTokenLogprobs, ListedToken, LogprobsRefused
 
 BASE_URL_VARIABLE = "GOOGLE_GEMINI_BASE_URL"
 DEFAULT_BASE_URL = "https://generativelanguage.googleapis.com/"
 _ROLES = {"user": "user", "assistant": "model"}
 _FINISH_REASONS = {"STOP": "stop", "MAX_TOKENS": "length"}
+# The most top candidates generateContent returns per position (GenerateContentConfig.logprobs).
+TOP_CANDIDATES = 20
 
 
 class GeminiBackend(ApiBackend):
@@ -73,6 +76,12 @@ class GeminiBackend(ApiBackend):
 
     def _malformed(self, reply: str) -> str | None:
         return malformed_response(reply)
+
+    def _logprob_request(self, turns: tuple[Turn, ...], image_base64: str) -> dict[str, Any]:
+        return top_candidates_request(self._request(turns, image_base64, 1), TOP_CANDIDATES)
+
+    def _read_logprobs(self, reply: str) -> FirstTokenLogprobs:
+        return read_top_candidates(self.spec, reply)
 
     def _classify(self, error: Exception) -> Failure | None:
         if isinstance(error, errors.APIError):
@@ -128,3 +137,27 @@ def _finish_reason(response: types.GenerateContentResponse) -> str:
 
 def _detail(error: errors.APIError) -> str:
     return " ".join(str(part) for part in (error.status, error.message) if part)
+
+
+# --- first-token logprobs: the top candidates of the first generated token --------------------------------------
+
+
+def top_candidates_request(request: dict[str, Any], top_candidates: int) -> dict[str, Any]:
+    """A one-token generation request that also asks for the first token's `top_candidates` most probable tokens."""
+    config = {**request["config"], "response_logprobs": True, "logprobs": top_candidates}
+    return {**request, "config": config}
+
+
+def read_top_candidates(spec: str, reply: str) -> FirstTokenLogprobs:
+    """`candidates[0].logprobs_result.top_candidates[0].candidates`, matched later by text: the token ids are
+    the API's own vocabulary, which convswap does not have."""
+    response = types.GenerateContentResponse.model_validate_json(reply)
+    result = response.candidates[0].logprobs_result if response.candidates else None
+    if result is None or not result.top_candidates or result.top_candidates[0].candidates is None:
+        raise LogprobsRefused(f"{spec} gives no first-token logprobs: its reply carries none")
+    listed = [
+        ListedToken(text=candidate.token or "", logprob=float(candidate.log_probability))
+        for candidate in result.top_candidates[0].candidates
+        if candidate.log_probability is not None
+    ]
+    return FirstTokenLogprobs(TOP_LOGPROBS, listed=tuple(sorted(listed, key=lambda token: -token.logprob)))

@@ -16,7 +16,12 @@ from openai.types.chat import ChatCompletion
 from convswap.core import Generation
 from convswap.readout.api_common import ApiBackend, ApiSettings, Failure, MalformedReply, http_failure, malformed
 from convswap.readout.conversation import Turn
+from convswap.readout.logprobs import TOP_LOGPROBS as TOP_LOGPROBS_SOURCE
+from convswap.readout.logprobs import FirstTokenLogprobs, ListedToken, LogprobsRefused
 from convswap.validation import is_integer
+
+# The most top logprobs chat completions return per position.
+TOP_LOGPROBS = 20
 
 
 class OpenAIBackend(ApiBackend):
@@ -61,6 +66,12 @@ class OpenAIBackend(ApiBackend):
 
     def _malformed(self, reply: str) -> str | None:
         return malformed_completion(reply)
+
+    def _logprob_request(self, turns: tuple[Turn, ...], image_base64: str) -> dict[str, Any]:
+        return top_logprobs_request(self._request(turns, image_base64, 1), TOP_LOGPROBS)
+
+    def _read_logprobs(self, reply: str) -> FirstTokenLogprobs:
+        return read_top_logprobs(self.spec, reply)
 
     def _classify(self, error: Exception) -> Failure | None:
         if isinstance(error, json.JSONDecodeError):  # a 200 whose body claims JSON and is not
@@ -128,3 +139,39 @@ def _detail(body: object) -> str:
             return " ".join(parts)
         return str(error)
     return "" if body is None else str(body)
+
+
+# --- first-token logprobs: the top-k of the first generated token -----------------------------------------------
+
+
+def top_logprobs_request(request: dict[str, Any], top_logprobs: int) -> dict[str, Any]:
+    """A one-token generation request that also asks for the first token's `top_logprobs` most probable tokens."""
+    return {**request, "logprobs": True, "top_logprobs": top_logprobs}
+
+
+def listed_token(entry: dict[str, Any]) -> ListedToken:
+    """One `top_logprobs` entry; its UTF-8 `bytes`, where given and whole, spell it more surely than `token`."""
+    text = entry.get("token") or ""
+    raw = entry.get("bytes")
+    if raw:
+        try:
+            text = bytes(raw).decode("utf-8")
+        except (UnicodeDecodeError, ValueError, TypeError):
+            pass  # a token that is part of one character: its text is all there is
+    return ListedToken(text=text, logprob=float(entry["logprob"]))
+
+
+def first_position(spec: str, reply: str) -> dict[str, Any]:
+    """`choices[0].logprobs.content[0]` of a chat completion; LogprobsRefused when the reply carries none."""
+    completion = json.loads(reply)
+    choices = completion.get("choices") or [{}]
+    content = (choices[0].get("logprobs") or {}).get("content") or []
+    if not content:
+        raise LogprobsRefused(f"{spec} gives no first-token logprobs: its reply carries none")
+    return content[0]
+
+
+def read_top_logprobs(spec: str, reply: str) -> FirstTokenLogprobs:
+    entries = first_position(spec, reply).get("top_logprobs") or []
+    listed = sorted((listed_token(entry) for entry in entries), key=lambda token: -token.logprob)
+    return FirstTokenLogprobs(TOP_LOGPROBS_SOURCE, listed=tuple(listed))

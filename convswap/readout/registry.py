@@ -7,6 +7,7 @@ never imports torch and a simulated run never imports an API client.
 from __future__ import annotations
 
 import importlib
+import inspect
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -26,6 +27,8 @@ class BackendEntry:
     simulated: stands in for a model to exercise the pipeline, so a plan's registered model set does not bind it.
     interfaces: what it answers in, "text" and/or "image" (the class's own `interfaces`, stated here too so that a
       run is refused before the model loads).
+    api_logprobs: an API model whose top-logprob first-token readout is asked for by its `logprobs` option
+      (--api-logprobs), off by default; `convswap audit-model` turns it on to say which readouts the model has.
     """
 
     module: str
@@ -34,6 +37,7 @@ class BackendEntry:
     local_weights: bool = False
     simulated: bool = False
     interfaces: frozenset[Interface] = frozenset({"text"})
+    api_logprobs: bool = False
 
 
 # Every backend, registered once; adding one is its module plus one entry here.
@@ -41,8 +45,9 @@ BACKENDS: dict[str, BackendEntry] = {
     "hf": BackendEntry(
         "convswap.readout.transformers_backend", "TransformersBackend", "<path or hub id>", local_weights=True
     ),  # fmt: skip
-    "openai": BackendEntry("convswap.readout.openai_backend", "OpenAIBackend", "<model>"),
-    "gemini": BackendEntry("convswap.readout.gemini_backend", "GeminiBackend", "<model>"),
+    "openai": BackendEntry("convswap.readout.openai_backend", "OpenAIBackend", "<model>", api_logprobs=True),
+    "gemini": BackendEntry("convswap.readout.gemini_backend", "GeminiBackend", "<model>", api_logprobs=True),
+    "served": BackendEntry("convswap.readout.served_backend", "ServedBackend", "<model>"),
     "openai-image": BackendEntry(
         "convswap.readout.openai_image_backend", "OpenAIImageBackend", "<model>", interfaces=frozenset({"image"})
     ),
@@ -113,11 +118,19 @@ def check_local_model(spec: str) -> None:
 
 
 def load_backend(spec: str, **options: Any) -> Backend:
-    """Build the backend for `spec`; options (quant, dtype, revision, ...) go to its `from_spec`."""
+    """Build the backend for `spec`; options (quant, dtype, revision, ...) go to its `from_spec`.
+
+    An option the backend does not take is refused by name (a backend taking any keyword validates its own).
+    """
     check_local_model(spec)
     prefix, name = split_spec(spec)
     entry = BACKENDS[prefix]
     backend_class = getattr(importlib.import_module(entry.module), entry.class_name)
+    parameters = inspect.signature(backend_class.from_spec).parameters
+    if not any(p.kind is inspect.Parameter.VAR_KEYWORD for p in parameters.values()):
+        unknown = sorted(set(options) - set(parameters))
+        if unknown:
+            raise ConvswapError(f"{spec} does not take option {unknown[0]!r}")
     return backend_class.from_spec(name, **options)
 
 

@@ -28,7 +28,15 @@ from transformers.utils.hub import cached_file, extract_commit_hash
 
 from convswap.core import ConvswapError, Generation
 from convswap.readout import batched_generation, prefix_cache
-from convswap.readout.base import DEFAULT_DTYPE, DEFAULT_MAX_NEW_TOKENS, QUANTIZATIONS, Backend, ModelInfo, Query
+from convswap.readout.base import (
+    DEFAULT_DTYPE,
+    DEFAULT_MAX_NEW_TOKENS,
+    QUANTIZATIONS,
+    Backend,
+    ModelInfo,
+    OwnTokenizer,
+    Query,
+)
 from convswap.readout.registry import check_local_model
 
 # A plain image for the conformance probe: only its tokens are compared, never a model output.
@@ -128,7 +136,7 @@ def greedy_generation_config(model_config: GenerationConfig) -> GenerationConfig
     )
 
 
-class TransformersBackend(Backend):
+class TransformersBackend(OwnTokenizer, Backend):
     has_logits = True
 
     def __init__(self, spec: str, model, processor, model_info: ModelInfo, suffix_batch: int = 8) -> None:
@@ -205,15 +213,6 @@ class TransformersBackend(Backend):
 
     def info(self) -> ModelInfo:
         return self._info
-
-    def encode(self, text: str) -> list[int]:
-        return self.tokenizer.encode(text, add_special_tokens=False)
-
-    def decode_token(self, token_id: int) -> str:
-        return self.tokenizer.decode([token_id])
-
-    def token_spelling(self, token_id: int) -> str:
-        return self.tokenizer.convert_ids_to_tokens(token_id)
 
     def _tokenize(self, query: Query) -> prefix_cache.Tokenized:
         return prefix_cache.tokenize(self.model, self.processor, query.image, query.condition, query.texts)

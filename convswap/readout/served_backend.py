@@ -1,0 +1,359 @@
+"""`served:<model>`: a model behind an OpenAI-compatible server (vLLM, SGLang), read by first token where it can be.
+
+Generation is chat completions through the `openai` client, exactly as the API
+backends do it (the image as a PNG data URL, temperature 0, every reply cached),
+with the budget clamped to the server's context length so that no request is
+refused for it.  The first-token readout goes through the server, by what a
+capability probe at load finds, in this order:
+
+1. vLLM's `logprob_token_ids`: the log-probability of exactly each candidate,
+   normalized over the whole vocabulary (exact).  An older vLLM accepts the
+   field and ignores it, so the probe asks for known ids and takes the server
+   to support it only when every one comes back;
+2. SGLang's native `/generate` with `token_ids_logprob` and `image_data` (exact);
+3. `top_logprobs` (bounded, `convswap.readout.logprobs`).
+
+Tokens come back as ids (`return_tokens_as_token_ids`) and are matched to the
+candidates by id; the candidate ids come from the served model's own tokenizer
+and processor, loaded here (`tokenizer` option, default the model name), so
+token surfaces, the shared-first-token refusal and calibration work as for
+`hf:`.  Before any trial a conformance probe compares the server's own
+tokenization of one visible prompt (vLLM's `/tokenize` with the chat messages,
+else the prompt token count in `usage`) with the local processor's chat path
+and refuses the model where they differ, naming the first differing position.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+from pathlib import Path
+from typing import Any
+
+import httpx2
+import openai
+from PIL import Image
+
+from convswap.core import Condition, ConvswapError
+from convswap.readout.api_common import ApiSettings, Failure, RequestFailed, http_failure, png_base64
+from convswap.readout.base import ModelInfo, OwnTokenizer, Query
+from convswap.readout.conversation import Turn, conversation
+from convswap.readout.logprobs import (
+    LOGPROB_TOKEN_IDS,
+    TOKEN_IDS_LOGPROB,
+    TOP_LOGPROBS,
+    FirstTokenLogprobs,
+    ListedToken,
+    LogprobsRefused,
+)
+from convswap.readout.openai_backend import TOP_LOGPROBS as TOP_LOGPROBS_CAP
+from convswap.readout.openai_backend import OpenAIBackend, first_position, top_logprobs_request
+
+BASE_URL_VARIABLE = "CONVSWAP_SERVED_BASE_URL"
+KEY_VARIABLE = "CONVSWAP_SERVED_API_KEY"
+MAX_TOKEN_IDS = 128  # vLLM's bound on logprob_token_ids
+TOKEN_ID_PREFIX = "token_id:"  # how vLLM spells a token under return_tokens_as_token_ids
+# The conformance and capability probe: a plain image and a question answered by a digit.
+PROBE_IMAGE = Image.new("RGB", (64, 64), (128, 96, 64))
+PROBE_QUESTION = "Which color is at the top-left? Answer with 1, 2 or 3."
+PROBE_ANSWERS = ("1", "2", "3")
+
+
+class ServedSettings(ApiSettings):
+    """An API model's options, and the local tokenizer and processor of the served model."""
+
+    tokenizer: str | None = None
+    logprobs: bool = True  # a served model is read by first token wherever its server allows it
+
+
+def load_processor(spec: str, name: str) -> Any:
+    """The served model's processor (its tokenizer and chat template) from a local folder or the hub cache."""
+    from transformers import AutoProcessor
+
+    from convswap.readout.transformers_backend import hub_unreachable
+
+    folder = Path(name).expanduser()
+    try:
+        if folder.is_dir():
+            return AutoProcessor.from_pretrained(str(folder))
+        return AutoProcessor.from_pretrained(name, local_files_only=hub_unreachable())
+    except (OSError, ValueError) as error:
+        raise ConvswapError(
+            f"{spec}: cannot load the served model's processor from {name!r} (give its folder or hub id with "
+            f"--tokenizer): {error}"
+        ) from None
+
+
+def chat_path_ids(processor: Any, condition: Condition, question: str, image: Image.Image) -> list[int]:
+    """The token ids the processor's own chat path gives one prompt, image included."""
+    from convswap.readout.prefix_cache import chat_messages
+
+    ids = processor.apply_chat_template(
+        chat_messages(condition, question, image),
+        tokenize=True,
+        return_dict=True,
+        add_generation_prompt=True,
+    )["input_ids"]
+    return [int(i) for i in (ids[0] if ids and isinstance(ids[0], list) else ids)]
+
+
+class ServedBackend(OwnTokenizer, OpenAIBackend):
+    api = "served"
+    key_variables = (KEY_VARIABLE,)
+    revision_known_at_load = True  # the model the server names in /v1/models
+
+    def __init__(self, model: str, api_key: str, settings: ServedSettings, processor: Any) -> None:
+        super().__init__(model, api_key, settings)
+        self.processor = processor
+        self.tokenizer = processor.tokenizer
+        root = str(self._client.base_url).rstrip("/")
+        self._root = root[: -len("/v1")] if root.endswith("/v1") else root
+        headers = {"Authorization": f"Bearer {api_key}"}
+        self._http = httpx2.Client(base_url=self._root, timeout=settings.timeout, headers=headers)
+        self.context_length: int | None = None
+        self.readout_source: str | None = None
+        self.logprobs_refusal: str | None = None
+
+    @classmethod
+    def from_spec(cls, name: str, **options: Any) -> ServedBackend:
+        """Connect to the server at `base_url` (else $CONVSWAP_SERVED_BASE_URL) and probe what it reads."""
+        spec = f"served:{name}"
+        settings = ServedSettings.from_options(spec, options)
+        base_url = settings.base_url or os.environ.get(BASE_URL_VARIABLE, "").strip()
+        if not base_url:
+            raise ConvswapError(f"{spec} needs the server's URL: give --base-url or set {BASE_URL_VARIABLE}")
+        settings = settings.model_copy(update={"base_url": base_url})
+        processor = load_processor(spec, settings.tokenizer or name)
+        # A server started without --api-key takes any key; the client insists on one.
+        backend = cls(name, os.environ.get(KEY_VARIABLE, "").strip() or "EMPTY", settings, processor)
+        try:
+            backend.probe()
+        except BaseException:
+            backend.close()
+            raise
+        return backend
+
+    def info(self) -> ModelInfo:
+        environment = {
+            "first_token_readout": self.readout_source or f"refused: {self.logprobs_refusal}",
+            "max_model_len": None if self.context_length is None else str(self.context_length),
+            "server": self._root,
+        }
+        return ModelInfo(
+            spec=self.spec, backend=self.api, revision=self._served_model or self.model, environment=environment
+        )
+
+    def close(self) -> None:
+        self._http.close()
+        super().close()
+
+    # --- probes at load --------------------------------------------------------------------------------------------
+
+    def probe(self) -> None:
+        """Context length, conformance of the server's tokens with the local chat path, then the readout it gives."""
+        self.context_length = self._context_length()
+        self._check_conformance()
+        # A server that gives no logprobs still has the readout asked of it: it is refused, with the reason.
+        self.readout_source, self.logprobs_refusal = self._readout_capability()
+
+    def _context_length(self) -> int | None:
+        """`max_model_len` of the served model as /v1/models lists it (vLLM and SGLang both do); None if absent."""
+        try:
+            models = self._client.models.list().data
+        except openai.APIError as error:
+            raise ConvswapError(f"{self.spec}: cannot list the server's models at {self._root}: {error}") from None
+        for entry in models:
+            if entry.id == self.model:
+                self._served_model = entry.id
+                length = (entry.model_extra or {}).get("max_model_len")
+                return int(length) if length else None
+        names = ", ".join(entry.id for entry in models) or "none"
+        raise ConvswapError(
+            f"{self.spec}: the server at {self._root} does not serve {self.model!r} (it serves {names})"
+        )
+
+    def _check_conformance(self) -> None:
+        ours = chat_path_ids(self.processor, "visible", PROBE_QUESTION, PROBE_IMAGE)
+        turns = conversation("visible", PROBE_QUESTION)
+        request = self._request(turns, png_base64(PROBE_IMAGE), 1)
+        reply = self._http.post(
+            "/tokenize", json={"model": self.model, "messages": request["messages"], "add_generation_prompt": True}
+        )
+        if reply.status_code == 200:
+            try:
+                body = reply.json()
+                theirs = [int(i) for i in body["tokens"]]
+                if body.get("max_model_len") and self.context_length is None:
+                    self.context_length = int(body["max_model_len"])
+            except (KeyError, TypeError, ValueError) as error:
+                raise ConvswapError(f"{self.spec}: unreadable /tokenize reply from {self._root}: {error!r}") from None
+            if theirs != ours:
+                import torch
+
+                from convswap.readout.prefix_cache import common_prefix_length
+
+                position = common_prefix_length([torch.tensor(ours), torch.tensor(theirs)])
+                raise ConvswapError(
+                    f"{self.spec}: the server tokenizes the visible probe differently from the local processor's chat "
+                    f"path ({self.tokenizer.name_or_path}) at position {position}: the server reads "
+                    f"{self._token_at(theirs, position)}, the local chat path {self._token_at(ours, position)}"
+                )
+            return
+        # No /tokenize (SGLang, another server): the prompt token count its reply reports must still match.
+        completion = self._client.chat.completions.create(**request)
+        counted = completion.usage.prompt_tokens if completion.usage else None
+        if counted is not None and counted != len(ours):
+            raise ConvswapError(
+                f"{self.spec}: the server counts {counted} prompt tokens in the visible probe, the local processor's "
+                f"chat path ({self.tokenizer.name_or_path}) {len(ours)}: they differ by position {min(counted, len(ours))}"
+            )
+
+    def _token_at(self, sequence: list[int], position: int) -> str:
+        if position >= len(sequence):
+            return "the end of the sequence"
+        return f"{self.tokenizer.convert_ids_to_tokens(sequence[position])!r} ({sequence[position]})"
+
+    def _readout_capability(self) -> tuple[str | None, str | None]:
+        """The best first-token readout the server gives, by asking for known ids: (source, None) or (None, why not)."""
+        ids = tuple(dict.fromkeys(self.encode(answer)[0] for answer in PROBE_ANSWERS))
+        image = png_base64(PROBE_IMAGE)
+        turns = conversation("visible", PROBE_QUESTION)
+        attempts = [(LOGPROB_TOKEN_IDS, self._vllm_request(turns, image, ids))]
+        if self._http.get("/get_model_info").status_code == 200:  # SGLang's native API
+            attempts.append((TOKEN_IDS_LOGPROB, self._sglang_request("visible", PROBE_QUESTION, image, ids)))
+        for source, request in attempts:
+            try:
+                evidence = self._read_source(source, self._send(request))
+            except (openai.APIError, httpx2.HTTPError, LogprobsRefused, KeyError, IndexError, ValueError):
+                continue
+            if set(dict(evidence.requested)) >= set(ids):
+                return source, None
+        try:
+            self._read_source(TOP_LOGPROBS, self._send(self._top_request(turns, image)))
+        except openai.APIStatusError as error:
+            failure = self._classify(error)
+            return None, f"the server refuses logprobs: {failure.reason if failure else error}"
+        except openai.APIError as error:
+            raise ConvswapError(f"{self.spec}: the logprobs probe to {self._root} failed: {error}") from None
+        except LogprobsRefused as refusal:
+            return None, str(refusal)
+        return TOP_LOGPROBS, None
+
+    # --- requests --------------------------------------------------------------------------------------------------
+
+    def _vllm_request(self, turns: tuple[Turn, ...], image: str, ids: tuple[int, ...]) -> dict[str, Any]:
+        if len(ids) > MAX_TOKEN_IDS:
+            raise ConvswapError(f"{self.spec}: {len(ids)} candidate ids, more than the {MAX_TOKEN_IDS} vLLM takes")
+        extra = {"logprob_token_ids": list(ids), "return_tokens_as_token_ids": True}
+        return {**self._request(turns, image, 1), "logprobs": True, "extra_body": extra}
+
+    def _top_request(self, turns: tuple[Turn, ...], image: str) -> dict[str, Any]:
+        request = top_logprobs_request(self._request(turns, image, 1), TOP_LOGPROBS_CAP)
+        return {**request, "extra_body": {"return_tokens_as_token_ids": True}}
+
+    def _sglang_request(self, condition: Condition, question: str, image: str, ids: tuple[int, ...]) -> dict[str, Any]:
+        from convswap.readout.prefix_cache import render_conversation
+
+        body = {
+            "text": render_conversation(self.processor, condition, question),
+            "image_data": [f"data:image/png;base64,{image}"],
+            "sampling_params": {"max_new_tokens": 1, "temperature": 0},
+            "return_logprob": True,
+            "token_ids_logprob": list(ids),
+            "top_logprobs_num": TOP_LOGPROBS_CAP,
+            "return_text_in_logprobs": True,
+        }
+        return {"native": "/generate", "model": self.model, "body": body}
+
+    def _send(self, request: dict[str, Any]) -> str:
+        if "native" not in request:
+            return super()._send(request)
+        reply = self._http.post(request["native"], json=request["body"])
+        reply.raise_for_status()
+        return reply.text
+
+    def _classify(self, error: Exception) -> Failure | None:
+        if isinstance(error, httpx2.HTTPStatusError):
+            return http_failure(error.response.status_code, error.response.text, error.response.headers)
+        if isinstance(error, httpx2.TimeoutException):
+            return Failure("timed out", retryable=True)
+        if isinstance(error, httpx2.TransportError):
+            return Failure(f"connection failed: {type(error).__name__}", retryable=True)
+        return super()._classify(error)
+
+    # --- the readout -----------------------------------------------------------------------------------------------
+
+    def first_token_logprobs(self, query: Query, token_ids: tuple[int, ...]) -> list[FirstTokenLogprobs]:
+        if self.readout_source is None:
+            raise LogprobsRefused(f"{self.spec} gives no first-token logprobs: {self.logprobs_refusal}")
+        image = png_base64(query.image)
+        ids = tuple(dict.fromkeys(token_ids))
+        requests = [self._readout_request(query.condition, text, image, ids) for text in query.texts]
+        return list(self._pool.map(self._evidence, requests))
+
+    def _readout_request(self, condition: Condition, text: str, image: str, ids: tuple[int, ...]) -> dict[str, Any]:
+        turns = conversation(condition, text)
+        if self.readout_source == LOGPROB_TOKEN_IDS:
+            return self._vllm_request(turns, image, ids)
+        if self.readout_source == TOKEN_IDS_LOGPROB:
+            return self._sglang_request(condition, text, image, ids)
+        return self._top_request(turns, image)
+
+    def _evidence(self, request: dict[str, Any]) -> FirstTokenLogprobs:
+        try:
+            reply = self._reply(request, lambda: self._send(request))
+        except RequestFailed as failed:
+            raise self._logprobs_refused(failed) from None
+        assert self.readout_source is not None
+        return self._read_source(self.readout_source, reply)
+
+    def _read_source(self, source: str, reply: str) -> FirstTokenLogprobs:
+        if source == TOKEN_IDS_LOGPROB:
+            return read_sglang(reply)
+        position = first_position(self.spec, reply)
+        entries = [self._listed(entry) for entry in position.get("top_logprobs") or []]
+        if source == LOGPROB_TOKEN_IDS:
+            # The listed entries are the candidates asked for; the chosen token is the greedy argmax, the top one.
+            requested = tuple((token.token_id, token.logprob) for token in entries if token.token_id is not None)
+            return FirstTokenLogprobs(source, listed=(self._listed(position),), requested=requested)
+        return FirstTokenLogprobs(source, listed=tuple(sorted(entries, key=lambda token: -token.logprob)))
+
+    def _listed(self, entry: dict[str, Any]) -> ListedToken:
+        """A chat logprob entry, its id read from `token_id:N` (return_tokens_as_token_ids), its text decoded here."""
+        token = str(entry.get("token") or "")
+        if token.startswith(TOKEN_ID_PREFIX):
+            token_id = int(token[len(TOKEN_ID_PREFIX) :])
+            return ListedToken(self.decode_token(token_id), float(entry["logprob"]), token_id)
+        return ListedToken(token, float(entry["logprob"]))
+
+    # --- generation: the API path, the budget clamped to the context -----------------------------------------------
+
+    def _budget(self, query: Query, text: str, wanted: int) -> int:
+        """`wanted`, or what the context leaves after the prompt where that is less (never under one token)."""
+        if self.context_length is None:
+            return wanted
+        prompt = len(chat_path_ids(self.processor, query.condition, text, query.image))
+        return max(1, min(wanted, self.context_length - prompt))
+
+
+def read_sglang(reply: str) -> FirstTokenLogprobs:
+    """SGLang's `meta_info`: `output_token_ids_logprobs[0]` and `output_top_logprobs[0]`, entries [logprob, id, text]."""
+    meta = json.loads(reply)
+    meta = (meta[0] if isinstance(meta, list) else meta)["meta_info"]
+
+    def entries(name: str) -> list[ListedToken]:
+        rows = meta.get(name) or [[]]
+        # [logprob, id] or, with return_text_in_logprobs, [logprob, id, text]
+        return [
+            ListedToken(
+                str(entry[2] or "") if len(entry) > 2 else "",
+                -math.inf if entry[0] is None else float(entry[0]),
+                int(entry[1]),
+            )
+            for entry in rows[0]
+        ]
+
+    requested = tuple((token.token_id, token.logprob) for token in entries("output_token_ids_logprobs"))
+    listed = tuple(sorted(entries("output_top_logprobs"), key=lambda token: -token.logprob))
+    return FirstTokenLogprobs(TOKEN_IDS_LOGPROB, listed=listed, requested=requested)  # type: ignore[arg-type]

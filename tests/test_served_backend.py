@@ -1,0 +1,270 @@
+"""served:<model> against loopback vLLM and SGLang servers through the real openai client.
+
+The servers' log-probabilities are planted here (a Qwen2.5-VL processor from
+the shared assets, logits planted on known ids), so every expected number is
+the planted distribution's own log-softmax, computed apart from the code under
+test; the tests that compare with the `hf:` readout of a tiny model are slow.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from dataclasses import replace
+
+import numpy as np
+import pytest
+from api_servers import LoopbackServer
+from scipy.special import log_softmax, logsumexp
+from served_servers import DROPPED, Served, model_distribution, planted_distribution, served_server
+from test_audit_model import audit_model
+from transformers import AutoProcessor
+
+from convswap.calibration.surfaces import MIN_CANDIDATE_MASS, probe_query, resolve_logprob_surface, surface_candidates
+from convswap.cli import main
+from convswap.core import ConvswapError, FirstTokenReadout, Surface
+from convswap.readout.logprobs import LOGPROB_TOKEN_IDS, TOKEN_IDS_LOGPROB, TOP_LOGPROBS, logprob_readout
+from convswap.readout.prefix_cache import chat_messages
+from convswap.readout.registry import load_backend
+
+NAME = "qwen-served"
+DIGITS = tuple(str(n) for n in range(1, 10))
+
+
+@pytest.fixture(scope="module")
+def processor(qwen25_assets):
+    return AutoProcessor.from_pretrained(qwen25_assets)
+
+
+def digit_ids(processor) -> list[int]:
+    return [processor.tokenizer.encode(d, add_special_tokens=False)[0] for d in DIGITS]
+
+
+@pytest.fixture(scope="module")
+def planted(processor):
+    """Logits planted on the digits (3 first), on the leading space and on a word; 0 on the rest of the vocabulary."""
+    ids = digit_ids(processor)
+    logits = {ids[2]: 16.0, ids[4]: 15.5, ids[0]: 13.0, 220: 10.0, processor.tokenizer.encode("hello")[0]: 11.0}
+    vocab = len(processor.tokenizer)
+    row = np.zeros(vocab)
+    for token_id, value in logits.items():
+        row[token_id] = value
+    return Served(NAME, processor, planted_distribution(vocab, logits)), log_softmax(row)
+
+
+def connect(server: LoopbackServer, tokenizer, tmp_path, **options):
+    return load_backend(
+        f"served:{NAME}", base_url=f"{server.url}/v1", tokenizer=str(tokenizer), cache_path=tmp_path / "api.sqlite",
+        **options,
+    )  # fmt: skip
+
+
+def read_probes(backend):
+    """The runner's path: the surface of 1-9 resolved on its probes, then each probe read under it."""
+    probes = probe_query(DIGITS, "integer")
+    surface = resolve_logprob_surface(backend, DIGITS, [probes])
+    evidence = backend.first_token_logprobs(probes, surface.token_ids)
+    candidates = surface_candidates(backend, surface)
+    return surface, [logprob_readout(e, surface, candidates, MIN_CANDIDATE_MASS) for e in evidence]
+
+
+def test_vllm_reads_each_candidate_exactly_through_logprob_token_ids(planted, qwen25_assets, tmp_path):
+    served, reference = planted
+    ids = digit_ids(served.processor)
+    with LoopbackServer(served_server(served)) as server:
+        backend = connect(server, qwen25_assets, tmp_path)
+        try:
+            surface, readouts = read_probes(backend)
+            assert backend.info().environment["first_token_readout"] == LOGPROB_TOKEN_IDS
+        finally:
+            backend.close()
+    asked = [seen.body for seen in server.requests if seen.body.get("logprob_token_ids")]
+    assert asked and all(body["logprob_token_ids"] == ids for body in asked[-9:])
+    assert all(body["max_completion_tokens"] == 1 and body["temperature"] == 0 for body in asked)
+    assert surface.variant == "bare" and surface.mass_upper is None
+    assert surface.mass == pytest.approx(math.exp(logsumexp(reference[ids])), abs=1e-9)
+    for readout in readouts:
+        assert readout.source == LOGPROB_TOKEN_IDS and readout.exact and readout.mass_verdict is None
+        assert readout.candidate_logits == pytest.approx(reference[ids].tolist(), abs=1e-9)
+        assert readout.slot == 3
+
+
+@pytest.mark.parametrize("token_ids", ["ignored", "rejected"])
+def test_a_server_without_logprob_token_ids_is_read_from_its_top_k_and_says_so(planted, qwen25_assets, tmp_path,
+                                                                              token_ids):  # fmt: skip
+    """An older vLLM accepts the field and drops it; a strict server refuses it: both are read by top_logprobs."""
+    served, reference = planted
+    ids = digit_ids(served.processor)
+    with LoopbackServer(served_server(served, token_ids=token_ids)) as server:
+        backend = connect(server, qwen25_assets, tmp_path)
+        try:
+            surface, readouts = read_probes(backend)
+            assert backend.info().environment["first_token_readout"] == TOP_LOGPROBS
+        finally:
+            backend.close()
+    assert surface.mass_upper is not None
+    true_mass = math.exp(logsumexp(reference[ids]))
+    for readout in readouts:
+        assert readout.source == TOP_LOGPROBS and not readout.exact
+        assert readout.candidate_mass <= true_mass + 1e-12 <= readout.candidate_mass_upper + 2e-12
+        for (low, high), token_id in zip(readout.logprob_bounds, ids, strict=True):
+            assert reference[token_id] <= high + 1e-9
+            assert low is None or low == pytest.approx(reference[token_id], abs=1e-9)
+        # 3, 5 and 1 are in the top 20, so the restricted argmax is exact.
+        assert readout.slot == 3 and readout.mass_verdict == "score"
+
+
+def test_sglang_is_read_exactly_through_its_native_generate(planted, qwen25_assets, tmp_path):
+    served, reference = planted
+    ids = digit_ids(served.processor)
+    with LoopbackServer(served_server(served, sglang=True)) as server:
+        backend = connect(server, qwen25_assets, tmp_path)
+        try:
+            _, readouts = read_probes(backend)
+        finally:
+            backend.close()
+    native = [seen.body for seen in server.requests if seen.path == "/generate"]
+    assert native and all(body["image_data"][0].startswith("data:image/png;base64,") for body in native)
+    for readout in readouts:
+        assert readout.source == TOKEN_IDS_LOGPROB and readout.exact
+        assert readout.candidate_logits == pytest.approx(reference[ids].tolist(), abs=1e-9)
+
+
+def test_a_server_that_tokenizes_one_token_differently_is_refused(planted, qwen25_assets, tmp_path, capsys):
+    served, _ = planted
+    from convswap.readout.served_backend import PROBE_IMAGE, PROBE_QUESTION
+
+    ours = served.processor.apply_chat_template(
+        chat_messages("visible", PROBE_QUESTION, PROBE_IMAGE), tokenize=True, add_generation_prompt=True
+    )[0]
+    theirs = served.processor.tokenizer.convert_ids_to_tokens(ours[DROPPED + 1])
+    with LoopbackServer(served_server(served, tokenize="off_by_one")) as server:
+        with pytest.raises(ConvswapError, match=f"at position {DROPPED}: the server reads {re.escape(repr(theirs))}"):
+            connect(server, qwen25_assets, tmp_path)
+        capsys.readouterr()
+        status = main(["audit-model", "--model", f"served:{NAME}", "--base-url", f"{server.url}/v1", "--tokenizer",
+                       str(qwen25_assets)])  # fmt: skip
+    assert status == 2
+    (line,) = capsys.readouterr().err.splitlines()
+    assert f"at position {DROPPED}: the server reads" in line
+
+
+def test_audit_model_says_a_served_model_is_read_exactly(planted, qwen25_assets, tmp_path, capsys, monkeypatch):
+    served, _ = planted
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
+    with LoopbackServer(served_server(served)) as server:
+        _, report, verdicts = audit_model(capsys, "--model", f"served:{NAME}", "--base-url", f"{server.url}/v1",
+                                          "--tokenizer", str(qwen25_assets))  # fmt: skip
+    # The planted model says 3 whatever it is asked: its argmax is the asked answer on the third probe only.
+    assert verdicts[("integers 1-9", "first_token")] == (
+        "refused: the argmax is the asked-for answer on only 1/9 probes; exact, by logprob_token_ids"
+    )
+    assert "first-token and generated readouts agree on 9/9 probes" in report
+
+
+def test_logprobs_refused_by_the_server_leave_generation(planted, qwen25_assets, tmp_path, capsys, monkeypatch):
+    served, _ = planted
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
+    with LoopbackServer(served_server(served, logprobs="refused")) as server:
+        _, _, verdicts = audit_model(capsys, "--model", f"served:{NAME}", "--base-url", f"{server.url}/v1",
+                                     "--tokenizer", str(qwen25_assets))  # fmt: skip
+    assert verdicts[("integers 1-9", "first_token")] == (
+        f"refused: served:{NAME} gives no first-token logprobs: the server refuses logprobs: HTTP 400: "
+        "logprobs are not supported with this model"
+    )
+    assert verdicts[("integers 1-9", "generate")] == "refused: only 1/9 probes parse to the answer they ask for"
+
+
+def test_the_generation_budget_is_clamped_to_the_context(planted, qwen25_assets, tmp_path):
+    served, _ = planted
+    probes = probe_query(DIGITS, "integer")
+    query = replace(probes, prompts=probes.prompts[:1])
+    prompt_length = len(served.processor.apply_chat_template(
+        chat_messages("visible", query.prompts[0].text, query.image), tokenize=True, add_generation_prompt=True
+    )[0])  # fmt: skip
+    small = replace(served, max_model_len=prompt_length + 40)
+    with LoopbackServer(served_server(small)) as server:
+        backend = connect(server, qwen25_assets, tmp_path, max_output_tokens=4096)
+        try:
+            generations = backend.generate(query, 16)
+        finally:
+            backend.close()
+    sent = [seen.body for seen in server.requests if seen.path == "/v1/chat/completions"]
+    assert sent[-1]["max_completion_tokens"] == 40 == generations[0].max_new_tokens
+
+
+# --- the same model read locally and through a server ---------------------------------------------------
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("condition", ["visible", "cached"])
+def test_a_served_model_reads_as_the_local_model_does(tiny_model, tmp_path, condition):
+    """Qwen2.5-VL tiny: the exact path gives the hf: candidate logits up to a constant; the top-k path brackets them."""
+    folder = tiny_model("qwen2_5_vl")
+    processor, distribution = model_distribution(folder)
+    served = Served(NAME, processor, distribution)
+    local = load_backend(f"hf:{folder}")
+    query = replace(probe_query(DIGITS, "integer"), condition=condition)
+    ids = tuple(local.encode(d)[0] for d in DIGITS)
+    logits = np.asarray(local.next_token_logits(query), dtype=np.float64)
+    expected = log_softmax(logits, axis=1)
+    bare = Surface(DIGITS, "bare", ids, 1.0, (), "")
+    for token_ids in ("honoured", "ignored"):
+        with LoopbackServer(served_server(served, token_ids=token_ids)) as server:
+            backend = connect(server, folder, tmp_path / token_ids)
+            try:
+                evidence = backend.first_token_logprobs(query, ids)
+                candidates = surface_candidates(backend, bare)
+            finally:
+                backend.close()
+        for row, found in enumerate(evidence):
+            readout = logprob_readout(found, bare, candidates, MIN_CANDIDATE_MASS)
+            want = expected[row][list(ids)]
+            if token_ids == "honoured":
+                shift = np.asarray(readout.candidate_logits) - logits[row][list(ids)]
+                assert np.ptp(shift) < 1e-4, (condition, row)
+                assert readout.slot == int(np.argmax(logits[row][list(ids)])) + 1
+                continue
+            assert readout.source == TOP_LOGPROBS
+            for (low, high), value in zip(readout.logprob_bounds, want, strict=True):
+                assert value <= high + 1e-4
+                assert low is None or abs(low - value) < 1e-4
+            mass = math.exp(logsumexp(want))
+            assert readout.candidate_mass - 1e-4 <= mass <= readout.candidate_mass_upper + 1e-4
+
+
+# --- what a user gets wrong -----------------------------------------------------------------------------
+
+
+def test_a_served_model_needs_a_server_and_a_local_model_takes_no_server(tmp_path, monkeypatch):
+    monkeypatch.delenv("CONVSWAP_SERVED_BASE_URL", raising=False)
+    with pytest.raises(ConvswapError, match="served:m needs the server's URL: give --base-url or set CONVSWAP_SERVED"):
+        load_backend("served:m", tokenizer=str(tmp_path))
+    with pytest.raises(ConvswapError, match=f"hf:{tmp_path} does not take option 'base_url'"):
+        load_backend(f"hf:{tmp_path}", base_url="http://127.0.0.1:9/v1")
+
+
+def test_a_server_that_does_not_serve_the_model_is_named(planted, qwen25_assets, tmp_path):
+    served, _ = planted
+    with LoopbackServer(served_server(replace(served, name="another-model"))) as server:
+        with pytest.raises(ConvswapError, match=f"does not serve '{NAME}' \\(it serves another-model\\)"):
+            connect(server, qwen25_assets, tmp_path)
+
+
+def test_a_bounded_readout_keeps_its_bounds_in_the_log_and_a_local_one_logs_as_before(planted, qwen25_assets,
+                                                                                     tmp_path):  # fmt: skip
+    served, _ = planted
+    with LoopbackServer(served_server(served, token_ids="ignored")) as server:
+        backend = connect(server, qwen25_assets, tmp_path)
+        try:
+            _, readouts = read_probes(backend)
+        finally:
+            backend.close()
+    logged = readouts[0].to_json()
+    assert logged["source"] == TOP_LOGPROBS and logged["mass_verdict"] == "score"
+    assert FirstTokenReadout.from_json(logged) == readouts[0]
+    local = replace(readouts[0], candidate_logits=(1.0, 2.0), logprob_bounds=(), candidate_mass_upper=None,
+                    mass_verdict=None, source="logits")  # fmt: skip
+    assert set(local.to_json()) == {"surface", "candidate_token_ids", "candidate_logits", "candidate_mass", "top",
+                                    "slot", "tie", "tied_slots"}  # fmt: skip
+    assert FirstTokenReadout.from_json(local.to_json()) == local
