@@ -359,10 +359,52 @@ class ApiBackend(Backend):
         return ModelInfo(spec=self.spec, backend=self.api, revision=self._served_model or self.model)
 
     def generate(self, query: Query, max_new_tokens: int = DEFAULT_MAX_NEW_TOKENS) -> list[Generation]:
-        image = png_base64(query.image)
-        budget = max(max_new_tokens, self.settings.max_output_tokens)
-        requests = [self._request(conversation(query.condition, text), image, budget) for text in query.texts]
+        budget = self.budget(max_new_tokens)
+        requests = self.requests(query, budget)
         return [replace(generation, max_new_tokens=budget) for generation in self._pool.map(self._answer, requests)]
+
+    def budget(self, max_new_tokens: int) -> int:
+        """The output budget sent for an answer budget: never below the backend's own max_output_tokens."""
+        return max(max_new_tokens, self.settings.max_output_tokens)
+
+    def requests(self, query: Query, budget: int) -> list[dict[str, Any]]:
+        """The requests `generate` sends for a query, in prompt order; a batch submits exactly these."""
+        image = png_base64(query.image)
+        return [self._request(conversation(query.condition, text), image, budget) for text in query.texts]
+
+    def cache_key(self, request: Mapping[str, Any]) -> str:
+        return request_key(self.api, self._endpoint(), request)
+
+    def endpoint(self) -> str:
+        return self._endpoint()
+
+    def cached_generation(self, request: Mapping[str, Any], budget: int) -> Generation | None:
+        """The answer to a request from the cache alone, as `generate` reads it; None when it is not cached."""
+        reply = self._cache.get(self.cache_key(request))
+        if reply is None:
+            return None
+        self.counters.add("cache_hits")
+        return replace(self._generation(reply), max_new_tokens=budget)
+
+    def remember(self, key: str, reply: str) -> None:
+        """Keep a reply that came by another road (a batch) where `generate` looks first."""
+        self._cache.put(key, self.api, self.model, reply)
+
+    def error_generation(self, reason: str, budget: int) -> Generation:
+        """A request that failed for good, as `generate` records one (status api_error)."""
+        return Generation(text=None, finish_reason="error", error=f"{self.spec}: {scrub(reason, self._secrets)}",
+                          max_new_tokens=budget)  # fmt: skip
+
+    def call(self, what: str, send: Callable[[], T]) -> T:
+        """One call of the provider's other endpoints (files, batches) under the same retry policy as a request;
+        a failure for good is a ConvswapError naming `what`."""
+        try:
+            result, _ = self.settings.retry.call(send, self._scrubbed, self._cancelled)
+        except RequestFailed as failed:
+            raise ConvswapError(
+                f"{self.spec}: {what} failed: {failed.failure.reason} (gave up after {failed.attempts} attempt(s))"
+            ) from None
+        return result
 
     def close(self) -> None:
         self._pool.shutdown(wait=True)
@@ -378,7 +420,7 @@ class ApiBackend(Backend):
         self._pool.shutdown(wait=False, cancel_futures=True)
 
     def _answer(self, request: dict[str, Any]) -> Generation:
-        key = request_key(self.api, self._endpoint(), request)
+        key = self.cache_key(request)
         reply = self._cache.get(key)
         if reply is not None:
             self.counters.add("cache_hits")
@@ -392,6 +434,9 @@ class ApiBackend(Backend):
             self.counters.add("retries", attempts - 1)
             self._cache.put(key, self.api, self.model, sent)
             reply = sent
+        return self._generation(reply)
+
+    def _generation(self, reply: str) -> Generation:
         generation, served_model = self._read(reply)
         if served_model:
             self._served_model = served_model
