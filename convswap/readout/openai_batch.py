@@ -110,4 +110,4 @@ def _first_error(batch: Batch) -> str | None:
         return None
     error = batch.errors.data[0]
     where = f"line {error.line}: " if error.line is not None else ""
-    return first_line([where + " ".join(part for part in (error.code, error.message) if part)])
+    return first_line([where + ": ".join(part for part in (error.code, error.message) if part)])
