@@ -19,6 +19,7 @@ from convswap.experiments.runner import RunResult, run_experiment
 from convswap.readout.api_common import RetryPolicy
 from convswap.readout.batch_api import Limits
 from convswap.readout.gemini_batch import GeminiBatches
+from convswap.readout.openai_batch import OpenAIBatches
 from convswap.readout.registry import load_backend
 
 pytestmark = pytest.mark.slow  # whole runs, several through the CLI
@@ -298,3 +299,38 @@ def test_batch_is_refused_for_a_backend_without_a_batch_api(tmp_path, vocabulary
         "convswap run: error: --batch: sim:qwen3vl-like has no batch API (batches run on openai:, gemini:)"
     )
     assert not (tmp_path / "runs").exists()
+
+
+class Killed(BaseException):
+    """A process dying where it stands."""
+
+
+@pytest.mark.parametrize("after", ["upload", "create"])
+def test_a_run_killed_before_it_kept_a_batch_id_finds_the_batch_or_submits_once(
+    server, tmp_path, vocabulary, monkeypatch, after
+):
+    monkeypatch.setattr(GeminiBatches, "inline_bytes", 0)  # Gemini's file road, which has an upload too
+    api_class = OpenAIBatches if server.api == "openai" else GeminiBatches
+    original = api_class.submit
+
+    def die(file_id):
+        raise Killed(file_id)  # the file is uploaded; the state file never heard its id
+
+    def submit_then_die(self, name, path, requests, saved):
+        if after == "upload":
+            original(self, name, path, requests, die)
+        batch_id = original(self, name, path, requests, saved)
+        raise Killed(batch_id)  # the provider created the batch; the state file never heard its id
+
+    monkeypatch.setattr(api_class, "submit", submit_then_die)
+    out = tmp_path / "runs"
+    with pytest.raises(Killed):
+        run(server, out, vocabulary)
+    monkeypatch.setattr(api_class, "submit", original)
+    result = run(server, out, vocabulary)
+    assert len(server.batches) == 1 and set(server.submissions().values()) == {1}
+    assert len(records_in(result.folder)) == UNITS
+    (batch,) = server.batches.values()
+    assert {record.extra.batch["id"] for record in records_in(result.folder)} == {batch.id}
+    listed = [path for method, path in server.seen if method == "GET" and path.split("?")[0].endswith("/batches")]
+    assert listed  # the rerun looked for the batch by its name before submitting anything
