@@ -13,7 +13,7 @@ from runner_support import records_in, spatial_request
 
 from convswap.cli import main
 from convswap.core import ConvswapError, Record
-from convswap.experiments.batch import BatchOptions, read_state, state_name
+from convswap.experiments.batch import BatchOptions, live_batches, read_state, state_name
 from convswap.experiments.logs import attempts_path, read_records
 from convswap.experiments.runner import RunResult, run_experiment
 from convswap.readout.api_common import RetryPolicy
@@ -241,6 +241,8 @@ def test_a_rejected_batch_names_the_providers_first_error_in_one_line(
     assert main(command) == 2
     (error,) = [line for line in capsys.readouterr().err.splitlines() if "error" in line]
     assert error.startswith("convswap run: error: ") and "The model gpt-nonexistent does not exist" in error
+    folder = next((tmp_path / "runs" / "synthetic_spatial").iterdir())
+    assert live_batches(folder, (0, 1)) == []  # the rejected batch is not live: an ordinary run may go ahead
     server.fault.reject = None
     assert main(command) == 0
     assert "20 records written" in capsys.readouterr().out

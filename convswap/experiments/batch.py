@@ -285,10 +285,25 @@ class _Drafts:
             batch.file_id = file_id
             self.state.save()
 
-        batch.batch_id = self.api.submit(batch.name, path, draft.inline, saved)
+        try:
+            batch.batch_id = self.api.submit(batch.name, path, draft.inline, saved)
+        except ConvswapError:
+            self._forget_unless_created(batch)
+            raise
         self.state.save()
         path.unlink()  # the provider holds the requests now
         self.outcome.submitted.append(batch.batch_id)
+
+    def _forget_unless_created(self, batch: Submitted) -> None:
+        """After a failed submission: a batch the provider does not have (it refused it, or it was never sent) is
+        forgotten at once, so that no ordinary run takes it for live; one it has after all is kept."""
+        try:
+            batch.batch_id = self.api.find(batch.name, batch.file_id)
+        except ConvswapError:
+            return  # unknown: the next batch run looks again
+        if batch.batch_id is None:
+            self.state.batches.remove(batch)
+        self.state.save()
 
 
 class _Draft:
