@@ -102,6 +102,25 @@ def test_batch_and_ordinary_runs_of_one_model_write_the_same_records(server, tmp
     assert sorted(map(_canonical, batch_bodies)) == sorted(map(_canonical, sent))
 
 
+def test_a_batch_run_has_the_audit_and_tables_of_an_ordinary_run(server, tmp_path, vocabulary, capsys):
+    reports = []
+    for name, batch in (("ordinary", None), ("batched", POLL_AT_ONCE)):
+        out = tmp_path / name / "runs"
+        run(server, out, vocabulary, batch=batch)
+        capsys.readouterr()
+        assert main(["audit", str(out)]) == 0
+        audit = capsys.readouterr().out.replace(str(out), "OUT")
+        assert main(["tables", str(out), "--out", str(tmp_path / name / "tables")]) == 0
+        tables = {
+            path.name: path.read_bytes().replace(str(tmp_path / name).encode(), b"HERE")
+            for path in sorted((tmp_path / name / "tables").rglob("*"))
+            if path.is_file()
+        }
+        reports.append((audit, tables))
+    assert reports[0][0] == reports[1][0] and "every check passed" in reports[0][0]
+    assert reports[0][1] == reports[1][1] and reports[0][1]
+
+
 def _recorded_bodies(server: BatchServer):
     seen = []
     original = server.respond
@@ -186,8 +205,9 @@ def test_custom_ids_an_output_holds_twice_are_refused_not_scored_twice(server, t
     assert len(records_in(second.folder)) == UNITS and max(units(records_in(second.folder)).values()) == 1
 
 
-def test_a_500_on_upload_or_on_a_status_read_is_retried(server, tmp_path, vocabulary):
-    server.fault.fail_upload = 1 if server.api == "openai" else 0  # Gemini's batches here go inline: no upload
+def test_a_500_on_upload_or_on_a_status_read_is_retried(server, tmp_path, vocabulary, monkeypatch):
+    monkeypatch.setattr(GeminiBatches, "inline_bytes", 0)  # Gemini's file road, which has an upload too
+    server.fault.fail_upload = 1
     server.fault.fail_retrieve = 2
     result = run(server, tmp_path / "runs", vocabulary)
     assert len(records_in(result.folder)) == UNITS and len(server.batches) == 1

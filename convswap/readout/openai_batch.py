@@ -67,7 +67,7 @@ class OpenAIBatches(BatchApi):
             total=counts.total if counts else None,
             done=counts.completed if counts else None,
             failed=counts.failed if counts else None,
-            error=_first_error(batch),
+            error=_first_error(batch) or ("failed without a reason given" if batch.status == "failed" else None),
         )
 
     def results(self, batch_id: str) -> list[LineResult]:
