@@ -538,7 +538,7 @@ def describe_batches(folder: Path, load: Callable[[BatchState], ApiBackend]) -> 
         yield f"{path} ({state.model} at {state.endpoint}):"
         api = None
         for batch in state.batches:
-            where = f"  {batch.batch_id or batch.name}: {len(batch.units)} requests, "
+            where = f"  {batch.batch_id or batch.name}: {len(batch.units)} requests to {batch.url}, "
             if not batch.live:
                 yield where + f"collected ({batch.state})"
                 continue
