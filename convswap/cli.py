@@ -37,6 +37,7 @@ COMMAND_MODULES = (
     "convswap.calibration.commands",
     "convswap.readout.sim_commands",
     "convswap.experiments.commands",
+    "convswap.experiments.batch_commands",
     "convswap.analysis.demo",
     "convswap.audits.commands",
     "convswap.analysis.commands",

@@ -412,6 +412,7 @@ class RecordExtra:
     memorize_instruction: str | None = None  # the instruction a cached query's image turn carried
     surface: Surface | None = None  # the token surface the first-token readout scored by
     vocabulary_of: dict[str, Any] | None = None  # the model whose vocabulary drew the stimuli, when not this one
+    batch: dict[str, str] | None = None  # {"id", "custom_id"}: the provider batch that answered the request
 
     def to_json(self) -> dict[str, Any]:
         data: dict[str, Any] = {}
@@ -421,6 +422,8 @@ class RecordExtra:
             data["surface"] = self.surface.to_json()
         if self.vocabulary_of is not None:
             data["vocabulary_of"] = self.vocabulary_of
+        if self.batch is not None:
+            data["batch"] = self.batch
         return data
 
     @classmethod

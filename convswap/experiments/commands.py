@@ -7,7 +7,7 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from convswap.core import CONDITIONS, INTERFACES
+from convswap.core import CONDITIONS, INTERFACES, ConvswapError
 from convswap.experiments.logs import DEFAULT_OUT, RETRIED_STATUS
 from convswap.experiments.plan_commands import PLAN_DIR_HELP, plan_folder
 from convswap.readout.base import DEFAULT_MAX_NEW_TOKENS
@@ -89,6 +89,26 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         help="load no model and write nothing: print the trials, the units (trials x conditions x conventions), "
         "the records the run would write and to which logs, and the first prompt of each convention",
     )
+    run.add_argument(
+        "--batch",
+        action="store_true",
+        help="submit the pending requests through the provider's batch API (openai:, gemini:; about half the "
+        "price, answers within 24 h) and poll until they are answered; a run killed at any moment and started "
+        "again resumes polling and never submits a request twice (see `convswap batch --help`)",
+    )
+    run.add_argument(
+        "--poll",
+        type=float,
+        default=60.0,
+        metavar="SECONDS",
+        help="with --batch: seconds between two status checks of the live batches (default 60)",
+    )
+    run.add_argument(
+        "--no-wait",
+        action="store_true",
+        help="with --batch: submit, collect whatever has finished, and return; run the same command again later to "
+        "collect the rest",
+    )
     run.set_defaults(handler=run_command)
 
     merge = subparsers.add_parser(
@@ -103,8 +123,13 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 
 def run_command(args: argparse.Namespace) -> int:
+    from convswap.experiments.batch import BatchOptions
     from convswap.experiments.runner import RunRequest, dry_run, run_experiment
 
+    if not args.batch and (args.no_wait or args.poll != 60.0):
+        raise ConvswapError("--poll and --no-wait go with --batch")
+    if args.poll <= 0:
+        raise ConvswapError(f"--poll must be a number of seconds > 0, got {args.poll}")
     request = RunRequest(
         experiment=args.experiment,
         model=args.model,
@@ -120,6 +145,7 @@ def run_command(args: argparse.Namespace) -> int:
         max_new_tokens=args.max_new_tokens,
         interface=args.interface,
         model_options=served_options(args),
+        batch=BatchOptions(poll_s=args.poll, wait=not args.no_wait) if args.batch else None,
     )
     if args.dry_run:
         print(dry_run(request))
@@ -158,6 +184,8 @@ def report(result: RunResult) -> str:
         lines[0] += f", {result.retried} failed requests retried (their first records kept in *.attempts)"
     if result.failed:
         lines[0] += f", {result.failed} of them failed ({RETRIED_STATUS}; a rerun retries them)"
+    if result.batch is not None:
+        lines += batch_report(result)
     lines += [f"log: {path}" for path in result.logs]
     lines += [f"{where}: a partial last record (left by a killed process), not read" for where in result.torn]
     if result.vocabulary is not None:
@@ -168,6 +196,19 @@ def report(result: RunResult) -> str:
     if count > 1:
         lines.append(f"when every process has finished: convswap merge {result.folder}")
     return "\n".join(lines)
+
+
+def batch_report(result: RunResult) -> list[str]:
+    batch = result.batch
+    assert batch is not None
+    lines = [
+        f"batch: {len(batch.submitted)} batch(es) submitted{(' (' + ', '.join(batch.submitted) + ')') if batch.submitted else ''}, "
+        f"{batch.collected} records from batch answers, {batch.from_cache} from the response cache"
+    ]
+    lines += [f"pending for the next run: {count} request(s) {reason}" for reason, count in batch.pending.items()]
+    if batch.live:
+        lines.append(f"still running: {', '.join(batch.live)}; run the same command again to collect them")
+    return lines
 
 
 def summary_table(result: RunResult) -> str:

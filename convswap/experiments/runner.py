@@ -48,6 +48,7 @@ from convswap.calibration.vocabulary import (
 from convswap.conventions import render
 from convswap.conventions.declarations import Catalog
 from convswap.core import Condition, ConvswapError, Interface, Prompt, Record, Trial
+from convswap.experiments.batch import BatchJob, BatchOptions, BatchOutcome, batch_plan, live_batches, run_in_batches
 from convswap.experiments.folder_lock import lock_names, locked
 from convswap.experiments.launcher import launcher_shard, local_rank
 from convswap.experiments.ledger import Ledger
@@ -81,7 +82,9 @@ from convswap.experiments.trials import (
 )
 from convswap.fileio import why_not_a_folder
 from convswap.protocols import Protocol
+from convswap.readout.api_common import ApiBackend
 from convswap.readout.base import DEFAULT_DTYPE, DEFAULT_MAX_NEW_TOKENS, Backend, ModelInfo, Query, check_max_new_tokens
+from convswap.readout.batch_api import BATCH_APIS, batch_prefixes
 from convswap.readout.registry import backend_entry, backend_options, check_local_model, load_backend, split_spec
 from convswap.stimuli.render import image_sha256, render_image
 
@@ -112,6 +115,7 @@ class RunRequest:
     interface: Interface | None = None  # run only the plan's conventions answered in it (None: all of them)
     # Further load_backend options (a served model's base_url and tokenizer, an API model's logprobs).
     model_options: dict[str, Any] = field(default_factory=dict)
+    batch: BatchOptions | None = None  # submit the pending units as provider batches (`convswap.experiments.batch`)
 
 
 @dataclass
@@ -130,6 +134,7 @@ class RunResult:
     summary: list[ConventionSummary] = field(default_factory=list)
     first_token_refused: dict[tuple[str, ...], str] = field(default_factory=dict)
     excluded: str | None = None  # a calibration with too few anchors: the line that says so
+    batch: BatchOutcome | None = None  # what a --batch run submitted, collected and left pending
 
 
 def registered_plan(plan_dir: Path | None, experiment: str) -> tuple[Plan, str]:
@@ -319,6 +324,11 @@ def _run_trials(
     pending = sum(len(prompts) for _, asks in work for _, prompts in asks)
     result.already_done = _unit_count(plan, mine, conditions) - pending
     reader = Reader(backend, plan.design.readout, request.max_new_tokens)
+    if request.batch is None and (live := live_batches(result.folder, shard)):
+        raise ConvswapError(
+            f"{result.folder} has {len(live)} live batch(es) ({', '.join(live)}): an ordinary run would pay for their "
+            "requests again; collect them with --batch, or cancel them (convswap batch cancel)"
+        )
     writers = {condition: RecordWriter(result.folder / log_name(condition, shard)) for condition in conditions}
 
     def read_trial(item: tuple[Trial, list[tuple[Condition, list[Prompt]]]]) -> tuple[list[Record], Exception | None]:
@@ -335,19 +345,35 @@ def _run_trials(
             return records, error
         return records, None
 
+    def write(record: Record) -> None:
+        writers[record.condition].write(record)
+        result.written += 1
+        result.failed += record.parse_status == RETRIED_STATUS
+
+    def read_query(reading: Backend, trial: Trial, condition: Condition, prompts: list[Prompt]) -> list[Record]:
+        image = render_image(trial.image)
+        context = RecordContext(plan, plan_hash, request.model, request.quant, reading, shard, image_sha256(image),
+                                vocabulary_owner, result.folder)  # fmt: skip
+        query = Query(image, tuple(prompts), condition, trial)
+        return Reader(reading, plan.design.readout, request.max_new_tokens).read(query, context)
+
     # Once the backend stops, no further trial starts, and those in flight are still written: every reply that
     # came back reaches the log before the run stops.
     stopped: list[Exception] = []
     try:
+        if request.batch is not None:
+            assert isinstance(backend, ApiBackend)  # _check_request admits only backends with a batch API
+            job = BatchJob(backend, request.model, result.folder, shard, work, read_query, write,
+                           request.max_new_tokens, request.batch, progress)  # fmt: skip
+            result.batch = run_in_batches(job)
         with tqdm(
-            total=pending, desc=_describe(plan.id, request.model, shard), unit="answer", disable=not progress
-        ) as bar:
-            started = itertools.takewhile(lambda _: not stopped, work)
+            total=pending, desc=_describe(plan.id, request.model, shard), unit="answer",
+            disable=not progress or request.batch is not None,
+        ) as bar:  # fmt: skip
+            started = itertools.takewhile(lambda _: not stopped, work if request.batch is None else [])
             for records, error in in_order(read_trial, started, backend.parallel_queries):
                 for record in records:
-                    writers[record.condition].write(record)
-                    result.written += 1
-                    result.failed += record.parse_status == RETRIED_STATUS
+                    write(record)
                     bar.update(1)
                 if error is not None and not stopped:
                     stopped.append(error)
@@ -401,6 +427,16 @@ def _check_request(plan: Plan, request: RunRequest, backend: Backend | None = No
     check_local_model(request.model)
     check_registered_model(plan, request.model)
     check_interfaces(plan, request.model, backend.interfaces if backend else backend_entry(request.model).interfaces)
+    if request.batch is not None:
+        if split_spec(request.model)[0] not in BATCH_APIS:
+            raise ConvswapError(f"--batch: {request.model} has no batch API (batches run on {batch_prefixes()})")
+        if plan.design.stimuli == CALIBRATION_EXPERIMENT:
+            raise ConvswapError(f"--batch: batches run the trials of an experiment; run the {plan.id} "
+                                "experiment without --batch")  # fmt: skip
+        if plan.protocols and request.interface != "text":
+            raise ConvswapError(f"--batch: the batch APIs answer in text, and {plan.id} also asks for "
+                                f"{', '.join(sorted(plan.protocols))}; add --interface text to batch its text "
+                                "conventions")  # fmt: skip
     if plan.design.stimuli == CALIBRATION_EXPERIMENT:
         if request.limit is not None:
             raise ConvswapError(
@@ -724,6 +760,14 @@ def dry_run(request: RunRequest) -> str:
     for task, (trial, prompts) in first.items():
         lines.append(f"first prompt of each convention ({task}, trial {trial.trial_id}):")
         lines += [f"[{prompt.convention}] {prompt.text}" for prompt in prompts]
+    if request.batch is not None:
+        backend = load_backend(request.model)
+        assert isinstance(backend, ApiBackend)  # _check_request admits only backends with a batch API
+        try:
+            lines.append(batch_plan(backend, request.model, pending, folder, (0, 1), request.max_new_tokens,
+                                    request.batch.limits))  # fmt: skip
+        finally:
+            backend.close()
     return "\n".join(lines)
 
 

@@ -25,7 +25,7 @@ import sqlite3
 import threading
 import time
 from abc import abstractmethod
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
@@ -411,19 +411,70 @@ class ApiBackend(Backend):
         """
         if self._cache_failure is not None:
             raise ConvswapError(self._cache_failure)
-        image = png_base64(query.image)
-        wanted = max(max_new_tokens, self.settings.max_output_tokens)
-        budgets = [self._budget(query, text, wanted) for text in query.texts]
-        requests = [
-            self._request(conversation(query.condition, text), image, budget)
-            for text, budget in zip(query.texts, budgets, strict=True)
-        ]
-        answers = self._pool.map(self._answer, requests)
+        budgets = self.budgets(query, self.budget(max_new_tokens))
+        answers = self._pool.map(self._answer, self._requests(query, budgets))
         return [replace(answer, max_new_tokens=budget) for answer, budget in zip(answers, budgets, strict=True)]
+
+    def budgets(self, query: Query, wanted: int) -> list[int]:
+        """The output budget each prompt is sent with: `wanted`, unless the server's context leaves less."""
+        return [self._budget(query, text, wanted) for text in query.texts]
 
     def _budget(self, query: Query, text: str, wanted: int) -> int:
         """The output budget one prompt is sent with: `wanted`, unless the server's context leaves less."""
         return wanted
+
+    def budget(self, max_new_tokens: int) -> int:
+        """The output budget sent for an answer budget: never below the backend's own max_output_tokens."""
+        return max(max_new_tokens, self.settings.max_output_tokens)
+
+    def requests(self, query: Query, budget: int) -> list[dict[str, Any]]:
+        """The requests `generate` sends for a query, in prompt order; a batch submits exactly these."""
+        return self._requests(query, self.budgets(query, budget))
+
+    def _requests(self, query: Query, budgets: Sequence[int]) -> list[dict[str, Any]]:
+        image = png_base64(query.image)
+        return [
+            self._request(conversation(query.condition, text), image, budget)
+            for text, budget in zip(query.texts, budgets, strict=True)
+        ]
+
+    def cache_key(self, request: Mapping[str, Any]) -> str:
+        return request_key(self.api, self._endpoint(), request)
+
+    def endpoint(self) -> str:
+        return self._endpoint()
+
+    def cached_generation(self, request: Mapping[str, Any], budget: int) -> Generation | None:
+        """The answer to a request from the cache alone, as `generate` reads it; None when it is not cached."""
+        reply = self._cache.get(self.cache_key(request))
+        if reply is None or self._malformed(reply) is not None:
+            return None
+        self.counters.add("cache_hits")
+        return replace(self._generation(reply), max_new_tokens=budget)
+
+    def remember(self, key: str, reply: str) -> str | None:
+        """Keep a reply that came by another road (a batch) where `generate` looks first, unless it is malformed:
+        then it is not kept, and what is wrong with it is returned (its unit is an api_error a rerun sends again)."""
+        problem = self._malformed(reply)
+        if problem is None:
+            self._cache.put(key, self.api, self.model, reply)
+        return problem
+
+    def error_generation(self, reason: str, budget: int) -> Generation:
+        """A request that failed for good, as `generate` records one (status api_error)."""
+        return Generation(text=None, finish_reason="error", error=f"{self.spec}: {scrub(reason, self._secrets)}",
+                          max_new_tokens=budget)  # fmt: skip
+
+    def call(self, what: str, send: Callable[[], T]) -> T:
+        """One call of the provider's other endpoints (files, batches) under the same retry policy as a request;
+        a failure for good is a ConvswapError naming `what`."""
+        try:
+            result, _ = self.settings.retry.call(send, self._scrubbed, self._cancelled)
+        except RequestFailed as failed:
+            raise ConvswapError(
+                f"{self.spec}: {what} failed: {failed.failure.reason} (gave up after {failed.attempts} attempt(s))"
+            ) from None
+        return result
 
     def close(self) -> None:
         self._pool.shutdown(wait=True)
@@ -443,6 +494,9 @@ class ApiBackend(Backend):
             reply = self._reply(request, lambda: self._send(request), self._malformed)
         except RequestFailed as failed:
             return Generation(text=None, finish_reason="error", error=self._failed(failed))
+        return self._generation(reply)
+
+    def _generation(self, reply: str) -> Generation:
         generation, served_model = self._read(reply)
         if served_model:
             self._served_model = served_model
@@ -461,7 +515,7 @@ class ApiBackend(Backend):
         RequestFailed when every attempt failed.  A cache that cannot be written (a full disk) still returns the
         reply, and stops the run once the records of the replies that came back are written.
         """
-        key = request_key(self.api, self._endpoint(), request)
+        key = self.cache_key(request)
         reply = self._cache.get(key)
         # A malformed reply cached by an older version that did not check replies is asked again, and replaced.
         if reply is not None and malformed(reply) is None:

@@ -8,6 +8,7 @@ kept as text None with finish reason "length".
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 from typing import Any
@@ -51,16 +52,21 @@ class GeminiBackend(ApiBackend):
         return self._base_url
 
     def _send(self, request: dict[str, Any]) -> str:
-        # Validated from JSON so that the base64 image decodes back into bytes.
-        contents = [types.Content.model_validate_json(json.dumps(content)) for content in request["contents"]]
-        config = types.GenerateContentConfig(**request["config"])
         try:
-            response = self._client.models.generate_content(model=request["model"], contents=contents, config=config)
+            response = self._client.models.generate_content(**sdk_request(request))
         except (errors.APIError, httpx2.HTTPError):
             raise
         except Exception as error:  # the SDK met a 200 body it cannot read: JSON or not, the wrong shapes
             raise MalformedReply(f"the SDK cannot read the body ({type(error).__name__}: {error})") from error
-        return response.model_dump_json(exclude={"sdk_http_response"}, exclude_none=True)
+        return reply_json(response)
+
+    @functools.cached_property
+    def batch_client(self) -> genai.Client:
+        """A client of the v1beta API, where the batch and file endpoints are, with the same key and server."""
+        http_options = types.HttpOptions(
+            base_url=self._base_url, api_version="v1beta", timeout=round(self.settings.timeout * 1000)
+        )
+        return genai.Client(api_key=self._secrets[0], vertexai=False, http_options=http_options)
 
     def _read(self, reply: str) -> tuple[Generation, str | None]:
         response = types.GenerateContentResponse.model_validate_json(reply)
@@ -115,6 +121,18 @@ def malformed_response(reply: str) -> str | None:
         if candidate.finish_reason in (None, types.FinishReason.STOP):
             return "the first candidate has no content"
     return None
+
+
+def sdk_request(request: dict[str, Any]) -> dict[str, Any]:
+    """A request as the SDK's generate_content takes it (model, contents, config); a batch sends the same."""
+    # Validated from JSON so that the base64 image decodes back into bytes.
+    contents = [types.Content.model_validate_json(json.dumps(content)) for content in request["contents"]]
+    return {"model": request["model"], "contents": contents, "config": types.GenerateContentConfig(**request["config"])}
+
+
+def reply_json(response: types.GenerateContentResponse) -> str:
+    """A reply as the cache keeps it."""
+    return response.model_dump_json(exclude={"sdk_http_response"}, exclude_none=True)
 
 
 def _content(turn: Turn, image_base64: str) -> dict[str, Any]:

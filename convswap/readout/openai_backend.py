@@ -34,6 +34,11 @@ class OpenAIBackend(ApiBackend):
             api_key=api_key, base_url=settings.base_url, timeout=settings.timeout, max_retries=0
         )
 
+    @property
+    def client(self) -> openai.OpenAI:
+        """The SDK client, which alone holds the key; the batch endpoints use it too."""
+        return self._client
+
     def _request(self, turns: tuple[Turn, ...], image_base64: str, budget: int) -> dict[str, Any]:
         image_url = f"data:image/png;base64,{image_base64}"
         messages = [_message(turn, image_url) for turn in turns]

@@ -1,0 +1,131 @@
+"""What a provider's batch endpoints look like to the runner: submit a request file, poll, read the answers.
+
+A batch takes the very requests an ordinary run sends (`ApiBackend.requests`)
+at about half the price within a day.  Each provider module implements
+`BatchApi` with its own client; `BATCH_APIS` is the one registry, from a
+backend's spec prefix to the class and the request kind it submits (a chat
+completion today; an image edit is one more entry with its own URL).
+
+Every call goes through the backend's retry policy (`ApiBackend.call`), so a
+5xx or a dropped connection is retried as for an ordinary request, and a
+failure for good is one line naming what failed.
+"""
+
+from __future__ import annotations
+
+import importlib
+from abc import ABC, abstractmethod
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from convswap.core import ConvswapError
+from convswap.readout.api_common import ApiBackend
+
+
+@dataclass(frozen=True)
+class BatchApiEntry:
+    module: str
+    cls: str
+    url: str  # the endpoint every request of one batch goes to: one request kind per batch
+
+
+BATCH_APIS: dict[str, BatchApiEntry] = {
+    "openai": BatchApiEntry("convswap.readout.openai_batch", "OpenAIBatches", "/v1/chat/completions"),
+    "gemini": BatchApiEntry("convswap.readout.gemini_batch", "GeminiBatches", "generateContent"),
+}
+
+
+@dataclass(frozen=True)
+class Limits:
+    """What one batch may hold; a run splits its requests to respect them."""
+
+    max_requests: int
+    max_bytes: int  # of the request file
+
+
+@dataclass(frozen=True)
+class BatchStatus:
+    """A batch as the provider reports it now."""
+
+    state: str  # the provider's own word: in_progress, JOB_STATE_RUNNING, ...
+    finished: bool  # no more answers will come (completed, failed, expired, cancelled)
+    total: int | None = None
+    done: int | None = None  # answered so far, where the provider says
+    failed: int | None = None
+    error: str | None = None  # why a batch failed as a whole (validation), in the provider's words
+
+
+@dataclass(frozen=True)
+class LineResult:
+    """One answer line of a finished batch.
+
+    `reply` is the reply as the backend's cache holds one (what `_send`
+    returns); `error` a request that failed for good; `unfinished` a request
+    the batch never ran (it expired or was cancelled first), which is pending
+    again rather than failed.
+    """
+
+    custom_id: str
+    reply: str | None = None
+    error: str | None = None
+    unfinished: bool = False
+
+
+class BatchApi(ABC):
+    """A provider's files and batches endpoints, through the backend's own client and retry policy."""
+
+    limits: Limits
+    inline_bytes: int = 0  # a batch whose request file is no larger is sent inline (no upload)
+
+    def __init__(self, backend: ApiBackend, url: str) -> None:
+        self.backend = backend
+        self.url = url
+
+    @abstractmethod
+    def line(self, custom_id: str, request: dict[str, Any]) -> bytes:
+        """One line of the provider's request JSONL, with its newline."""
+
+    @abstractmethod
+    def submit(
+        self, name: str, path: Path, requests: list[tuple[str, dict[str, Any]]], saved: Callable[[str], None]
+    ) -> str:
+        """Upload `path` (the request file) where the provider needs a file and create the batch; its id.
+
+        `requests` is the file's content in memory when `inline_bytes` allows
+        sending it inline (empty otherwise).  `saved(file_id)` is called once an
+        upload has returned, before the batch is created, so that a process
+        killed in between can find the batch by its file."""
+
+    @abstractmethod
+    def find(self, name: str, file_id: str | None) -> str | None:
+        """The id of a batch this process created as `name` (from `file_id`) but was killed before keeping."""
+
+    @abstractmethod
+    def status(self, batch_id: str) -> BatchStatus: ...
+
+    @abstractmethod
+    def results(self, batch_id: str) -> list[LineResult]:
+        """Every answer line of a finished batch, as it came (duplicates and all)."""
+
+    @abstractmethod
+    def cancel(self, batch_id: str) -> None: ...
+
+
+def batch_api(backend: ApiBackend) -> BatchApi:
+    """The batch endpoints of a backend's provider; refused for a backend that has none."""
+    entry = BATCH_APIS.get(backend.api)
+    if entry is None:
+        raise ConvswapError(f"--batch: {backend.spec} has no batch API (batches run on {batch_prefixes()})")
+    cls = getattr(importlib.import_module(entry.module), entry.cls)
+    return cls(backend, entry.url)
+
+
+def batch_prefixes() -> str:
+    return ", ".join(f"{prefix}:" for prefix in BATCH_APIS)
+
+
+def first_line(texts: Iterable[str]) -> str:
+    """A provider's error message as one line."""
+    return " ".join(" ".join(texts).split())
