@@ -21,11 +21,22 @@ Condition = Literal["visible", "cached"]
 Side = Literal["answer", "question"]
 Gloss = Literal["none", "glossed", "mispaired"]
 OutputFormat = Literal["integer", "word"]
-ParseStatus = Literal["ok", "unparseable", "empty", "truncated", "refused", "api_error"]
+# The last three are the unscored outcomes of a pixel answer (`PixelAnswer.outcome`), counted apart like the rest.
+ParseStatus = Literal[
+    "ok", "unparseable", "empty", "truncated", "refused", "api_error",
+    "generation_failure", "protocol_noncompliance", "parser_failure",
+]  # fmt: skip
+Interface = Literal["text", "image"]  # what a backend answers in: text under a convention, pixels under a protocol
+# ProVisE's five outcomes of a pixel answer, in its precedence (appendix C.7): the first that applies is the one.
+Outcome = Literal["generation_failure", "protocol_noncompliance", "parser_failure", "incorrect", "correct"]
 
 TASKS: tuple[Task, ...] = get_args(Task)
 CONDITIONS: tuple[Condition, ...] = get_args(Condition)
 PARSE_STATUSES: tuple[ParseStatus, ...] = get_args(ParseStatus)
+INTERFACES: tuple[Interface, ...] = get_args(Interface)
+OUTCOMES: tuple[Outcome, ...] = get_args(Outcome)
+UNSCORED_OUTCOMES: tuple[Outcome, ...] = OUTCOMES[:3]
+TEXT_PARSE_STATUSES: tuple[ParseStatus, ...] = tuple(s for s in PARSE_STATUSES if s not in UNSCORED_OUTCOMES)
 
 
 class ConvswapError(Exception):
@@ -363,6 +374,55 @@ class RecordExtra:
         return cls(**{**data, "surface": Surface.from_json(surface) if surface is not None else None})
 
 
+@dataclass(frozen=True, slots=True)
+class PixelAnswer:
+    """A pixel answer under a visual protocol: the image that came back, where it is kept, its parse, its outcome.
+
+    image_sha256: the sha256 of the PNG kept at `images/<image_sha256>.png` beside the log; None when no image came
+    back (`failure` says why).  image_size: (width, height) of the image as it came back, before it was resized
+    to the source's resolution for parsing.  parse: the protocol parse as `ProtocolParse.to_json()` writes it
+    (status, output, components, reason); None without an image.  k, layout: what the parser was given.  The
+    record's `parsed_slot` is the slot the parse answers (0: a point inside no referent's region, a wrong answer).
+    """
+
+    protocol: str
+    protocol_sha256: str
+    outcome: Outcome
+    image_sha256: str | None
+    image_size: tuple[int, int] | None
+    parse: dict[str, Any] | None
+    k: int
+    layout: str | None = None
+    failure: str | None = None
+
+    @property
+    def image_name(self) -> str | None:
+        """The kept image's path relative to the log's folder."""
+        return f"images/{self.image_sha256}.png" if self.image_sha256 is not None else None
+
+    def to_json(self) -> dict[str, Any]:
+        data = asdict(self)
+        data["image_size"] = list(self.image_size) if self.image_size is not None else None
+        return data
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any]) -> PixelAnswer:
+        size = data.get("image_size")
+        return cls(**{**data, "image_size": (int(size[0]), int(size[1])) if size is not None else None})
+
+
+def outcome_of(image: bool, parse_status: str | None, answer_slot: int | None, target: int | None) -> Outcome:
+    """The one outcome of a pixel answer, in ProVisE's precedence: no image, then the contract, then the parser,
+    then the answer against the target slot."""
+    if not image:
+        return "generation_failure"
+    if parse_status in ("protocol_noncompliance", "parser_failure"):
+        return parse_status  # type: ignore[return-value]
+    if parse_status != "ok":
+        raise ConvswapError(f"a protocol parse has no status {parse_status!r}")
+    return "correct" if answer_slot is not None and answer_slot == target else "incorrect"
+
+
 class UnreadablePart:
     """A record part whose logged JSON does not load as its type.
 
@@ -387,7 +447,7 @@ class UnreadablePart:
         return self.logged
 
 
-PartType = type[Trial] | type[FirstTokenReadout] | type[Generation] | type[RecordExtra]
+PartType = type[Trial] | type[FirstTokenReadout] | type[Generation] | type[RecordExtra] | type[PixelAnswer]
 # What loading a garbled part can raise: a missing or unknown field, a value of the wrong kind, a trial that
 # contradicts itself.
 PART_ERRORS = (KeyError, TypeError, ValueError, AttributeError, ConvswapError)
@@ -433,7 +493,7 @@ class Record:
     acknowledgement: str | None
     image_sha256: str
     alphabet: tuple[str, ...]
-    readout: Literal["first_token", "generate"]
+    readout: Literal["first_token", "generate", "pixels"]
     first_token: FirstTokenReadout | None
     first_token_refused: str | None
     generation: Generation | None
@@ -447,6 +507,11 @@ class Record:
     extra: RecordExtra = field(default_factory=RecordExtra)
     dtype: str | None = None  # weight dtype of a local model
     environment: dict[str, str | None] = field(default_factory=dict)  # versions, device kind, attention
+    pixels: PixelAnswer | None = None  # a pixel answer (readout "pixels"); logged only when set
+
+    @property
+    def interface(self) -> Interface:
+        return "image" if self.readout == "pixels" else "text"
 
     @property
     def unit(self) -> tuple[str, str, str, str]:
@@ -462,6 +527,8 @@ class Record:
         for name in PART_FIELDS:
             if data[name] is not None:
                 data[name] = data[name].to_json()
+        if data["pixels"] is None:  # text records read exactly as they did before pixel answers existed
+            del data["pixels"]
         return canonical_json(data)
 
     @classmethod
@@ -485,6 +552,7 @@ PART_TYPES: dict[str, PartType] = {
     "generation": Generation,
     "trial": Trial,
     "extra": RecordExtra,
+    "pixels": PixelAnswer,
 }
 PART_FIELDS = tuple(PART_TYPES)
 

@@ -13,8 +13,11 @@ from convswap.core import ConvswapError
 
 
 @contextlib.contextmanager
-def atomic_open(path: str | os.PathLike[str], mode: str = "w") -> Iterator[IO[Any]]:
-    """Open a temporary file beside `path`; it replaces `path` only if the block succeeds.
+def atomic_open(
+    path: str | os.PathLike[str], mode: str = "w", staging: str | os.PathLike[str] | None = None
+) -> Iterator[IO[Any]]:
+    """Open a temporary file beside `path` (or in `staging`, a folder on the same file system); it replaces `path`
+    only if the block succeeds.
 
     A failure to write (disk full, a file-size limit, a name too long) is a
     ConvswapError naming `path` and the cause, and leaves nothing behind.
@@ -26,7 +29,7 @@ def atomic_open(path: str | os.PathLike[str], mode: str = "w") -> Iterator[IO[An
     if target.is_dir():
         raise ConvswapError(f"{target} is a folder; give a file name")
     try:
-        fd, tmp_name = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=folder)
+        fd, tmp_name = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=staging or folder)
     except OSError as error:
         raise ConvswapError(f"cannot write to {folder}: {error.strerror}") from error
     try:
@@ -57,6 +60,8 @@ def atomic_write_text(path: str | os.PathLike[str], text: str) -> None:
         handle.write(text)
 
 
-def atomic_write_bytes(path: str | os.PathLike[str], data: bytes) -> None:
-    with atomic_open(path, "wb") as handle:
+def atomic_write_bytes(
+    path: str | os.PathLike[str], data: bytes, staging: str | os.PathLike[str] | None = None
+) -> None:
+    with atomic_open(path, "wb", staging) as handle:
         handle.write(data)

@@ -118,6 +118,8 @@ def test_the_demo_prints_the_spec_main_tables_and_a_table_registered_for_it(regi
         "table3_readership",
         "table4_model_pairs",
         "table8_synthetic_spatial",
+        "protocol_outcomes",
+        "interface_complementarity",
     ]
     table("test_demo_table", demo=True, layout=renamed)(records_per_model)
     assert demo_tables()[-1].name == "test_demo_table"

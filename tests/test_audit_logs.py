@@ -49,8 +49,9 @@ def test_a_clean_run_passes_every_check(clean, records, capsys):
     status, report, rows = audit(capsys, clean)
     assert status == 0, report
     # ties: added with the tie readout (a convention tying on over 1% of its first-token readouts fails)
+    # pixel-reparse, source-marks: added with pixel answers (a text-only log checks none with them)
     assert list(rows) == ["prompt-target", "relabel", "pairing-break", "ties", "alphabet", "truncation",
-                          "derangement", "index-space", "held-out"]  # fmt: skip
+                          "derangement", "index-space", "held-out", "pixel-reparse", "source-marks"]  # fmt: skip
     assert not failing(rows)
     n = len(records)
     assert rows["prompt-target"][0] == rows["relabel"][0] == rows["index-space"][0] == n

@@ -107,7 +107,7 @@ def test_index_lists_every_run_with_its_counts_the_audit_and_the_tables(page, si
     planted_row = run_row(page, "color_ladder", "visible").locator("td").all_inner_texts()
     assert planted_row[5] == "unparseable 1"
     checks = page.locator("#audit tr.check")
-    assert checks.count() == 9
+    assert checks.count() == 11
     verdicts = dict(zip(checks.locator("td:first-child").all_inner_texts(),
                         checks.locator("td.verdict").all_inner_texts(), strict=True))  # fmt: skip
     assert verdicts["prompt-target"] == "FAIL" and verdicts["derangement"] == "pass" and verdicts["ties"] == "pass"

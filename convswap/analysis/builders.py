@@ -40,6 +40,7 @@ BUILDER_MODULES = (
     "convswap.analysis.appendix",
     "convswap.analysis.instrument",
     "convswap.analysis.experiment_tables",
+    "convswap.analysis.pixel_tables",
     "convswap.analysis.figures",
 )
 Layout = Callable[[Table], Table]

@@ -21,7 +21,7 @@ from convswap.analysis.stats import (
     paired_mcnemar,
 )
 from convswap.core import ConvswapError, Record
-from convswap.experiments.scoring import Accuracy, accuracy
+from convswap.experiments.scoring import Accuracy, accuracy, is_scored
 
 GATE_POINTS = 20.0
 PENALTY_ALPHA = 0.05
@@ -84,9 +84,12 @@ def capability_gate(
     Gating on one readout and contrasting on another admits a model whose contrast
     is measured by an instrument with no signal in its own baseline, so the
     control's accuracy is recomputed from the contrast's readout, and a contrast
-    whose records mix readouts is refused.
+    whose records mix readouts is refused.  A contrast across interfaces (a text convention against a visual
+    protocol) is read by two instruments by design; its control is gated on the readout that scored the control.
     """
     contrast_readouts = readouts(contrast)
+    if len({record.interface for record in contrast if is_scored(record)}) > 1:
+        contrast_readouts = readouts(control)
     if len(contrast_readouts) != 1:
         raise ConvswapError(f"the contrast mixes readouts {sorted(contrast_readouts)}; no single gate applies")
     readout = contrast_readouts.pop()

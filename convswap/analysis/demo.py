@@ -17,6 +17,10 @@ DEMO_COCO_EXPERIMENT = "coco_locate_identify"
 # conventions differ, as the spec's Qwen pair does, so Table 4 shows rank inversions.
 DEMO_CROSS_MODEL_EXPERIMENT = "cross_model"
 DEMO_SECOND_MODEL = "sim:qwen25vl-like"
+# With photographs, the demo also answers in pixels: text conventions against visual protocols on the same trials,
+# on a simulated observer that paints its answers.
+DEMO_INTERFACE_EXPERIMENT = "interface_swap"
+DEMO_PAINTER = "sim:painter-like"
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -24,8 +28,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "demo",
         help="the whole program on the simulated observer, in seconds",
         description="Calibrate the simulated observer, run the color ladder, the readership test, the synthetic "
-        "spatial task and, with --coco, the COCO locate and identify experiment and a cross-model comparison "
-        f"against {DEMO_SECOND_MODEL}, then print the main tables.",
+        "spatial task and, with --coco, the COCO locate and identify experiment, a cross-model comparison "
+        f"against {DEMO_SECOND_MODEL} and the interface swap (text against pixel answers) on {DEMO_PAINTER}, then "
+        "print the main tables.",
     )
     demo.add_argument("--coco", type=Path, metavar="DIR",
                       help="COCO folder (annotations/instances_val2017.json and val2017/); without it COCO is skipped")  # fmt: skip
@@ -61,6 +66,9 @@ def run_demo(out: Path, model: str, limit: int, coco: Path | None, plan_dir: Pat
             RunRequest(DEMO_CROSS_MODEL_EXPERIMENT, name, out=out, limit=limit, plan_dir=plan_dir, coco=coco)
             for name in dict.fromkeys((model, DEMO_SECOND_MODEL))
         ]
+        requests.append(
+            RunRequest(DEMO_INTERFACE_EXPERIMENT, DEMO_PAINTER, out=out, limit=limit, plan_dir=plan_dir, coco=coco)
+        )
     for request in requests:  # every input and plan, before the first record
         check_request(request)
     try:

@@ -37,11 +37,11 @@ from convswap.analysis.report import (
     unscored_text,
 )
 from convswap.analysis.subgroups import FACTOR_ANALYSES, bin_range
-from convswap.core import PARSE_STATUSES, Record
+from convswap.core import TEXT_PARSE_STATUSES, UNSCORED_OUTCOMES, Record
 from convswap.experiments.scoring import TIE, accuracy, is_scored, unscored_reason
 
-# Why a record can go unscored: a first-token tie, or its generation's parse status.
-UNSCORED_REASONS = (TIE, *(status for status in PARSE_STATUSES if status != "ok"))
+# Why a record can go unscored: a first-token tie, or its generation's parse status; a pixel answer's outcome.
+UNSCORED_REASONS = (TIE, *(status for status in TEXT_PARSE_STATUSES if status != "ok"))
 
 
 def _designs(context: Context) -> Iterator[ExperimentDesign]:
@@ -220,6 +220,8 @@ def _contrast_row(context: Context, design: ExperimentDesign, result: Convention
 @table("experiment_parse_failures")
 def experiment_parse_failures(context: Context) -> list[Table]:
     rows: list[Row] = []
+    # The outcome columns only where some experiment answered in pixels, so a text-only table keeps its columns.
+    reasons = UNSCORED_REASONS + (UNSCORED_OUTCOMES if any(r.pixels is not None for r in context.records) else ())
     for design, labels, records in _convention_groups(context, list):
         unscored = [unscored_reason(record) for record in records if not is_scored(record)]
         generations = [record for record in records if record.generation is not None]
@@ -230,7 +232,7 @@ def experiment_parse_failures(context: Context) -> list[Table]:
                 "scored": count(len(records) - len(unscored)),
                 "unscored": count(len(unscored)),
                 "% unscored": points(len(unscored) / len(records)),
-                **{reason: count(unscored.count(reason)) for reason in UNSCORED_REASONS},
+                **{reason: count(unscored.count(reason)) for reason in reasons},
                 "generations": count(len(generations)),
                 "generations not parsed": count(sum(r.parse_status != "ok" for r in generations)),
                 "plan": design.plan_label,
@@ -252,7 +254,7 @@ def experiment_parse_failures(context: Context) -> list[Table]:
                 "scored",
                 "unscored",
                 "% unscored",
-                *UNSCORED_REASONS,
+                *reasons,
                 "generations",
                 "generations not parsed",
                 "plan",
@@ -261,8 +263,9 @@ def experiment_parse_failures(context: Context) -> list[Table]:
             tuple(rows),
             (
                 "Every record, crossover pairs included. unscored: records with no answer slot, by reason (a "
-                "first-token tie, or the generation's parse status); generations not parsed: generations whose "
-                "parse status is not ok, including those of records the first-token readout scored.",
+                "first-token tie, or the generation's parse status, or a pixel answer's unscored outcome); "
+                "generations not parsed: generations whose parse status is not ok, including those of records the "
+                "first-token readout scored.",
             ),
             labels=5,
         )

@@ -229,6 +229,40 @@ def readership_models_layout(table: Table) -> Table:
     )  # fmt: skip
 
 
+# The outcome columns of the pixel-answer tables, in ProVisE's order (Tables 11-12), and the 2x2 of two interfaces.
+OUTCOME_HEADERS = {
+    "correct": "correct",
+    "incorrect": "incorrect",
+    "protocol_noncompliance": "noncompliance",
+    "parser_failure": "parser failure",
+    "generation_failure": "generation failure",
+}
+PAIR_HEADERS = ("both right", "text only", "pixels only", "neither")
+
+
+def outcomes_layout(table: Table) -> Table:
+    return _picked(
+        table,
+        "Pixel answers -- outcomes per model and protocol (ProVisE Tables 11-12)",
+        (("model", "model"), ("task", "task"), ("protocol", "protocol"), ("N", "N"),
+         *((header, header) for header in OUTCOME_HEADERS.values()), ("acc", "acc"),
+         ("acc (unscored as wrong)", "acc (unscored as wrong)")),
+        labels=3,
+        note="acc: correct of correct + incorrect; acc (unscored as wrong): correct of N.",
+    )  # fmt: skip
+
+
+def complementarity_layout(table: Table) -> Table:
+    return _picked(
+        table,
+        "Text against pixels -- complementarity on the same trials",
+        (("model", "model"), ("task", "task"), ("text", "text convention"), ("pixels", "protocol"),
+         ("n", "n trials"), *((header, header) for header in PAIR_HEADERS), ("p", "p")),
+        labels=4,
+        note="p: exact two-sided McNemar of text only against pixels only; unscored answers count as not right.",
+    )  # fmt: skip
+
+
 def markdown_cell(written: str) -> str:
     match = SCIENTIFIC_TEXT.match(written)
     if match:

@@ -68,10 +68,12 @@ def run_audit(args: argparse.Namespace) -> int:
     from convswap.audits.log_audit import audit_folder
     from convswap.audits.report import format_report
     from convswap.conventions.declarations import conventions_of
+    from convswap.protocols import load_protocols
 
     plan_dir = plan_folder(args.plan_dir)
     provenance = checked_provenance(args.logdir, plan_dir, args.allow_unregistered)
-    records, results = audit_folder(args.logdir, args.vocabulary, seed=args.seed, conventions=conventions_of(plan_dir))
+    records, results = audit_folder(args.logdir, args.vocabulary, seed=args.seed, conventions=conventions_of(plan_dir),
+                                    protocols=load_protocols(plan_dir))  # fmt: skip
     print(format_report(results))
     failed = [result.name for result in results if not result.passed]
     if provenance.torn:

@@ -25,6 +25,9 @@ def raw_output(failure: CheckFailure) -> str:
         parts.append(f"first tokens {top} (candidate mass {record.first_token.candidate_mass:.2f})")
     if record.generation is not None and "generation" not in unreadable:
         parts.append(f"text={record.generation.text!r} finish={record.generation.finish_reason}")
+    if record.pixels is not None and "pixels" not in unreadable:
+        drawn = record.pixels
+        parts.append(f"image={drawn.image_name or 'none (' + str(drawn.failure) + ')'} outcome={drawn.outcome}")
     return "; ".join(parts) or "no raw output stored"
 
 

@@ -16,6 +16,11 @@ ANALYSES: dict[str, str] = {
     "instrument_agreement": "first-token and generated answers agreeing, where both readouts exist",
     "gate_sensitivity": "which models clear the capability gate as its threshold moves",
     "prompt_length": "prompt tokens per convention, so that length can be ruled out",
+    # Pixel answers under visual protocols.
+    "outcome_table": "the outcome of every pixel answer per model and protocol: correct, incorrect, noncompliance, "
+    "parser failure, generation failure",
+    "complementarity_table": "every text convention against every protocol on the same trials: both right, text "
+    "only, pixels only, neither, exact McNemar",
     # COCO trials: breakdowns by the metadata their trials carry.
     "side_asymmetry": "the answer-side (locate) difference against the question-side (identify) one",
     "image_half": "locate accuracy by the half of the image holding the object's center",

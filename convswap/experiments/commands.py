@@ -24,6 +24,12 @@ UNSCORED_COLUMNS = {
     "refused": "refused",
     RETRIED_STATUS: "api errors",
 }
+# A pixel answer's unscored outcomes, shown only for a run that answered in pixels.
+PIXEL_COLUMNS = {
+    "generation_failure": "no image",
+    "protocol_noncompliance": "noncompliant",
+    "parser_failure": "parser failed",
+}
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -157,7 +163,8 @@ def report(result: RunResult) -> str:
 
 
 def summary_table(result: RunResult) -> str:
-    header = ("condition", "task", "convention", "records", "scored", "accuracy", *UNSCORED_COLUMNS.values(), "readout")
+    columns = {**UNSCORED_COLUMNS, **(PIXEL_COLUMNS if any("pixels" in row.readouts for row in result.summary) else {})}
+    header = ("condition", "task", "convention", "records", "scored", "accuracy", *columns.values(), "readout")
     rows = [header] + [
         (
             row.condition,
@@ -166,7 +173,7 @@ def summary_table(result: RunResult) -> str:
             str(row.records),
             str(row.accuracy.scored),
             "-" if row.accuracy.rate is None else f"{100 * row.accuracy.rate:.1f}%",
-            *(str(row.unscored(status)) for status in UNSCORED_COLUMNS),
+            *(str(row.unscored(status)) for status in columns),
             "+".join(row.readouts),
         )
         for row in result.summary

@@ -31,6 +31,8 @@ from convswap.conventions.declarations import Catalog
 from convswap.conventions.render import describes_grid
 from convswap.core import CONDITIONS, TASKS, Condition, ConvswapError, Task, canonical_json, sha256_hex
 from convswap.experiments.analyses import ANALYSES
+from convswap.protocols import Protocol, load_protocols
+from convswap.protocols.declarations import FILE_NAME as PROTOCOLS_FILE_NAME
 from convswap.validation import (
     Table,
     at_least,
@@ -146,6 +148,14 @@ def plan_conventions(info: ValidationInfo) -> Catalog:
     return _catalog_reader(info)()
 
 
+def plan_protocols(info: ValidationInfo) -> dict[str, Protocol]:
+    """The visual protocols of the plan's folder: the shipped ones and the folder's own protocols.toml, read once
+    per loaded plan, and only when the plan names one."""
+    if info.context is None or "protocols" not in info.context:
+        raise ConvswapError("a plan is validated through load_plan, which reads its folder's protocols")
+    return info.context["protocols"]()
+
+
 def _design_of(info: ValidationInfo) -> Design | None:
     """The plan's design when it validated (fields validate in order, and the design comes first)."""
     return info.data.get("design")
@@ -181,12 +191,30 @@ class Design(Table):
         _repeats(list(names))
         catalog = plan_conventions(info)
         for name in names:
-            if name not in catalog:
-                raise problem(f"unknown convention (known: {', '.join(catalog)})", name)
+            if name not in catalog:  # a visual protocol answers on the same footing as a text convention
+                protocols = plan_protocols(info)
+                if name not in protocols:
+                    raise problem(f"unknown convention or protocol (conventions: {', '.join(catalog)}; protocols: "
+                                  f"{', '.join(protocols)})", name)  # fmt: skip
+                # A protocol answers the tasks it serves and is not asked on the others (point_marker: locate).
+                if tasks and not set(tasks) & set(protocols[name].tasks):
+                    raise problem(f"protocol answers none of the tasks {list(tasks)} (it answers "
+                                  f"{', '.join(protocols[name].tasks)})", name)  # fmt: skip
+                continue
             for task in tasks:
                 if task not in catalog[name].tasks:
                     raise problem(f"convention does not apply to task {task!r}", name)
         return names
+
+    @model_validator(mode="after")
+    def _protocols_answer_visible(self, info: ValidationInfo) -> Design:
+        # The image and its guidance prompt go in one turn: a pixel answer has no cached condition.
+        if "cached" in self.conditions:
+            protocols = [name for name in self.conventions if name not in plan_conventions(info)]
+            if protocols:
+                raise problem(f"asks the cached condition for the protocol {protocols[0]}, which answers in the "
+                              "visible condition only", list(self.conditions), ("conditions",))  # fmt: skip
+        return self
 
     @field_validator("grid")
     @classmethod
@@ -224,7 +252,7 @@ class Design(Table):
             return self
         catalog = plan_conventions(info)
         for name in self.conventions:
-            if not describes_grid(catalog[name], self.grid):
+            if name in catalog and not describes_grid(catalog[name], self.grid):
                 raise problem(f"names cells by English name, which the {self.grid}x{self.grid} grid's cells do not "
                               "have (use grid references)", name, ("conventions",))  # fmt: skip
         return self
@@ -378,11 +406,22 @@ class Plan(Table):
     calibration: CalibrationDesign | None = Field(None, validate_default=True)
     # The folder's conventions as its validation read them, so that a run renders exactly those.
     _catalog: Callable[[], Catalog] = PrivateAttr()
+    _protocols: Callable[[], dict[str, Protocol]] = PrivateAttr()
 
     @model_validator(mode="after")
     def _keep_the_folders_conventions(self, info: ValidationInfo) -> Plan:
         self._catalog = _catalog_reader(info)
+        self._protocols = info.context["protocols"] if info.context else dict
         return self
+
+    @property
+    def protocols(self) -> dict[str, Protocol]:
+        """The visual protocols the design runs, by name, as its folder declares them (shipped or its own)."""
+        names = [name for name in self.design.conventions if name not in self.catalog]
+        if not names:
+            return {}
+        declared = self._protocols()
+        return {name: declared[name] for name in names}
 
     @property
     def catalog(self) -> Catalog:
@@ -488,7 +527,15 @@ def declared_conventions_sha256(plan: Plan) -> str | None:
     The ledger pins it beside the plan file's own hash, so that a declaration edited after registration (an option
     template, a gloss) changes what the plan registered as surely as an edit of the plan file does.
     """
-    declared = {name: asdict(plan.catalog[name]) for name in plan.design.conventions if name not in CONVENTIONS}
+    declared: dict[str, Any] = {
+        name: asdict(plan.catalog[name])
+        for name in plan.design.conventions
+        if name in plan.catalog and name not in CONVENTIONS
+    }
+    shipped = load_protocols(None) if plan.protocols else {}
+    for name, protocol in plan.protocols.items():  # its folder's protocols.toml, pinned by their declaration hash
+        if name not in shipped or shipped[name].sha256 != protocol.sha256:
+            declared[name] = {"protocol_sha256": protocol.sha256}
     return sha256_hex(canonical_json(declared)) if declared else None
 
 
@@ -506,7 +553,9 @@ def load_plan(path: str | Path) -> Plan:
     data, raw = read_toml(path, "plan")
     # Read when a validator first needs it (a broken conventions.toml is reported in field order), then kept.
     catalog = functools.cache(lambda: conventions_of(path.parent))
-    return validate_file(Plan, data, path, {"path": path, "sha256": sha256_hex(raw), "catalog": catalog})
+    protocols = functools.cache(lambda: load_protocols(path.parent))
+    context = {"path": path, "sha256": sha256_hex(raw), "catalog": catalog, "protocols": protocols}
+    return validate_file(Plan, data, path, context)
 
 
 def find_experiment(plan_dir: str | Path, experiment_id: str) -> Path:
@@ -520,8 +569,9 @@ def find_experiment(plan_dir: str | Path, experiment_id: str) -> Path:
 
 
 def plan_files(plan_dir: str | Path) -> list[Path]:
-    """A folder's plan files: every *.toml but the folder's own convention declarations."""
-    return sorted(path for path in Path(plan_dir).glob("*.toml") if path.name != CONVENTIONS_FILE_NAME)
+    """A folder's plan files: every *.toml but the folder's own convention and protocol declarations."""
+    declarations = (CONVENTIONS_FILE_NAME, PROTOCOLS_FILE_NAME)
+    return sorted(path for path in Path(plan_dir).glob("*.toml") if path.name not in declarations)
 
 
 @dataclass(frozen=True)

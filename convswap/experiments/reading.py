@@ -17,16 +17,35 @@ parse failure (answer_slot None) from a wrong answer (answer_slot set, correct
 False).  `parse_status` is the generation's status when a generation was made
 (a generation stopped by a content filter is `refused`, whatever its text), and
 `ok` for a first-token-only record, whose restricted argmax always names a slot.
+
+Pixel answers.  A prompt under a visual protocol is drawn (`Backend.draw`), its
+image kept and parsed (`convswap.experiments.pixel_answers`); the record's
+readout is `pixels`, its `pixels` part holds the image's hash and size, the
+protocol's declaration hash, the parse and the outcome, and its parse status
+is `ok` for a correct or incorrect answer, else the unscored outcome.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
 from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
 
 from convswap import __version__
 from convswap.calibration.surfaces import NoFirstTokenReadout, SurfaceRefused, probe_query, resolve_surface
-from convswap.core import FirstTokenReadout, Generation, Prompt, Record, RecordExtra, Surface, score_answer
+from convswap.core import (
+    UNSCORED_OUTCOMES,
+    FirstTokenReadout,
+    Generation,
+    PixelAnswer,
+    Prompt,
+    Record,
+    RecordExtra,
+    Surface,
+    score_answer,
+)
+from convswap.experiments.pixel_answers import pixel_answer
 from convswap.experiments.plan import Plan
 from convswap.readout.base import ACKNOWLEDGEMENT, DEFAULT_MAX_NEW_TOKENS, MEMORIZE_INSTRUCTION, Backend, Query
 from convswap.readout.first_token import first_token_readout
@@ -43,6 +62,7 @@ class RecordContext:
     shard: tuple[int, int]
     image_sha256: str
     vocabulary_owner: dict | None = None  # the model whose vocabulary drew the stimuli, when not this one
+    folder: Path | None = None  # the log folder, which keeps the images of pixel answers
 
 
 class Reader:
@@ -74,6 +94,33 @@ class Reader:
         return replace(found, alphabet=prompt.alphabet, token_ids=tuple(token_of[a] for a in prompt.alphabet))
 
     def read(self, query: Query, context: RecordContext) -> list[Record]:
+        """One record per prompt of the query, in order: text prompts read, protocol prompts drawn."""
+        protocols = context.plan.protocols
+        drawn = [prompt for prompt in query.prompts if prompt.convention in protocols]
+        if not drawn:
+            return self._read_text(query, context)
+        spoken = tuple(prompt for prompt in query.prompts if prompt.convention not in protocols)
+        records: dict[str, Record] = {}
+        if spoken:
+            for record in self._read_text(replace(query, prompts=spoken), context):
+                records[record.convention] = record
+        chosen = tuple(protocols[prompt.convention] for prompt in drawn)
+        for record in self._draw(replace(query, prompts=tuple(drawn), protocols=chosen), context):
+            records[record.convention] = record
+        return [records[prompt.convention] for prompt in query.prompts]
+
+    def _draw(self, query: Query, context: RecordContext) -> list[Record]:
+        assert query.trial is not None and context.folder is not None  # the runner asks with both
+        drawings = self.backend.draw(query)
+        records = []
+        for prompt, drawing in zip(query.prompts, drawings, strict=True):
+            protocol = context.plan.protocols[prompt.convention]
+            answer, slot = pixel_answer(protocol, drawing, prompt, query.trial, query.image, context.folder,
+                                        context.shard)  # fmt: skip
+            records.append(build_pixel_record(context, query, prompt, answer, slot))
+        return records
+
+    def _read_text(self, query: Query, context: RecordContext) -> list[Record]:
         surfaces = [self.surface(p) if self.want_first_token else None for p in query.prompts]
         first_tokens: list[FirstTokenReadout | None] = [None] * len(query.prompts)
         if any(isinstance(s, Surface) for s in surfaces):
@@ -111,14 +158,55 @@ def build_record(
     else:
         assert parsed is not None  # the reader generates for every prompt it has no first-token readout of
         answer_slot = parsed.slot
-    assert query.trial is not None  # the runner asks every query with its trial
-    info = context.backend.info()
     cached = query.condition == "cached"
     extra = RecordExtra(
         memorize_instruction=MEMORIZE_INSTRUCTION if cached else None,
         surface=surface if isinstance(surface, Surface) else None,
         vocabulary_of=context.vocabulary_owner,
     )
+    return _record(
+        context,
+        query,
+        prompt,
+        readout="first_token" if first_token is not None else "generate",
+        first_token=first_token,
+        first_token_refused=surface if isinstance(surface, str) else None,
+        generation=generation,
+        parsed_slot=parsed.slot if parsed is not None else None,
+        parse_status=parsed.status if parsed is not None else "ok",
+        answer_slot=answer_slot,
+        extra=extra,
+    )
+
+
+def build_pixel_record(
+    context: RecordContext, query: Query, prompt: Prompt, answer: PixelAnswer, slot: int | None
+) -> Record:
+    """The record of one pixel answer: scored when its outcome is correct or incorrect."""
+    unscored = answer.outcome in UNSCORED_OUTCOMES
+    return _record(
+        context,
+        query,
+        prompt,
+        readout="pixels",
+        first_token=None,
+        first_token_refused=None,
+        generation=None,
+        parsed_slot=slot,
+        parse_status=answer.outcome if unscored else "ok",
+        answer_slot=None if unscored else slot,
+        extra=RecordExtra(vocabulary_of=context.vocabulary_owner),
+        pixels=answer,
+    )
+
+
+def _record(
+    context: RecordContext, query: Query, prompt: Prompt, *, answer_slot: int | None, **readouts: Any
+) -> Record:
+    """A record of one prompt: what every record carries, and the readouts given."""
+    assert query.trial is not None  # the runner asks every query with its trial
+    info = context.backend.info()
+    cached = query.condition == "cached"
     return Record(
         experiment=context.plan.id,
         plan_hash=context.plan_hash,
@@ -140,18 +228,12 @@ def build_record(
         acknowledgement=ACKNOWLEDGEMENT if cached else None,
         image_sha256=context.image_sha256,
         alphabet=prompt.alphabet,
-        readout="first_token" if first_token is not None else "generate",
-        first_token=first_token,
-        first_token_refused=surface if isinstance(surface, str) else None,
-        generation=generation,
-        parsed_slot=parsed.slot if parsed is not None else None,
-        parse_status=parsed.status if parsed is not None else "ok",
         answer_slot=answer_slot,
         correct=score_answer(answer_slot, dict(prompt.keys)),
         trial=query.trial,
         timestamp=datetime.now(UTC).isoformat(timespec="milliseconds"),
         shard=context.shard,
-        extra=extra,
         dtype=info.dtype,
         environment=dict(info.environment),
+        **readouts,
     )

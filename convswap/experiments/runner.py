@@ -44,8 +44,7 @@ from convswap.calibration.vocabulary import (
     model_owner,
     save_vocabulary,
 )
-from convswap.conventions import Convention, render
-from convswap.core import Condition, ConvswapError, Prompt, Record, Trial
+from convswap.core import Condition, ConvswapError, Interface, Prompt, Record, Trial
 from convswap.experiments.folder_lock import lock_name, locked
 from convswap.experiments.launcher import launcher_shard, local_rank
 from convswap.experiments.ledger import Ledger
@@ -65,6 +64,7 @@ from convswap.experiments.logs import (
     torn_line,
     write_expected,
 )
+from convswap.experiments.pixel_answers import AnswerConvention, clear_staging, prompt_for
 from convswap.experiments.plan import Plan, find_experiment, load_plan, resolve_plan_dir
 from convswap.experiments.reading import Reader, RecordContext
 from convswap.experiments.summary import ConventionSummary, all_records, summarize
@@ -221,7 +221,7 @@ def run_experiment(request: RunRequest, backend: Backend | None = None, progress
     plan, plan_hash = registered_plan(request.plan_dir, request.experiment)
     shard = request.shard or launcher_shard()
     conditions = _conditions(plan, request.conditions)
-    _check_request(plan, request)
+    _check_request(plan, request, backend)
     vocabulary = load_vocabulary(request.vocabulary) if request.vocabulary is not None else None
     if vocabulary is not None:
         check_vocabulary_size(vocabulary, request, plan.id, f"--vocabulary {request.vocabulary}")
@@ -264,6 +264,7 @@ def _run_locked(
         _check_kept_vocabulary(vocabulary, out, request)
     if backend is None:
         backend = load_backend(request.model, **_backend_options(request, shard))
+    check_interfaces(plan, request.model, backend.interfaces)
     if plan.design.stimuli == CALIBRATION_EXPERIMENT:
         result.vocabulary, vocabulary = _calibrated(backend, out, request, shard, plan.id, progress)
         result.excluded = exclusion(vocabulary, request, "every color experiment", "its calibration")
@@ -299,6 +300,7 @@ def _run_trials(
 ) -> None:
     """Read and append every unit of this process's trials not yet on disk; the summary of the whole folder."""
     plan, plan_hash, shard = result.plan, result.plan_hash, result.shard
+    clear_staging(result.folder, shard)  # what a killed run of this shard left half-written
     done, result.retried = _units_on_disk(result.folder, conditions, shard, {t.trial_id: t for t in trials})
     # This process's own log was repaired above; another process's partial last line is its own to repair.
     result.torn = [f"{path}:{line}" for path in log_files(result.folder) if (line := torn_line(path)) is not None]
@@ -312,9 +314,8 @@ def _run_trials(
     def read_trial(item: tuple[Trial, list[tuple[Condition, list[Prompt]]]]) -> list[Record]:
         trial, asks = item
         image = render_image(trial.image)
-        context = RecordContext(
-            plan, plan_hash, request.model, request.quant, backend, shard, image_sha256(image), vocabulary_owner
-        )
+        context = RecordContext(plan, plan_hash, request.model, request.quant, backend, shard, image_sha256(image),
+                                vocabulary_owner, result.folder)  # fmt: skip
         return [
             record
             for condition, prompts in asks
@@ -335,6 +336,7 @@ def _run_trials(
         backend.cancel()  # no further request; every record written so far is whole, so a rerun resumes
         raise
     finally:
+        clear_staging(result.folder, shard)
         for writer in writers.values():
             writer.close()
             if writer.path.stat().st_size == 0:  # nothing was written to it: leave no empty log behind
@@ -370,12 +372,14 @@ def in_order(function: Callable[[T], R], items: Iterable[T], workers: int) -> It
     pool.shutdown()
 
 
-def _check_request(plan: Plan, request: RunRequest) -> None:
-    """Everything about a request that can be refused before a file is touched or a model loaded."""
+def _check_request(plan: Plan, request: RunRequest, backend: Backend | None = None) -> None:
+    """Everything about a request that can be refused before a file is touched or a model loaded (the interfaces
+    by the backend given, else by the spec's registered backend)."""
     check_limit(request.limit)
     check_max_new_tokens(request.max_new_tokens)
     check_local_model(request.model)
     check_registered_model(plan, request.model)
+    check_interfaces(plan, request.model, backend.interfaces if backend else backend_entry(request.model).interfaces)
     if plan.design.stimuli == CALIBRATION_EXPERIMENT:
         if request.limit is not None:
             raise ConvswapError(
@@ -407,6 +411,20 @@ def check_registered_model(plan: Plan, spec: str) -> None:
             f"{spec} is not in {plan.id}'s registered model set ({', '.join(models)}, {plan.path.name} design.models); "
             "a comparison runs only the models registered for it: amend the plan to add one"
         )
+
+
+def check_interfaces(plan: Plan, spec: str, interfaces: frozenset[Interface]) -> None:
+    """Refuse, before any request, a model asked for an answer in an interface it does not answer in: a text-only
+    model under a visual protocol, an image-only model under a text convention."""
+    protocols = plan.protocols
+    for name in plan.design.conventions:
+        needed: Interface = "image" if name in protocols else "text"
+        if needed not in interfaces:
+            what = "the protocol" if needed == "image" else "the text convention"
+            raise ConvswapError(
+                f"{spec} answers in {' and '.join(sorted(interfaces))} only, and {plan.id} asks it for {what} {name}, "
+                f"answered in {needed} ({plan.path.name} design.conventions)"
+            )
 
 
 def _conditions(plan: Plan, asked: Sequence[str]) -> tuple[Condition, ...]:
@@ -533,11 +551,11 @@ def _expected(plan: Plan, plan_hash: str, request: RunRequest, condition: str, t
     )
 
 
-def _conventions(plan: Plan) -> dict[str, tuple[Convention, ...]]:
-    """Per task of the design, the conventions it runs, as the plan's folder declares them."""
-    catalog = plan.catalog
+def _conventions(plan: Plan) -> dict[str, tuple[AnswerConvention, ...]]:
+    """Per task of the design, the conventions and protocols it runs, as the plan's folder declares them."""
+    declared: dict[str, AnswerConvention] = {**plan.catalog, **plan.protocols}
     return {
-        task: tuple(catalog[name] for name in plan.design.conventions if task in catalog[name].tasks)
+        task: tuple(declared[name] for name in plan.design.conventions if task in declared[name].tasks)
         for task in plan.design.tasks
     }
 
@@ -592,7 +610,7 @@ def _pending(
         asks = []
         for condition in conditions:
             prompts = [
-                render(trial, convention)
+                prompt_for(trial, convention, plan.catalog)
                 for convention in by_task[trial.task]
                 if (model, condition, convention.name, trial.trial_id) not in done
             ]

@@ -3,7 +3,10 @@
 A backend reads one image and several question texts in one condition.  It
 receives all the texts of one image at once so that it can encode the image
 prefix once and share it (the transformers backend does; API backends send
-each request whole).  Logit backends also expose their tokenizer so that token
+each request whole).  A backend states the interfaces it answers in
+(`interfaces`): text (`generate`, and the first-token readout of logit
+backends), and image (`draw`: one image per prompt of the query, the pixel
+answer to a visual protocol's guidance prompt).  Logit backends also expose their tokenizer so that token
 surfaces can be resolved by measurement (`convswap.calibration.surfaces`).
 """
 
@@ -17,7 +20,9 @@ if TYPE_CHECKING:  # only in annotations: `convswap --help` need not import them
     import numpy as np
     from PIL import Image
 
-from convswap.core import Condition, ConvswapError, Generation, Prompt, Trial
+    from convswap.protocols import Protocol
+
+from convswap.core import Condition, ConvswapError, Generation, Interface, Prompt, Trial
 
 # The cached condition: the image and this instruction form one user turn, the
 # acknowledgement is the assistant's reply, and every question continues as a
@@ -60,17 +65,33 @@ class Query:
     condition, the acknowledgement turn) is shared by all of them.  `trial` is
     the stimulus the prompts were rendered from: real models never see it; the
     simulated observer uses it where it cannot perceive the image itself (the
-    object's cell in a photograph).
+    object's cell in a photograph).  `protocols` are the declarations of the
+    protocols its prompts are drawn under (`draw`): an image model reads only
+    each prompt's text; the simulated observer paints with the declaration.
     """
 
     image: Image.Image = field(compare=False)
     prompts: tuple[Prompt, ...]
     condition: Condition
     trial: Trial | None = None
+    protocols: tuple[Protocol, ...] = ()
 
     @property
     def texts(self) -> list[str]:
         return [prompt.text for prompt in self.prompts]
+
+
+@dataclass(frozen=True)
+class Drawing:
+    """One pixel answer: the image that came back, or None with the reason none did (a refusal, an error, an
+    empty reply), which the record keeps as a generation failure."""
+
+    image: Image.Image | None = field(compare=False)
+    failure: str | None = None
+
+    def __post_init__(self) -> None:
+        if (self.image is None) == (self.failure is None):
+            raise ConvswapError("a drawing holds either an image or the reason no image came back")
 
 
 class LogitsUnavailable(ConvswapError):
@@ -89,6 +110,8 @@ class Backend(ABC):
     # Whether info().revision is known before the first answer.  An API model's is
     # the model the server says it served, which only its first reply names.
     revision_known_at_load: bool = True
+    # The interfaces it answers in: "text" (generate, and logits where it has them), "image" (draw).
+    interfaces: frozenset[Interface] = frozenset({"text"})
 
     @abstractmethod
     def info(self) -> ModelInfo: ...
@@ -96,6 +119,11 @@ class Backend(ABC):
     @abstractmethod
     def generate(self, query: Query, max_new_tokens: int = DEFAULT_MAX_NEW_TOKENS) -> list[Generation]:
         """Greedy generation for each prompt of the query, in order."""
+
+    def draw(self, query: Query) -> list[Drawing]:
+        """One pixel answer per prompt of the query (each a protocol's guidance prompt), in order; only a backend
+        whose `interfaces` hold "image" answers in pixels."""
+        raise ConvswapError(f"{self.spec} answers in text only; it cannot draw an answer")
 
     def cancel(self) -> None:
         """Start no more work (Ctrl-C).  A backend that works only in its caller's thread has nothing to stop."""

@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from convswap.core import ConvswapError
+from convswap.core import ConvswapError, Interface
 from convswap.readout.base import Backend
 
 
@@ -24,6 +24,8 @@ class BackendEntry:
     local_weights: runs model weights in this process, so it has a weight dtype (part of the log folder's
       name) and a sharded run gives each process its own GPU.
     simulated: stands in for a model to exercise the pipeline, so a plan's registered model set does not bind it.
+    interfaces: what it answers in, "text" and/or "image" (the class's own `interfaces`, stated here too so that a
+      run is refused before the model loads).
     """
 
     module: str
@@ -31,6 +33,7 @@ class BackendEntry:
     names: str
     local_weights: bool = False
     simulated: bool = False
+    interfaces: frozenset[Interface] = frozenset({"text"})
 
 
 # Every backend, registered once; adding one is its module plus one entry here.
@@ -40,7 +43,13 @@ BACKENDS: dict[str, BackendEntry] = {
     ),  # fmt: skip
     "openai": BackendEntry("convswap.readout.openai_backend", "OpenAIBackend", "<model>"),
     "gemini": BackendEntry("convswap.readout.gemini_backend", "GeminiBackend", "<model>"),
-    "sim": BackendEntry("convswap.readout.sim", "SimulatedObserver", "<preset or FILE.toml>", simulated=True),
+    "sim": BackendEntry(
+        "convswap.readout.sim",
+        "SimulatedObserver",
+        "<preset or FILE.toml>",
+        simulated=True,
+        interfaces=frozenset({"text", "image"}),
+    ),  # fmt: skip
 }
 
 

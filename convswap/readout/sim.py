@@ -22,6 +22,11 @@ Perception, from the pixels wherever a model would need them:
   of one angle can disagree and calibration discards it;
 - surface probes: the answer the probe states (its target key).
 
+Under a visual protocol (`draw`) it decides its answer exactly so, by its
+reading of (task, protocol, condition), and paints that slot with the
+protocol's primitive into the real source image (`convswap.protocols.paint`),
+with the preset's planted faults and rendering noise (`Preset.painting`).
+
 Every random choice is a pure function of sha256(preset name, trial id,
 convention, condition, purpose): never Python's hash() or a global generator,
 so runs, processes and shards agree.
@@ -50,7 +55,8 @@ import numpy as np
 from convswap.conventions import cell_center_px, cell_names, cell_position, normalized
 from convswap.conventions.cells import NORMALIZED_SCALE, grid_of
 from convswap.core import ConvswapError, Generation, Prompt, Trial, canonical_json, sha256_hex
-from convswap.readout.base import DEFAULT_MAX_NEW_TOKENS, Backend, ModelInfo, Query
+from convswap.protocols import paint
+from convswap.readout.base import DEFAULT_MAX_NEW_TOKENS, Backend, Drawing, ModelInfo, Query
 from convswap.readout.sim_files import is_observer_file, load_observer
 from convswap.readout.sim_presets import Preset, Units, get_preset
 from convswap.readout.surface import PROBE_CONVENTION, VARIANTS, variant_strings
@@ -145,10 +151,14 @@ class Decision:
         return variant_strings(self.alphabet, variant or self.variant)
 
 
+NO_IMAGE = "the simulated painter returned no image (its planted p_no_image)"
+
+
 class SimulatedObserver(Backend):
     """A backend with planted reading parameters; see the module docstring."""
 
     has_logits = True
+    interfaces = frozenset({"text", "image"})
 
     def __init__(self, preset: Preset, spec: str | None = None, revision: str | None = None) -> None:
         """`spec` and `revision` name an observer read from a file (default: the preset's name and a hash of it)."""
@@ -208,6 +218,22 @@ class SimulatedObserver(Backend):
                 )
             )
         return generations
+
+    def draw(self, query: Query) -> list[Drawing]:
+        """Each prompt's answer, decided as for text, painted into the source image under its protocol."""
+        protocols = {protocol.name: protocol for protocol in query.protocols}
+        trial = query.trial
+        drawings = []
+        for prompt, decision in zip(query.prompts, self._decide(query), strict=True):
+            if prompt.convention not in protocols or trial is None:
+                raise ConvswapError(f"{self.spec}: prompt {prompt.convention!r} of {prompt.trial_id!r} needs its "
+                                    "protocol and trial in the query to be painted")  # fmt: skip
+            seed = int(uniform(self.preset.name, prompt.trial_id, prompt.convention, query.condition, "paint") * 2**63)
+            image = paint(protocols[prompt.convention], query.image, trial=trial, slots=prompt.slots,
+                          answer_slot=decision.first + 1, faults=self.preset.painting,
+                          rng=np.random.default_rng(seed))  # fmt: skip
+            drawings.append(Drawing(image) if image is not None else Drawing(None, NO_IMAGE))
+        return drawings
 
     # -- deciding ----------------------------------------------------------------------
 

@@ -20,6 +20,12 @@ A preset says how the observer answers once it has perceived the stimulus
 - hues: how it names a free-report swatch -- the word that begins at each
   start angle -- and hue_margin, the degrees either side of a boundary where
   the name depends on the render, so that calibration discards those angles;
+- painting: under a visual protocol it answers by drawing (`convswap.readout.sim`):
+  it decides its answer by the reading of (task, protocol, condition), then
+  paints it into the source image with the protocol's primitive, with planted
+  faults (`PaintFaults`: no image, no mark, an extra mark, the wrong colour, a
+  mark outside the layout) and rendering noise (JPEG, a resize round trip, a
+  hue shift, jitter of the point);
 - reasoning_tokens: how many tokens it reasons before answering, as reasoning
   models do (hidden, as reasoning APIs return them: counted in the
   generation's reasoning_tokens, absent from its text).  A token budget that
@@ -37,13 +43,14 @@ the same checks as a file, so there is one set of them.
 
 from __future__ import annotations
 
-from dataclasses import MISSING, dataclass, fields, replace
+from dataclasses import MISSING, asdict, dataclass, fields, replace
 from typing import Annotated, Any, Literal, get_args
 
 from pydantic import ValidationError, field_validator, model_validator
 
 from convswap.conventions import CONVENTIONS
 from convswap.core import CONDITIONS, TASKS, ConvswapError
+from convswap.protocols import PaintFaults
 from convswap.readout.surface import VARIANTS
 from convswap.validation import Table, at_least, checked, first_problem, is_integer, is_number, one_of, problem
 
@@ -81,6 +88,7 @@ class Preset:
     reasoning_tokens: int = 0
     default_reading: Reading | None = None  # of every (task, convention, condition) that readings do not list
     summary: str = ""  # one line: what kind of model it stands for
+    painting: PaintFaults = PaintFaults()  # how it paints a pixel answer under a visual protocol
 
     def __post_init__(self) -> None:
         """A preset is valid when its file form is: one set of checks for presets and observer files."""
@@ -119,6 +127,7 @@ class Preset:
             "perception_noise": dict(self.perception_noise),
             "default_reading": self.default_reading.table() if self.default_reading is not None else None,
             "readings": readings,
+            "painting": {name: value for name, value in asdict(self.painting).items() if value is not None},
         }
         return {key: value for key, value in data.items() if value is not None}
 
@@ -144,6 +153,7 @@ class Preset:
             reasoning_tokens=table.reasoning_tokens,
             default_reading=default,
             summary=table.summary,
+            painting=PaintFaults(**table.painting.model_dump(exclude_unset=True)),
         )
 
 
@@ -189,6 +199,25 @@ class HueTable(Table):
     word: NonEmpty
 
 
+class PaintingTable(Table):
+    """How the observer paints under a visual protocol (`PaintFaults`, whose docstring says what each fault
+    draws); each fault is drawn apart, once per painting; a key left out keeps its default (none)."""
+
+    p_no_image: Probability = 0.0
+    p_no_mark: Probability = 0.0
+    p_extra_mark: Probability = 0.0
+    p_wrong_color: Probability = 0.0
+    p_outside_layout: Probability = 0.0
+    jpeg_quality: Annotated[int | None, checked(lambda value: value is None or (is_integer(value) and 1 <= value <= 95),
+                                                "must be a JPEG quality from 1 to 95")] = None  # fmt: skip
+    resize_round_trip: Annotated[int | None, checked(lambda value: value is None or (is_integer(value) and 16 <= value <= 8192),
+                                                     "must be an image side of 16 to 8192 pixels")] = None  # fmt: skip
+    hue_shift: Annotated[float, checked(lambda value: is_number(value) and 0 <= value <= 90,
+                                        "must be a number of OpenCV hue units from 0 to 90")] = 0.0  # fmt: skip
+    jitter: Annotated[float, checked(lambda value: is_number(value) and 0 <= value <= 1,
+                                     "must be a fraction of the room left from 0 to 1")] = 0.0  # fmt: skip
+
+
 class ObserverTable(Table):
     """An observer file (`sim:FILE.toml`), key by key as the README's table of observer parameters."""
 
@@ -209,6 +238,7 @@ class ObserverTable(Table):
     hue_margin: Annotated[float, checked(lambda value: is_number(value) and value >= 0,
                                          "must be a number of degrees >= 0")] = 0.0  # fmt: skip
     reasoning_tokens: Annotated[int, at_least(0)] = 0
+    painting: PaintingTable = PaintingTable()
 
     @field_validator("readings", mode="before")
     @classmethod
@@ -350,6 +380,19 @@ REASONS_FIRST_TOKENS = 12
 
 NO_NOISE = tuple((condition, 0.0) for condition in CONDITIONS)
 
+# The qwen3vl-like reader that also answers in pixels, as ProVisE's image models do: a dot on the object locates it
+# better than any coordinate text, a code square in a strip reads options about as well as their names; a few
+# images come back without the mark, with two, in another colour, outside the strip, or not at all.
+PAINTER_LIKE = QWEN3VL_LIKE + _table(
+    # task      protocol        p_read visible  cached
+    ("locate",   "point_marker",   0.80,  0.80),
+    ("locate",   "label_code",     0.55,  0.55),
+    ("identify", "label_code",     0.90,  0.90),
+)  # fmt: skip
+PAINTER_FAULTS = PaintFaults(p_no_image=0.03, p_no_mark=0.04, p_extra_mark=0.03, p_wrong_color=0.02,
+                             p_outside_layout=0.02, jpeg_quality=85, resize_round_trip=1024, hue_shift=3.0,
+                             jitter=0.2)  # fmt: skip
+
 QWEN3VL_PRESET = Preset(
     "qwen3vl-like", QWEN3VL_LIKE, (("visible", 0.02), ("cached", 0.03)), bias=(1.3, 1.1), hues=QWEN3VL_HUES,
     hue_margin=6.0,
@@ -368,6 +411,9 @@ PRESETS: dict[str, Preset] = {
                summary='near chance everywhere (below the capability gate); says " Green", not "green"'),
         replace(QWEN3VL_PRESET, name="reasons-first", reasoning_tokens=REASONS_FIRST_TOKENS,
                 summary=f"the qwen3vl-like observer, reasoning {REASONS_FIRST_TOKENS} hidden tokens before it answers"),
+        replace(QWEN3VL_PRESET, name="painter-like", readings=PAINTER_LIKE, painting=PAINTER_FAULTS,
+                summary="the qwen3vl-like observer that also answers in pixels: a dot on the object, a code square "
+                "in a strip, with a few faulty drawings"),
         Preset("perfect", _everywhere(1.0), NO_NOISE, hues=QWEN3VL_HUES,
                summary="reads every convention and names every hue: every answer right"),
         Preset("blind", _everywhere(0.0), NO_NOISE, summary="reads nothing and names no color: every answer a guess"),

@@ -16,8 +16,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         help="read the logs in a browser: what the model said beside the image, prompt and keys",
         description="Write a self-contained static site (open its index.html from disk) showing every run under "
         "LOGDIR with its accuracy per convention and the audit verdicts, each record with its image, prompt, "
-        "options and keys, raw output and first-token readout, the records of a trial under every convention "
-        "side by side, and filters. With --serve, serve the site on 127.0.0.1 on a free port until interrupted.",
+        "options and keys, raw output and first-token readout, a pixel answer's drawn image beside its source with "
+        "its parse outlined, its colour mask on demand and its outcome, the records of a trial under every "
+        "convention side by side, and filters. With --serve, serve the site on 127.0.0.1 on a free port until interrupted.",
     )
     view.add_argument("logdir", type=Path, metavar="LOGDIR", help="folder of run logs (searched recursively)")
     view.add_argument("--out", type=Path, metavar="SITE", help="site folder to write (with --serve: default a "
@@ -33,6 +34,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 def view_command(args: argparse.Namespace) -> int:
     from convswap.conventions import conventions_of
+    from convswap.protocols import load_protocols
     from convswap.view.runs import read_logs
     from convswap.view.serve import site_server
     from convswap.view.site import build_site
@@ -42,7 +44,8 @@ def view_command(args: argparse.Namespace) -> int:
     tables = args.tables if args.tables is not None else args.logdir / "tables"
     if args.tables is None and not tables.is_dir():
         tables = None
-    view = read_logs(args.logdir, args.vocabulary, conventions_of(plan_folder(args.plan_dir)))
+    plan_dir = plan_folder(args.plan_dir)
+    view = read_logs(args.logdir, args.vocabulary, conventions_of(plan_dir), load_protocols(plan_dir))
     with tempfile.TemporaryDirectory(prefix="convswap-view-") as temporary:
         site = args.out if args.out is not None else Path(temporary) / "site"
         index = build_site(view, args.logdir, site, tables)

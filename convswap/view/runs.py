@@ -12,7 +12,7 @@ attached to the record that causes it.
 from __future__ import annotations
 
 from collections import defaultdict
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -23,6 +23,7 @@ from convswap.audits.log_audit import audit_folder
 from convswap.conventions.declarations import CONVENTIONS, Catalog
 from convswap.core import Record
 from convswap.experiments.scoring import Accuracy, accuracy, is_scored, score_key
+from convswap.protocols import PROTOCOLS, Protocol
 
 # Below this candidate mass the first-token readout is not trusted (the scorer refuses such alphabets);
 # the viewer marks such records.
@@ -53,15 +54,21 @@ class LogView:
     runs: list[Run]
     audit: list[CheckResult]
     audit_failures: dict[tuple, list[tuple[str, str]]]  # record identity -> (check, reason)
+    protocols: Mapping[str, Protocol] = field(default_factory=lambda: PROTOCOLS)  # those pixel answers ran under
 
     def failures_of(self, record: Record) -> list[tuple[str, str]]:
         return self.audit_failures.get(record_identity(record), [])
 
 
-def read_logs(logdir: Path, vocabularies: Sequence[Path] = (), conventions: Catalog = CONVENTIONS) -> LogView:
+def read_logs(
+    logdir: Path,
+    vocabularies: Sequence[Path] = (),
+    conventions: Catalog = CONVENTIONS,
+    protocols: Mapping[str, Protocol] = PROTOCOLS,
+) -> LogView:
     """Every record under `logdir`, grouped into runs, with the audit computed once over all of them, reading each
-    prompt by `conventions` (a plan folder's, for conventions it declares)."""
-    records, results = audit_folder(logdir, vocabularies, conventions=conventions)
+    prompt by `conventions` and each pixel answer by `protocols` (a plan folder's, for those it declares)."""
+    records, results = audit_folder(logdir, vocabularies, conventions=conventions, protocols=protocols)
     failures: dict[tuple, list[tuple[str, str]]] = defaultdict(list)
     for result in results:
         for failure in result.failures:
@@ -77,7 +84,7 @@ def read_logs(logdir: Path, vocabularies: Sequence[Path] = (), conventions: Cata
                 ConditionSummary(condition, len(in_condition), accuracy(in_condition), per_convention)
             )
         runs.append(run)
-    return LogView(runs, results, dict(failures))
+    return LogView(runs, results, dict(failures), protocols)
 
 
 def outcome(record: Record) -> str:
@@ -114,6 +121,7 @@ def record_row(record: Record, failures: list[tuple[str, str]]) -> dict[str, Any
         "convention": record.convention,
         "task": record.task,
         "outcome": outcome(record),
+        "pixel_outcome": record.pixels.outcome if record.pixels is not None else None,
         "status": record.parse_status,
         "answer": record.answer_slot,
         "followed": followed_keys(record, record.answer_slot),
@@ -129,7 +137,7 @@ def record_detail(record: Record, failures: list[tuple[str, str]]) -> dict[str, 
     options = [
         {
             "slot": slot,
-            "answer": record.alphabet[slot - 1],
+            "answer": record.alphabet[slot - 1] if record.alphabet else str(slot),
             "referent": referent,
             "gloss": record.glosses[slot - 1] if record.glosses else "",
             "keys": followed_keys(record, slot),
@@ -148,6 +156,7 @@ def record_detail(record: Record, failures: list[tuple[str, str]]) -> dict[str, 
         "first_token_followed": followed_keys(record, first_token_slot(record)),
         "first_token_refused": record.first_token_refused,
         "failures": [{"check": check, "reason": reason} for check, reason in failures],
+        "pixels": record.pixels.to_json() if record.pixels is not None else None,
     }
 
 

@@ -28,8 +28,10 @@ from typing import Any
 from convswap.analysis.builders import FIGURE_SUFFIXES, TABLE_SUFFIXES
 from convswap.analysis.stats import Accuracy
 from convswap.audits.checks import CheckResult
+from convswap.audits.pixel_checks import kept_images
 from convswap.core import ConvswapError, Trial
 from convswap.fileio import atomic_write_text
+from convswap.view.drawings import Drawings
 from convswap.view.images import Thumbnails
 from convswap.view.runs import LOW_MASS, LogView, Run, record_detail, record_row, run_title
 
@@ -63,8 +65,9 @@ def build_site(view: LogView, logdir: Path, out: Path, tables: Path | None) -> P
     for name in STATIC_FILES:
         (out / name).write_bytes((static / name).read_bytes())
     thumbnails = Thumbnails(out / "images")
+    drawings = Drawings(out / "drawings", kept_images(logdir), view.protocols)
     for run in view.runs:
-        write_run(run, view, thumbnails, out / "data")
+        write_run(run, view, thumbnails, out / "data", drawings)
     thumbnails.save_manifest()
     table_files = copy_tables(tables, out / "tables") if tables is not None else []
     index = out / "index.html"
@@ -78,7 +81,7 @@ def write_data(path: Path, data: Any) -> None:
     atomic_write_text(path, f"convswapLoaded({text});\n")
 
 
-def write_run(run: Run, view: LogView, thumbnails: Thumbnails, data: Path) -> None:
+def write_run(run: Run, view: LogView, thumbnails: Thumbnails, data: Path, drawings: Drawings | None = None) -> None:
     rows: list[dict[str, Any]] = []
     parts: list[dict[str, Any]] = []
     part_of_trial: dict[str, int] = {}
@@ -95,7 +98,11 @@ def write_run(run: Run, view: LogView, thumbnails: Thumbnails, data: Path) -> No
         image = asdict(thumbnails.check(record))
         if image not in shown["images"]:
             shown["images"].append(image)
-        shown["records"].append(record_detail(record, failures))
+        detail = record_detail(record, failures)
+        drawn = drawings.files(record) if drawings is not None else None
+        if drawn is not None:
+            detail["drawing"] = asdict(drawn)
+        shown["records"].append(detail)
     summary = {
         "run": run.number,
         "title": run_title(run),

@@ -3,6 +3,8 @@
 // text node (never as markup), so a model output holding HTML or a script is shown, not run.
 
 const PAGE_SIZE = 100;
+// A pixel answer's outcomes, in ProVisE's precedence.
+const PIXEL_OUTCOMES = ["generation_failure", "protocol_noncompliance", "parser_failure", "incorrect", "correct"];
 const params = new URLSearchParams(location.search);
 
 function el(tag, attributes, ...children) {
@@ -50,7 +52,8 @@ const FILTERS = {
   condition: (row, value) => row.condition === value,
   convention: (row, value) => row.convention === value,
   task: (row, value) => row.task === value,
-  outcome: (row, value) => row.outcome === value,
+  // correct, wrong, unscored; or one of a pixel answer's five outcomes
+  outcome: (row, value) => row.outcome === value || row.pixel_outcome === value,
   disagree: (row) => row.disagree,
   mass: (row, value) => row.mass !== null && row.mass < Number(value),
   audit: (row) => row.audit.length > 0,
@@ -80,7 +83,7 @@ function runPage() {
       condition: data.conditions,
       convention: distinct(data.rows, "convention"),
       task: distinct(data.rows, "task"),
-      outcome: ["correct", "wrong", "unscored"],
+      outcome: ["correct", "wrong", "unscored", ...PIXEL_OUTCOMES.filter((name) => data.rows.some((row) => row.pixel_outcome === name))],
     };
     for (const [name, values] of Object.entries(choices)) {
       const select = form.elements[name];
@@ -147,8 +150,9 @@ function trialPage() {
     const root = document.getElementById("trial");
     root.append(trialHead(shown));
     const conditions = [...new Set(shown.records.map((record) => record.condition))];
+    const source = shown.images.find((image) => image.file);
     for (const condition of conditions) {
-      const cards = shown.records.filter((record) => record.condition === condition).map((r) => recordCard(r, data.low_mass));
+      const cards = shown.records.filter((record) => record.condition === condition).map((r) => recordCard(r, data.low_mass, source));
       root.append(el("h2", {}, `${condition}: every convention`), el("div", { class: "conventions" }, cards));
     }
     const wanted = document.getElementById(decodeURIComponent(location.hash.slice(1)));
@@ -177,7 +181,7 @@ function trialHead(shown) {
   return el("div", { class: "trial-head" }, images, facts);
 }
 
-function recordCard(record, lowMass) {
+function recordCard(record, lowMass, source) {
   const card = el("div", { class: "card", id: `${record.condition}/${record.convention}` });
   const permalink = el("a", { href: `#${encodeURIComponent(`${record.condition}/${record.convention}`)}`, class: "permalink" }, "permalink");
   card.append(
@@ -193,9 +197,50 @@ function recordCard(record, lowMass) {
   card.append(el("h4", {}, "prompt"), el("pre", { class: "prompt" }, record.prompt));
   if (record.acknowledgement) card.append(el("h4", {}, "acknowledgement"), el("pre", {}, record.acknowledgement));
   card.append(el("h4", {}, "options"), optionsTable(record));
+  if (record.pixels) {
+    card.append(el("h4", {}, "drawn answer"), drawingBlock(record, source));
+    return card;
+  }
   card.append(el("h4", {}, "generated"), generationBlock(record));
   card.append(el("h4", {}, "first token"), firstTokenBlock(record, lowMass));
   return card;
+}
+
+// A pixel answer: the drawn image (its parse outlined) beside the source, the colour mask on demand, the outcome.
+function drawingBlock(record, source) {
+  const pixels = record.pixels;
+  const drawing = record.drawing || { drawn: null, mask: null, note: "no drawing" };
+  const parse = pixels.parse;
+  const facts = el("p", { class: "pixel-facts" },
+    el("span", { class: `pixel-outcome outcome-${pixels.outcome}` }, pixels.outcome),
+    ` · protocol ${pixels.protocol}`,
+    pixels.image_size ? ` · image ${pixels.image_size[0]}x${pixels.image_size[1]}` : "",
+    parse ? ` · parse ${parse.status}` : "", parse && parse.output !== null ? ` · output ${JSON.stringify(parse.output)}` : "",
+    record.parsed === null ? "" : ` · slot ${record.parsed}`,
+    parse && parse.reason ? ` · ${parse.reason}` : "", pixels.failure ? ` · ${pixels.failure}` : "");
+  const images = el("div", { class: "drawing" },
+    source ? el("figure", {}, el("img", { src: source.file, alt: "source image", class: "source" }), el("figcaption", {}, "source")) : null,
+    drawing.drawn ? el("figure", {}, el("img", { src: drawing.drawn, alt: "drawn answer", class: "drawn" }),
+      el("figcaption", {}, "drawn, parse outlined")) : null);
+  const block = el("div", {}, facts, images, el("p", { class: drawing.drawn ? "note" : "warning" }, drawing.note));
+  if (drawing.mask) {
+    const mask = el("img", { src: drawing.mask, alt: `${pixels.protocol} colour mask`, class: "mask", hidden: true });
+    const button = el("button", { type: "button", class: "show-mask" }, "show colour mask");
+    button.addEventListener("click", () => {
+      mask.hidden = !mask.hidden;
+      button.textContent = mask.hidden ? "show colour mask" : "hide colour mask";
+    });
+    block.append(button, mask);
+  }
+  if (parse) {
+    block.append(el("table", { class: "components" },
+      el("tr", {}, el("th", {}, "component"), el("th", {}, "area"), el("th", {}, "bbox"), el("th", {}, "centroid"), el("th", {}, "kept")),
+      parse.components.map((component, index) => el("tr", { class: component.kept ? "kept" : null },
+        el("td", { class: "num" }, index + 1), el("td", { class: "num" }, component.area), el("td", {}, JSON.stringify(component.bbox)),
+        el("td", {}, component.centroid.map((value) => value.toFixed(1)).join(", ")),
+        el("td", {}, component.kept ? "kept" : (component.reason || "rejected"))))));
+  }
+  return block;
 }
 
 function optionsTable(record) {

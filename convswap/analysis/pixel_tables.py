@@ -1,0 +1,167 @@
+"""Tables of pixel answers for every experiment that runs a visual protocol: outcomes, and text against pixels.
+
+`protocol_outcomes` is ProVisE's Tables 11-12 per model and protocol: N, then each of the five outcomes
+(`convswap.core.OUTCOMES`), so generation failures, contract violations and parser failures are counted apart
+from wrong answers.  `interface_complementarity` pairs every text convention with every protocol answered on the
+same trials: how many trials both interfaces got right, the text only, the pixels only, neither, with the exact
+McNemar test of the discordant pairs.  An unscored answer (an unparsed generation, a pixel answer without an
+outcome of correct or incorrect) is not right there, as ProVisE scores its failures zero; how many pairs hold one
+is stated beside.  Accuracy per interface and the contrasts against the control are the generic tables'
+(`experiment_tables`), where a protocol is one more convention and its readout is `pixels`.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Iterator
+
+from convswap.analysis.builders import table
+from convswap.analysis.context import Context, MissingInput
+from convswap.analysis.cue_crossover import report_records
+from convswap.analysis.experiment_results import design_of
+from convswap.analysis.layouts import OUTCOME_HEADERS, PAIR_HEADERS, complementarity_layout, outcomes_layout
+from convswap.analysis.loading import group_by
+from convswap.analysis.report import Row, Table, count, points, pvalue
+from convswap.analysis.stats import mcnemar
+from convswap.core import OUTCOMES, Record
+from convswap.experiments.scoring import score_key
+
+
+def _groups(context: Context) -> Iterator[tuple[str, str, Row, dict[tuple, list[Record]]]]:
+    """(experiment, plan label, row labels, records by convention) per experiment, model, condition and task."""
+    for experiment in context.experiments:
+        design = design_of(context, experiment)
+        records = report_records(context.of_experiment(experiment))
+        for (model, condition, task), group in group_by(records, "model", "condition", "task").items():
+            labels = {"experiment": experiment, "model": model, "condition": condition, "task": task}
+            yield experiment, design.plan_label, labels, group_by(group, "convention")
+
+
+def outcome_counts(records: list[Record]) -> Counter[str]:
+    """How many pixel answers had each outcome."""
+    return Counter(record.pixels.outcome for record in records if record.pixels is not None)
+
+
+@table("protocol_outcomes", demo=True, layout=outcomes_layout)
+def protocol_outcomes(context: Context) -> list[Table]:
+    rows: list[Row] = []
+    for experiment, plan_label, labels, by_convention in _groups(context):
+        for (convention,), records in by_convention.items():
+            if records[0].pixels is None:
+                continue
+            found = outcome_counts(records)
+            scored = found["correct"] + found["incorrect"]
+            rows.append(
+                {
+                    **labels,
+                    "protocol": convention,
+                    "N": count(len(records)),
+                    **{OUTCOME_HEADERS[outcome]: count(found[outcome]) for outcome in OUTCOMES[::-1]},
+                    "acc": points(found["correct"] / scored if scored else None),
+                    "acc (unscored as wrong)": points(found["correct"] / len(records)),
+                    "plan": plan_label,
+                    "status": context.registry.status(experiment, "outcome_table"),
+                }
+            )
+    if not rows:
+        raise MissingInput("no pixel answers")
+    return [
+        Table(
+            "Outcomes of every pixel answer -- per model, condition, task and protocol",
+            (
+                "experiment",
+                "model",
+                "condition",
+                "task",
+                "protocol",
+                "N",
+                *OUTCOME_HEADERS.values(),
+                "acc",
+                "acc (unscored as wrong)",
+                "plan",
+                "status",
+            ),  # fmt: skip
+            tuple(rows),
+            (
+                "Each pixel answer has exactly one outcome, the first that applies: generation failure (no image "
+                "came back), noncompliance (an image that breaks the protocol's contract: no mark, several marks, a "
+                "mark outside its layout), parser failure (the parser could not run on it), then incorrect or "
+                "correct. The first three are unscored: acc counts correct of correct + incorrect, acc (unscored as "
+                "wrong) counts correct of N.",
+            ),
+            labels=5,
+        )
+    ]
+
+
+def _right(record: Record) -> bool:
+    return record.correct.get(score_key(record), False)
+
+
+@table("interface_complementarity", demo=True, layout=complementarity_layout)
+def interface_complementarity(context: Context) -> list[Table]:
+    rows: list[Row] = []
+    for experiment, plan_label, labels, by_convention in _groups(context):
+        texts = [name for (name,), records in by_convention.items() if records[0].pixels is None]
+        protocols = [name for (name,), records in by_convention.items() if records[0].pixels is not None]
+        for text_name in texts:
+            spoken = {record.trial_id: record for record in by_convention[(text_name,)]}
+            for protocol in protocols:
+                drawn = {record.trial_id: record for record in by_convention[(protocol,)]}
+                shared = sorted(set(spoken) & set(drawn))
+                if not shared:
+                    continue
+                cells = Counter((_right(spoken[trial]), _right(drawn[trial])) for trial in shared)
+                both, text_only = cells[(True, True)], cells[(True, False)]
+                pixels_only, neither = cells[(False, True)], cells[(False, False)]
+                unscored = sum(
+                    spoken[trial].answer_slot is None or drawn[trial].answer_slot is None for trial in shared
+                )
+                rows.append(
+                    {
+                        **labels,
+                        "text convention": text_name,
+                        "protocol": protocol,
+                        "n trials": count(len(shared)),
+                        "both right": count(both),
+                        "text only": count(text_only),
+                        "pixels only": count(pixels_only),
+                        "neither": count(neither),
+                        "either right": points((both + text_only + pixels_only) / len(shared)),
+                        "p": pvalue(mcnemar(text_only, pixels_only).pvalue),
+                        "pairs with an unscored side": count(unscored),
+                        "plan": plan_label,
+                        "status": context.registry.status(experiment, "complementarity_table"),
+                    }
+                )
+    if not rows:
+        raise MissingInput("no trial answered under both a text convention and a protocol")
+    return [
+        Table(
+            "Text against pixels -- every text convention and protocol answered on the same trials",
+            (
+                "experiment",
+                "model",
+                "condition",
+                "task",
+                "text convention",
+                "protocol",
+                "n trials",
+                *PAIR_HEADERS,
+                "either right",
+                "p",
+                "pairs with an unscored side",
+                "plan",
+                "status",
+            ),  # fmt: skip
+            tuple(rows),
+            (
+                "n trials: trials answered under both. both right, text only, pixels only, neither: the trials each "
+                "interface got right on its own score key; an unscored answer (a parse failure, a pixel answer that "
+                "is not correct or incorrect) is not right, as ProVisE counts its failures zero. either right: the "
+                "share an oracle choosing the interface per trial would get. p: exact two-sided McNemar of text "
+                "only against pixels only.",
+            ),
+            labels=6,
+        )
+    ]

@@ -1,0 +1,114 @@
+"""`convswap view` of pixel answers in headless Chromium: the drawn image beside the source, the parse outlined,
+the colour mask on demand, the outcome, and the filter by each of ProVisE's outcomes.
+
+Expected values are read from the JSONL records as plain JSON; the drawn image is checked against the kept file's
+own pixels (the outline is drawn where the stored kept component is)."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from collections import Counter
+from pathlib import Path
+
+import pytest
+from PIL import Image
+from pixel_support import observer_file, swap_request
+from playwright.sync_api import sync_playwright
+
+from convswap.cli import main
+from convswap.experiments.runner import run_experiment
+
+pytestmark = pytest.mark.slow  # a browser
+
+
+@pytest.fixture(scope="module")
+def built(tmp_path_factory) -> tuple[Path, list[dict]]:
+    root = tmp_path_factory.mktemp("view_pixels")
+    model = f"sim:{observer_file(root / 'obs.toml', p_no_image=0.2, p_no_mark=0.15, jitter=0.3)}"
+    run_experiment(swap_request(root / "runs", model, limit=8), progress=False)
+    assert main(["view", str(root / "runs"), "--out", str(root / "site")]) == 0
+    records = [json.loads(line) for path in (root / "runs").rglob("*.jsonl") for line in path.read_text().splitlines()]
+    return root / "site", records
+
+
+@pytest.fixture(scope="module")
+def browser():
+    chromium = shutil.which("chromium")
+    if chromium is None:
+        pytest.fail("chromium is not installed (.ci/run installs Debian's chromium package)")
+    with sync_playwright() as playwright:
+        launched = playwright.chromium.launch(executable_path=chromium, args=["--no-sandbox", "--disable-gpu"])
+        yield launched
+        launched.close()
+
+
+@pytest.fixture
+def page(browser):
+    opened = browser.new_page(viewport={"width": 1400, "height": 1000})
+    errors: list[str] = []
+    opened.on("pageerror", lambda error: errors.append(str(error)))
+    yield opened
+    opened.close()
+    assert not errors, f"script errors on the page: {errors}"
+
+
+def loaded(card, selector: str) -> bool:
+    return card.locator(selector).evaluate("image => image.complete && image.naturalWidth > 0")
+
+
+def open_run(page, site: Path) -> None:
+    page.goto((site / "index.html").as_uri())
+    page.locator("#runs tr.run").filter(has_text="interface_swap").locator("a").click()
+    page.wait_for_selector("#records tbody tr")
+
+
+def test_the_run_page_filters_by_each_outcome(page, built):
+    site, records = built
+    open_run(page, site)
+    outcomes = Counter(r["pixels"]["outcome"] for r in records if "pixels" in r)
+    assert outcomes["generation_failure"] and outcomes["protocol_noncompliance"] and outcomes["correct"]
+    for outcome, number in outcomes.items():
+        page.select_option("select[name=outcome]", outcome)
+        shown = int(page.inner_text("#count"))
+        # correct also matches the text records that are correct: the pixel outcome widens the text outcome
+        text_correct = sum(1 for r in records if "pixels" not in r and r["correct"]["target"] and r["answer_slot"])
+        assert shown == number + (text_correct if outcome == "correct" else 0)
+
+
+def test_a_pixel_answer_shows_its_drawing_beside_the_source_its_mask_on_demand_and_its_outcome(page, built, tmp_path):
+    site, records = built
+    record = next(r for r in records if r["convention"] == "point_marker" and r["pixels"]["outcome"] == "correct")
+    open_run(page, site)
+    page.locator("a.trial-link", has_text=record["trial_id"]).first.click()
+    card = page.locator("[id='visible/point_marker']")
+    card.wait_for()
+    assert card.locator(".pixel-outcome").inner_text() == "correct"
+    assert f"slot {record['parsed_slot']}" in card.locator(".pixel-facts").inner_text()
+    assert loaded(card, "img.source") and loaded(card, "img.drawn")
+    kept = [c for c in record["pixels"]["parse"]["components"] if c["kept"]]
+    assert card.locator("table.components tr.kept").count() == len(kept) == 1
+    assert card.locator("img.mask").is_hidden()
+    card.locator("button.show-mask").click()
+    assert card.locator("img.mask").is_visible() and loaded(card, "img.mask")
+    # The drawn file outlines the kept mark where the record says it is: the outline colour around its bbox.
+    drawn = Image.open(site / card.locator("img.drawn").get_attribute("src")).convert("RGB")
+    scale = drawn.width / record["trial"]["width"]
+    x, y, w, h = kept[0]["bbox"]
+    ring = [drawn.getpixel((int((x + w / 2) * scale), max(int((y - 3) * scale), 0))),
+            drawn.getpixel((int((x + w / 2) * scale), min(int((y + h + 3) * scale), drawn.height - 1)))]  # fmt: skip
+    assert any(r > 200 and g > 170 and b < 80 for r, g, b in ring), ring
+    page.screenshot(path=tmp_path / "pixel-trial.png", full_page=True)
+
+
+def test_a_generation_failure_shows_why_no_image_came_back(page, built):
+    site, records = built
+    record = next(r for r in records if "pixels" in r and r["pixels"]["outcome"] == "generation_failure")
+    open_run(page, site)
+    page.select_option("select[name=outcome]", "generation_failure")
+    page.locator("a.trial-link", has_text=record["trial_id"]).first.click()
+    card = page.locator(f"[id='visible/{record['convention']}']")
+    card.wait_for()
+    assert card.locator(".pixel-outcome").inner_text() == "generation_failure"
+    assert "no image came back" in card.locator(".warning").inner_text()
+    assert card.locator("img.drawn").count() == 0
