@@ -383,6 +383,7 @@ class PixelAnswer:
     to the source's resolution for parsing.  parse: the protocol parse as `ProtocolParse.to_json()` writes it
     (status, output, components, reason); None without an image.  k, layout: what the parser was given.  The
     record's `parsed_slot` is the slot the parse answers (0: a point inside no referent's region, a wrong answer).
+    asked_size: the (width, height) an API backend asked the image model for, where it asks for one.
     """
 
     protocol: str
@@ -394,6 +395,7 @@ class PixelAnswer:
     k: int
     layout: str | None = None
     failure: str | None = None
+    asked_size: tuple[int, int] | None = None
 
     @property
     def image_name(self) -> str | None:
@@ -403,12 +405,14 @@ class PixelAnswer:
     def to_json(self) -> dict[str, Any]:
         data = asdict(self)
         data["image_size"] = list(self.image_size) if self.image_size is not None else None
+        data["asked_size"] = list(self.asked_size) if self.asked_size is not None else None
         return data
 
     @classmethod
     def from_json(cls, data: Mapping[str, Any]) -> PixelAnswer:
-        size = data.get("image_size")
-        return cls(**{**data, "image_size": (int(size[0]), int(size[1])) if size is not None else None})
+        size, asked = data.get("image_size"), data.get("asked_size")
+        return cls(**{**data, "image_size": (int(size[0]), int(size[1])) if size is not None else None,
+                      "asked_size": (int(asked[0]), int(asked[1])) if asked is not None else None})  # fmt: skip
 
 
 def outcome_of(image: bool, parse_status: str | None, answer_slot: int | None, target: int | None) -> Outcome:

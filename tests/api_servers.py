@@ -9,6 +9,8 @@ wire format the real APIs see.  Also used by benchmarks/api_throughput.py.
 from __future__ import annotations
 
 import base64
+import email.parser
+import email.policy
 import itertools
 import json
 import sys
@@ -28,7 +30,8 @@ class Seen:
 
     path: str
     headers: dict[str, str]
-    body: dict[str, Any]
+    body: dict[str, Any]  # a JSON body, or a multipart form's text fields
+    files: dict[str, bytes] = field(default_factory=dict)  # a multipart form's file fields
 
 
 @dataclass(frozen=True)
@@ -110,9 +113,13 @@ def _handler_for(server: LoopbackServer) -> type[BaseHTTPRequestHandler]:
 
         def do_POST(self) -> None:
             length = int(self.headers.get("Content-Length", 0))
-            body = json.loads(self.rfile.read(length) or b"{}")
+            raw = self.rfile.read(length)
             headers = {name.lower(): value for name, value in self.headers.items()}
-            reply = server._handle(Seen(self.path, headers, body))
+            if headers.get("content-type", "").startswith("multipart/form-data"):
+                body, files = _form(headers["content-type"], raw)
+                reply = server._handle(Seen(self.path, headers, body, files))
+            else:
+                reply = server._handle(Seen(self.path, headers, json.loads(raw or b"{}")))
             payload = json.dumps(reply.body).encode()
             self.send_response(reply.status)
             self.send_header("Content-Type", "application/json")
@@ -126,6 +133,23 @@ def _handler_for(server: LoopbackServer) -> type[BaseHTTPRequestHandler]:
             """Silent: the tests read `server.requests` instead."""
 
     return Handler
+
+
+def _form(content_type: str, raw: bytes) -> tuple[dict[str, Any], dict[str, bytes]]:
+    """A multipart/form-data body as its text fields and its file fields (a repeated name keeps its last)."""
+    message = email.parser.BytesParser(policy=email.policy.HTTP).parsebytes(
+        f"Content-Type: {content_type}\r\n\r\n".encode() + raw
+    )
+    fields: dict[str, Any] = {}
+    files: dict[str, bytes] = {}
+    for part in message.iter_parts():
+        name = part.get_param("name", header="content-disposition")
+        data = part.get_payload(decode=True)
+        if part.get_filename() is not None:
+            files[name] = data
+        else:
+            fields[name] = data.decode()
+    return fields, files
 
 
 def scripted(*replies: Reply, then: Reply) -> Responder:

@@ -3,6 +3,7 @@ and a backend's module is imported only when a spec names it."""
 
 from __future__ import annotations
 
+import importlib
 import json
 import os
 import subprocess
@@ -33,7 +34,8 @@ def imports_after(statement: str, env: dict[str, str] | None = None) -> list[str
 def test_the_help_states_every_registered_spec_form():
     result = subprocess.run([sys.executable, "-m", "convswap", "run", "--help"], cwd=REPO_ROOT, capture_output=True,
                             text=True, check=True, env={**os.environ, "COLUMNS": "400"})  # fmt: skip
-    forms = "hf:<path or hub id>, openai:<model>, gemini:<model> or sim:<preset or FILE.toml>"
+    forms = ("hf:<path or hub id>, openai:<model>, gemini:<model>, openai-image:<model>, openai-chat-image:<model>, "
+             "gemini-image:<model> or sim:<preset or FILE.toml>")  # fmt: skip
     assert f"model spec: {forms}" in result.stdout
 
 
@@ -76,5 +78,19 @@ def test_the_registry_names_the_backend_classes():
         "hf": ("convswap.readout.transformers_backend", "TransformersBackend"),
         "openai": ("convswap.readout.openai_backend", "OpenAIBackend"),
         "gemini": ("convswap.readout.gemini_backend", "GeminiBackend"),
+        "openai-image": ("convswap.readout.openai_image_backend", "OpenAIImageBackend"),
+        "openai-chat-image": ("convswap.readout.openai_image_backend", "OpenAIChatImageBackend"),
+        "gemini-image": ("convswap.readout.gemini_image_backend", "GeminiImageBackend"),
         "sim": ("convswap.readout.sim", "SimulatedObserver"),
     }
+
+
+def test_each_entry_states_the_interfaces_its_class_answers_in():
+    # The runner refuses a plan from the entry before it loads the model, then from the loaded backend: the two agree.
+    for entry in BACKENDS.values():
+        if entry.local_weights:
+            continue  # answers in text, the default; importing it would import torch
+        backend_class = getattr(importlib.import_module(entry.module), entry.class_name)
+        assert entry.interfaces == backend_class.interfaces, entry.class_name
+    assert BACKENDS["openai-image"].interfaces == {"image"}
+    assert BACKENDS["gemini-image"].interfaces == {"text", "image"}

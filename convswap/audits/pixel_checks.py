@@ -58,7 +58,7 @@ def _reparse_problem(record: Record, images: Mapping[str, Path], protocols: Mapp
         expected = outcome_of(False, None, None, target)
         if answer.outcome != expected or answer.parse is not None:
             return f"no image was kept, so the outcome is {expected}, not {answer.outcome} (parse {answer.parse})"
-        return _scored_as(record, None, expected)
+        return _scored_as(record, None, expected, api_error=record.parse_status == "api_error")
     path = images.get(answer.image_sha256)
     if path is None:
         return f"its image {answer.image_name} is missing"
@@ -81,10 +81,11 @@ def _reparse_problem(record: Record, images: Mapping[str, Path], protocols: Mapp
     return _scored_as(record, slot, expected)
 
 
-def _scored_as(record: Record, slot: int | None, outcome: str) -> str | None:
-    """The record's status, answer and score as its outcome makes them."""
+def _scored_as(record: Record, slot: int | None, outcome: str, api_error: bool = False) -> str | None:
+    """The record's status, answer and score as its outcome makes them (a request that failed for good, no image:
+    status api_error)."""
     unscored = outcome in UNSCORED_OUTCOMES
-    status, answer_slot = (outcome, None) if unscored else ("ok", slot)
+    status, answer_slot = ("api_error" if api_error else outcome, None) if unscored else ("ok", slot)
     if (record.parse_status, record.answer_slot) != (status, answer_slot):
         return (f"outcome {outcome} makes status {status} and answer slot {answer_slot}, the record stores "
                 f"{record.parse_status} and {record.answer_slot}")  # fmt: skip

@@ -115,7 +115,7 @@ def pixel_answer(
     if drawing.image is None:
         outcome = outcome_of(False, None, None, prompt.key("target"))
         answer = PixelAnswer(protocol.name, protocol.sha256, outcome, None, None, None, prompt.k, protocol.layout,
-                             drawing.failure)  # fmt: skip
+                             drawing.failure, drawing.asked_size)  # fmt: skip
         return answer, None
     image = drawing.image.convert("RGB")
     digest = keep_image(folder, image, shard)
@@ -126,5 +126,5 @@ def pixel_answer(
         slot = 0 if found is None else found
     outcome = outcome_of(True, parse.status, slot, prompt.key("target"))
     answer = PixelAnswer(protocol.name, protocol.sha256, outcome, digest, image.size, parse.to_json(), prompt.k,
-                         protocol.layout)  # fmt: skip
+                         protocol.layout, asked_size=drawing.asked_size)  # fmt: skip
     return answer, slot

@@ -117,7 +117,7 @@ class Reader:
             protocol = context.plan.protocols[prompt.convention]
             answer, slot = pixel_answer(protocol, drawing, prompt, query.trial, query.image, context.folder,
                                         context.shard)  # fmt: skip
-            records.append(build_pixel_record(context, query, prompt, answer, slot))
+            records.append(build_pixel_record(context, query, prompt, answer, slot, api_error=drawing.api_error))
         return records
 
     def _read_text(self, query: Query, context: RecordContext) -> list[Record]:
@@ -180,9 +180,16 @@ def build_record(
 
 
 def build_pixel_record(
-    context: RecordContext, query: Query, prompt: Prompt, answer: PixelAnswer, slot: int | None
+    context: RecordContext,
+    query: Query,
+    prompt: Prompt,
+    answer: PixelAnswer,
+    slot: int | None,
+    api_error: bool = False,
 ) -> Record:
-    """The record of one pixel answer: scored when its outcome is correct or incorrect."""
+    """The record of one pixel answer: scored when its outcome is correct or incorrect.  A request that failed for
+    good (`api_error`) brought no image, a generation failure, and its status says so, so that a rerun sends it
+    again."""
     unscored = answer.outcome in UNSCORED_OUTCOMES
     return _record(
         context,
@@ -193,7 +200,7 @@ def build_pixel_record(
         first_token_refused=None,
         generation=None,
         parsed_slot=slot,
-        parse_status=answer.outcome if unscored else "ok",
+        parse_status="api_error" if api_error else answer.outcome if unscored else "ok",
         answer_slot=None if unscored else slot,
         extra=RecordExtra(vocabulary_of=context.vocabulary_owner),
         pixels=answer,

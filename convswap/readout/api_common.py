@@ -65,11 +65,15 @@ def default_cache_path() -> Path:
     return Path(cache_home) / "convswap" / "api.sqlite"
 
 
-def png_base64(image: Image.Image) -> str:
-    """The image as the model receives it: RGB pixels in a PNG, base64-encoded."""
+def png_bytes(image: Image.Image) -> bytes:
+    """The image as the model receives it: RGB pixels in a PNG."""
     buffer = io.BytesIO()
     image.convert("RGB").save(buffer, format="PNG")
-    return base64.b64encode(buffer.getvalue()).decode("ascii")
+    return buffer.getvalue()
+
+
+def png_base64(image: Image.Image) -> str:
+    return base64.b64encode(png_bytes(image)).decode("ascii")
 
 
 def read_api_key(spec: str, variables: tuple[str, ...]) -> str:
@@ -118,6 +122,8 @@ class ResponseCache:
                 "key TEXT PRIMARY KEY, api TEXT NOT NULL, model TEXT NOT NULL, "
                 "response TEXT NOT NULL, created TEXT NOT NULL)"
             )
+            # Images that came back, once each by content: a reply refers to its image by sha256.
+            self._db.execute("CREATE TABLE IF NOT EXISTS images (sha256 TEXT PRIMARY KEY, data BLOB NOT NULL)")
             self._db.commit()
         except (OSError, sqlite3.Error) as error:
             raise ConvswapError(f"cannot use {self.path} as the API response cache: {error}") from None
@@ -138,6 +144,22 @@ class ResponseCache:
                 self._db.commit()
             except sqlite3.Error as error:  # a full disk, a file-size limit: the transaction is rolled back
                 raise ConvswapError(f"cannot write the API response cache {self.path}: {error}") from None
+
+    def put_image(self, data: bytes) -> str:
+        """Keep `data` under its sha256 unless it is there already; the sha256."""
+        digest = sha256_hex(data)
+        with self._lock:
+            try:
+                self._db.execute("INSERT OR IGNORE INTO images (sha256, data) VALUES (?, ?)", (digest, data))
+                self._db.commit()
+            except sqlite3.Error as error:
+                raise ConvswapError(f"cannot write the API response cache {self.path}: {error}") from None
+        return digest
+
+    def get_image(self, digest: str) -> bytes | None:
+        with self._lock:
+            row = self._db.execute("SELECT data FROM images WHERE sha256 = ?", (digest,)).fetchone()
+        return None if row is None else bytes(row[0])
 
     def __len__(self) -> int:
         with self._lock:
@@ -333,6 +355,7 @@ class ApiBackend(Backend):
 
     api: ClassVar[str]
     key_variables: ClassVar[tuple[str, ...]]
+    settings_type: ClassVar[type[ApiSettings]] = ApiSettings  # the options its spec takes
     has_logits = False
     revision_known_at_load = False
 
@@ -351,7 +374,7 @@ class ApiBackend(Backend):
     @classmethod
     def from_spec(cls, name: str, **options: Any) -> ApiBackend:
         spec = f"{cls.api}:{name}"
-        settings = ApiSettings.from_options(spec, options)
+        settings = cls.settings_type.from_options(spec, options)
         return cls(name, read_api_key(spec, cls.key_variables), settings)
 
     def info(self) -> ModelInfo:
@@ -378,28 +401,34 @@ class ApiBackend(Backend):
         self._pool.shutdown(wait=False, cancel_futures=True)
 
     def _answer(self, request: dict[str, Any]) -> Generation:
-        key = request_key(self.api, self._endpoint(), request)
-        reply = self._cache.get(key)
-        if reply is not None:
-            self.counters.add("cache_hits")
-        else:
-            try:
-                sent, attempts = self.settings.retry.call(
-                    lambda: self._counted_send(request), self._scrubbed, self._cancelled
-                )
-            except RequestFailed as failed:
-                return self._failed(failed)
-            self.counters.add("retries", attempts - 1)
-            self._cache.put(key, self.api, self.model, sent)
-            reply = sent
+        try:
+            reply = self._reply(request, lambda: self._send(request))
+        except RequestFailed as failed:
+            return Generation(text=None, finish_reason="error", error=self._failed(failed))
         generation, served_model = self._read(reply)
         if served_model:
             self._served_model = served_model
         return generation
 
-    def _counted_send(self, request: dict[str, Any]) -> str:
+    def _reply(self, request: Mapping[str, Any], send: Callable[[], str]) -> str:
+        """The cached reply to `request`, else send() with bounded retries, cached when it succeeds.
+
+        `request` is what the reply is keyed by (everything that decides it); `send` is what goes on the wire.
+        Raises RequestFailed when every attempt failed.
+        """
+        key = request_key(self.api, self._endpoint(), request)
+        reply = self._cache.get(key)
+        if reply is not None:
+            self.counters.add("cache_hits")
+            return reply
+        sent, attempts = self.settings.retry.call(lambda: self._counted(send), self._scrubbed, self._cancelled)
+        self.counters.add("retries", attempts - 1)
+        self._cache.put(key, self.api, self.model, sent)
+        return sent
+
+    def _counted(self, send: Callable[[], str]) -> str:
         self.counters.add("sent")
-        return self._send(request)
+        return send()
 
     def _scrubbed(self, error: Exception) -> Failure | None:
         failure = self._classify(error)
@@ -407,14 +436,16 @@ class ApiBackend(Backend):
             return None
         return Failure(scrub(failure.reason, self._secrets), failure.retryable, failure.fatal, failure.retry_after)
 
-    def _failed(self, failed: RequestFailed) -> Generation:
+    def _failed(self, failed: RequestFailed) -> str:
+        """The logged reason a request failed for good (its unit is an `api_error`, retried by a rerun); a fatal
+        failure (key, access, model name) stops the run instead."""
         self.counters.add("retries", failed.attempts - 1)
         self.counters.add("failures")
         message = f"{self.spec}: {failed.failure.reason} (gave up after {failed.attempts} attempt(s))"
         if failed.failure.fatal:
             raise ConvswapError(message)
         log.warning("%s", message)
-        return Generation(text=None, finish_reason="error", error=message)
+        return message
 
     @abstractmethod
     def _request(self, turns: tuple[Turn, ...], image_base64: str, budget: int) -> dict[str, Any]:

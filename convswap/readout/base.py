@@ -84,14 +84,23 @@ class Query:
 @dataclass(frozen=True)
 class Drawing:
     """One pixel answer: the image that came back, or None with the reason none did (a refusal, an error, an
-    empty reply), which the record keeps as a generation failure."""
+    empty reply), which the record keeps as a generation failure.
+
+    api_error: no image came back because the request failed for good (retries spent, the server unreachable): the
+    unit is an `api_error`, which a rerun sends again, not an answer of the model's.  asked_size: the (width,
+    height) an API backend asked the model for, where it asks for one.
+    """
 
     image: Image.Image | None = field(compare=False)
     failure: str | None = None
+    api_error: bool = False
+    asked_size: tuple[int, int] | None = None
 
     def __post_init__(self) -> None:
         if (self.image is None) == (self.failure is None):
             raise ConvswapError("a drawing holds either an image or the reason no image came back")
+        if self.api_error and self.image is not None:
+            raise ConvswapError("a drawing whose request failed holds no image")
 
 
 class LogitsUnavailable(ConvswapError):

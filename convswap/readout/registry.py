@@ -43,6 +43,21 @@ BACKENDS: dict[str, BackendEntry] = {
     ),  # fmt: skip
     "openai": BackendEntry("convswap.readout.openai_backend", "OpenAIBackend", "<model>"),
     "gemini": BackendEntry("convswap.readout.gemini_backend", "GeminiBackend", "<model>"),
+    "openai-image": BackendEntry(
+        "convswap.readout.openai_image_backend", "OpenAIImageBackend", "<model>", interfaces=frozenset({"image"})
+    ),
+    "openai-chat-image": BackendEntry(
+        "convswap.readout.openai_image_backend",
+        "OpenAIChatImageBackend",
+        "<model>",
+        interfaces=frozenset({"text", "image"}),
+    ),
+    "gemini-image": BackendEntry(
+        "convswap.readout.gemini_image_backend",
+        "GeminiImageBackend",
+        "<model>",
+        interfaces=frozenset({"text", "image"}),
+    ),
     "sim": BackendEntry(
         "convswap.readout.sim",
         "SimulatedObserver",
