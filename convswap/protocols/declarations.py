@@ -145,7 +145,7 @@ class ReaderDeclaration(Table):
     model: Annotated[str, checked(lambda value: isinstance(value, str) and ":" in value.strip(":"),
                                   "must be a model spec, PREFIX:NAME")]  # fmt: skip
     prompt: Annotated[str, BeforeValidator(lambda value: _template(
-        value, READER_FIELDS, "a field of the evidence contract (a reader never sees the question)"))]
+        value, READER_FIELDS, "a field of the evidence contract (a reader never sees the question)"))]  # fmt: skip
     inputs: Annotated[tuple[str, ...], checked(
         lambda value: isinstance(value, list) and list(value) == list(READER_INPUTS),
         f"must be {list(READER_INPUTS)}: a reader receives the generated image alone, never the source image or "
