@@ -414,8 +414,9 @@ PRESETS: dict[str, Preset] = {
         replace(QWEN3VL_PRESET, name="painter-like", readings=PAINTER_LIKE, painting=PAINTER_FAULTS,
                 summary="the qwen3vl-like observer that also answers in pixels: a dot on the object, a code square "
                 "in a strip, with a few faulty drawings"),
-        Preset("perfect", _everywhere(1.0), NO_NOISE, hues=QWEN3VL_HUES,
-               summary="reads every convention and names every hue: every answer right"),
+        Preset("perfect", _everywhere(1.0), NO_NOISE, hues=QWEN3VL_HUES, default_reading=Reading(1.0),
+               summary="reads every convention, a plan folder's own and its protocols too, and names every hue: "
+               "every answer right, every drawing clean"),
         Preset("blind", _everywhere(0.0), NO_NOISE, summary="reads nothing and names no color: every answer a guess"),
     )
 }  # fmt: skip
