@@ -73,7 +73,7 @@ class Contract:
 
     def to_json(self) -> dict[str, Any]:
         return {
-            "items_file": self.items_file,
+            "items_file": Path(self.items_file).name,
             "task": TASK,
             "n_items": self.n_items,
             "k": self.k,
