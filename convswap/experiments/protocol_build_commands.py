@@ -44,6 +44,18 @@ def register(actions: argparse._SubParsersAction) -> None:
                        f"sim:<preset> (default {DEFAULT_PAINTER}: every answer drawn cleanly)")  # fmt: skip
     build.set_defaults(handler=run_build)
 
+    sensitivity = actions.add_parser(
+        "sensitivity",
+        help="compare protocols' deterministic parsers with their declared readers on a run's kept images",
+        description="For every pixel record of MODEL_FOLDER (OUT/<experiment>/<model>) whose protocol declares "
+        "both a pipeline and a reader, send the kept image alone to the reader and print one Markdown row per "
+        "model and protocol: N, the valid answers under each parser, their agreement where both are valid, and "
+        "accuracy under each (a record without a valid answer counts as not correct under both).",
+    )
+    sensitivity.add_argument("folder", type=Path, metavar="MODEL_FOLDER", help="a model's folder of a run")
+    sensitivity.add_argument("--plan-dir", type=Path, help="the plan folder whose protocols.toml the run used")
+    sensitivity.set_defaults(handler=run_sensitivity)
+
 
 def run_build(args: argparse.Namespace) -> int:
     from convswap.experiments.protocol_build import build_protocol, declare, report
@@ -71,4 +83,19 @@ def run_build(args: argparse.Namespace) -> int:
                             f"{reasons[0]}; nothing written")  # fmt: skip
     path = declare(build, args.out, args.painter)
     print(f"declared in {path}")
+    return 0
+
+
+def run_sensitivity(args: argparse.Namespace) -> int:
+    from convswap.experiments.parser_sensitivity import markdown, sensitivity
+    from convswap.experiments.plan_commands import plan_folder
+    from convswap.protocols import load_protocols
+    from convswap.readout.registry import load_backend
+
+    if not args.folder.is_dir():
+        raise ConvswapError(f"{args.folder} is not a folder of a run")
+    rows = sensitivity(args.folder, load_protocols(plan_folder(args.plan_dir)), load_backend)
+    if not rows:
+        raise ConvswapError(f"{args.folder}: no pixel record of a protocol that declares both a pipeline and a reader")
+    print(markdown(rows))
     return 0

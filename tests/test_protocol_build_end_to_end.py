@@ -1,0 +1,126 @@
+"""The example items built end to end: a loopback planner through the real openai client, the static checks, smoke
+on `sim:`, the declaration, registration, a run, tables, audit, and the parser-sensitivity table whose reader is a
+loopback server that finds the yellow square itself."""
+
+from __future__ import annotations
+
+import io
+import json
+
+import numpy as np
+import pytest
+from api_servers import LoopbackServer, image_of, openai_reply
+from PIL import Image
+from planner_servers import YELLOW_STRIP, answer, edited, items_folder, planner_server
+
+from convswap.cli import main
+
+READER = {"model": "openai:reader-test", "prompt": "Which slot of the strip holds the yellow square? {layout} "
+          "{options}", "inputs": ["generated"]}  # fmt: skip
+PLAN = """
+id = "yellow_items"
+version = 1
+title = "The example items answered in words and by a built yellow code"
+spec_section = "10"
+exclusions = ["Protocols run in the visible condition only."]
+failure_conditions = ["cell_words_over_pixels fails if cell_words does not beat pixel_centers by exact McNemar."]
+registered_analyses = ["accuracy_table", "outcome_table", "complementarity_table"]
+
+[design]
+stimuli = "items"
+items = "items.jsonl"
+tasks = ["choice"]
+conventions = ["cell_words", "pixel_centers", "yellow_code"]
+conditions = ["visible"]
+n = 12
+seeds = [0]
+readout = "both"
+k = 9
+
+[gate]
+control = "cell_words"
+threshold_points = 20
+readout = "same_as_contrast"
+
+[[hypotheses]]
+id = "cell_words_over_pixels"
+statement = "Cells are chosen more accurately by name than by pixel center."
+endpoint = "accuracy"
+contrast = ["cell_words", "pixel_centers"]
+test = "mcnemar_exact"
+direction = "greater"
+alpha = 0.05
+"""
+
+
+def strip_slot(image: Image.Image, k: int) -> str:
+    """The reader's answer, found independently of the parser: the strip slot under the yellow pixels' centre."""
+    pixels = np.asarray(image.convert("RGB")).astype(int)
+    yellow = (pixels[..., 0] > 200) & (pixels[..., 1] > 200) & (pixels[..., 2] < 60)
+    if not yellow.any():
+        return "none"
+    return str(int(np.nonzero(yellow)[1].mean() * k // pixels.shape[1]) + 1)
+
+
+def yellow_slot(seen) -> str:
+    k = int(seen.body["messages"][0]["content"][-1]["text"].split("integer 1 to ")[1].split()[0])
+    return strip_slot(Image.open(io.BytesIO(image_of(seen))), k)
+
+
+@pytest.mark.slow
+def test_the_example_items_are_built_registered_run_tabled_audited_and_read_by_both_parsers(
+    tmp_path, monkeypatch, capsys
+):
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-test-planner-0000")
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
+    items = items_folder(tmp_path / "plans")
+    plans = items.parent
+    planned = answer("build", name="yellow_code", declaration=edited(YELLOW_STRIP, reader=READER))
+    with planner_server(planned) as planner:
+        monkeypatch.setenv("OPENAI_BASE_URL", planner.url + "/v1")
+        assert main(["protocol", "build", str(items), "--planner", "openai:planner-test", "--out", str(plans),
+                     "--painter", "sim:perfect"]) == 0  # fmt: skip
+    assert "verdict: pass (initial)" in capsys.readouterr().out
+
+    (plans / "yellow_items.toml").write_text(PLAN)
+    assert main(["plan", "register", str(plans / "yellow_items.toml"), "--plan-dir", str(plans)]) == 0
+    observer = tmp_path / "observer.toml"
+    assert main(["presets", "write", "painter-like", str(observer)]) == 0
+    observer.write_text(observer.read_text() + "\n[default_reading]\np_read = 0.8\n")
+    runs = tmp_path / "runs"
+    assert main(["run", "yellow_items", "--model", f"sim:{observer}", "--plan-dir", str(plans),
+                 "--out", str(runs)]) == 0  # fmt: skip
+    capsys.readouterr()
+    assert main(["audit", str(runs), "--plan-dir", str(plans)]) == 0
+    assert main(["tables", str(runs), "--out", str(tmp_path / "tables"), "--plan-dir", str(plans)]) == 0
+    outcome_tables = list((tmp_path / "tables").rglob("*outcome*.md"))
+    assert outcome_tables and any("yellow_code" in path.read_text() for path in outcome_tables)
+
+    records = [json.loads(line) for path in runs.rglob("*.jsonl") for line in path.read_text().splitlines()]
+    pixel = [r for r in records if r.get("pixels")]
+    assert len(pixel) == 12 and {r["pixels"]["protocol"] for r in pixel} == {"yellow_code"}
+    model_folder = next(path.parent for path in runs.rglob("*.jsonl"))
+    with LoopbackServer(lambda seen: openai_reply(yellow_slot(seen))) as reader:
+        monkeypatch.setenv("OPENAI_BASE_URL", reader.url + "/v1")
+        capsys.readouterr()
+        assert main(["protocol", "sensitivity", str(model_folder), "--plan-dir", str(plans)]) == 0
+    table = capsys.readouterr().out.splitlines()
+    assert table[0].startswith("| model | protocol | reader | N |")
+    row = table[2].split(" | ")
+    valid = sum(r["pixels"]["outcome"] in ("correct", "incorrect") for r in pixel)
+    correct = sum(r["pixels"]["outcome"] == "correct" for r in pixel)
+    with_image = sum(r["pixels"]["image_sha256"] is not None for r in pixel)
+    assert len(reader.requests) == with_image
+    for seen in reader.requests:  # the reader sees the generated image and the evidence contract, not the question
+        text = seen.body["messages"][0]["content"][-1]["text"]
+        assert "Which one?" not in text and "baseball bat" not in text
+    assert row[3] == "12" and row[4] == f"{valid}/12 ({100 * valid / 12:.1f}%)"
+    assert row[7] == f"{correct}/12 ({100 * correct / 12:.1f}%)"
+    agree = sum(
+        str(r["parsed_slot"])
+        == strip_slot(Image.open(model_folder / "images" / f"{r['pixels']['image_sha256']}.png"), 9)
+        for r in pixel
+        if r["pixels"]["outcome"] in ("correct", "incorrect")
+    )
+    assert row[6] == f"{agree}/{valid} ({100 * agree / valid:.1f}%)"
+    assert agree >= valid // 2  # the two parsers mostly agree on clean squares
