@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import copy
 import json
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -23,6 +24,13 @@ def planner_server(*answers: dict[str, Any], api: str = "openai") -> LoopbackSer
     reply = openai_reply if api == "openai" else gemini_reply
     replies = [reply(json.dumps(answer)) for answer in answers]
     return LoopbackServer(scripted(*replies[:-1], then=replies[-1]))
+
+
+def planner_and_reader(answers: list[dict[str, Any]], read: Callable[[Seen], str]) -> LoopbackServer:
+    """One OpenAI server for a planner and a reader model: a request under a JSON schema is the planner's (it gets
+    answers[n], the last repeated), any other is the reader's (it gets read(request))."""
+    planned = scripted(*[openai_reply(json.dumps(a)) for a in answers[:-1]], then=openai_reply(json.dumps(answers[-1])))
+    return LoopbackServer(lambda seen: planned(seen) if "response_format" in seen.body else openai_reply(read(seen)))
 
 
 def request_text(seen: Seen) -> str:
@@ -108,3 +116,7 @@ POINT_WITHOUT_REGIONS = answer("build", name="cyan_point", declaration=edited(
 # No drawn square is this large: every smoke image is noncompliant, and the revision's filter passes.
 FAILS_SMOKE = answer("build", name="yellow_code",
                      declaration=with_step(YELLOW_STRIP, 6, "filter", {"min_area": 1_000_000}))  # fmt: skip
+
+READER = {"model": "openai:reader-test", "prompt": "The image holds one solid yellow square in a bottom strip of {k} "
+          "slots: {layout} Which option does it mark? {options}", "inputs": ["generated"]}  # fmt: skip
+FALLBACK_YELLOW = answer("fallback", name="yellow_read", declaration=edited(YELLOW_STRIP, pipeline=None, reader=READER))

@@ -6,11 +6,14 @@ protocol is declared once, atomically, and loads as the folder's own.
 
 from __future__ import annotations
 
+import io
 import json
 import tomllib
 from pathlib import Path
 
+import numpy as np
 import pytest
+from PIL import Image
 from planner_servers import (
     BUILD_YELLOW,
     FAILS_SMOKE,
@@ -236,3 +239,46 @@ def test_a_second_build_appends_and_keeps_the_first(tmp_path, monkeypatch):
     with planner_server(BUILD_YELLOW) as server:
         assert build(server, items, monkeypatch=monkeypatch) == 2  # its name is the folder's now
     assert (items.parent / "protocols.toml").read_text() == first
+
+
+def test_a_fallback_protocol_is_smoke_read_by_its_reader_from_the_generated_image_alone(tmp_path, monkeypatch, capsys):
+    from api_servers import image_of, question_of
+    from planner_servers import FALLBACK_YELLOW, READER, planner_and_reader
+
+    items = items_folder(tmp_path / "plans")
+    with planner_and_reader([FALLBACK_YELLOW], lambda seen: "2") as server:
+        assert build(server, items, monkeypatch=monkeypatch) == 0
+    readings = [seen for seen in server.requests if "response_format" not in seen.body]
+    assert len(readings) == 3
+    lines = [json.loads(line) for line in items.read_text().splitlines()]
+    for seen in readings:
+        text = question_of(seen)
+        assert text.startswith("The image holds one solid yellow square in a bottom strip of 9 slots: ")
+        assert text.endswith("Answer with a single integer 1 to 9 and nothing else.")
+        assert not any(item["question"].split("{options}")[0] in text for item in lines)
+        assert len(seen.body["messages"]) == 1  # one turn: the image drawn and the reader's prompt, nothing else
+        drawn = Image.open(io.BytesIO(image_of(seen))).convert("RGB")
+        yellow = (
+            (np.asarray(drawn)[..., 0] > 200) & (np.asarray(drawn)[..., 1] > 200) & (np.asarray(drawn)[..., 2] < 60)
+        )
+        assert yellow.sum() >= 30  # the generated image, with its square, not the photograph
+    declared = load_protocols(items.parent)["yellow_read"]
+    assert declared.pipeline == () and declared.reader is not None and declared.reader.prompt == READER["prompt"]
+    assert (
+        "route fallback, smoke pass (initial) on sim:perfect: 3/3 smoke items drawn, read by its reader"
+        in (items.parent / "protocols.toml").read_text()
+    )
+    assert "| fallback | yellow_read | reader openai:reader-test |" in capsys.readouterr().out
+
+
+def test_a_fallback_whose_reader_names_no_option_is_revised_then_rejected(tmp_path, monkeypatch, capsys):
+    from planner_servers import FALLBACK_YELLOW, planner_and_reader
+
+    items = items_folder(tmp_path / "plans")
+    with planner_and_reader([FALLBACK_YELLOW], lambda seen: "I cannot tell.") as server:
+        assert build(server, items, monkeypatch=monkeypatch) == 2
+    planned = [seen for seen in server.requests if "response_format" in seen.body]
+    assert len(planned) == 2
+    assert "- smoke: item " in planned[1].body["messages"][0]["content"]
+    assert "no_option: the reader answered 'I cannot tell.'" in capsys.readouterr().err
+    assert not (items.parent / "protocols.toml").exists()

@@ -11,12 +11,10 @@ import numpy as np
 import pytest
 from api_servers import LoopbackServer, image_of, openai_reply
 from PIL import Image
-from planner_servers import YELLOW_STRIP, answer, edited, items_folder, planner_server
+from planner_servers import READER, YELLOW_STRIP, answer, edited, items_folder, planner_server
 
 from convswap.cli import main
 
-READER = {"model": "openai:reader-test", "prompt": "Which slot of the strip holds the yellow square? {layout} "
-          "{options}", "inputs": ["generated"]}  # fmt: skip
 PLAN = """
 id = "yellow_items"
 version = 1

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import json
 import re
+import tempfile
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -36,7 +37,7 @@ from convswap.protocols.declarations import (
     SHIPPED_FILE,
     Protocol,
 )
-from convswap.protocols.layouts import LAYOUTS, OUTER_CELLS
+from convswap.protocols.layouts import LAYOUTS, OUTER_CELLS, SLOT_LAYOUTS, check_layout
 
 if TYPE_CHECKING:
     from convswap.conventions.declarations import Catalog
@@ -50,6 +51,9 @@ DEFAULT_SMOKE = 5
 TASK = "choice"  # an items file's items are choice trials
 SMOKE_SEED = 0
 _NAME = re.compile(r"^[a-z][a-z0-9_]*$")
+# A reader prompt holding a piece of an example's question this long is refused; a shorter piece ("Which one?") is
+# the wording of any evidence contract, not the question.
+MIN_QUESTION_PART = 12
 
 
 # --- the contract the planner sees ------------------------------------------------------------------------------
@@ -321,10 +325,10 @@ def check_answer(
 
     route: Route = answer["route"]
     if route == "reuse":
-        name = answer.get("reuse")
-        if name not in catalog:
-            raise Refused(f"reuse: names no declared protocol (known: {', '.join(catalog)}), got {name!r}")
-        protocol = catalog[name]
+        reused = answer.get("reuse")
+        if not isinstance(reused, str) or reused not in catalog:
+            raise Refused(f"reuse: names no declared protocol (known: {', '.join(catalog)}), got {reused!r}")
+        protocol = catalog[reused]
         _check_fits(protocol, contract, "reuse")
         return Candidate(route, protocol, None)
     name = answer.get("name")
@@ -367,8 +371,11 @@ def _check_fits(protocol: Protocol, contract: Contract, where: str) -> None:
         if not referents <= words:
             raise Refused(f"{where}.directions: the referents {sorted(referents - words)} are no direction of the "
                           f"grid's outer cells ({', '.join(OUTER_CELLS)})")  # fmt: skip
-    if protocol.layout == "corners4" and contract.k > len(("tl", "tr", "bl", "br")):
-        raise Refused(f"{where}.layout: corners4 holds 4 slots, the items have K = {contract.k}")
+    if protocol.layout in SLOT_LAYOUTS:
+        try:
+            check_layout(protocol.layout, contract.k)
+        except ConvswapError as error:
+            raise Refused(f"{where}.layout: {error}") from None
 
 
 def _check_leaks(protocol: Protocol, answers: Sequence[tuple[str, Sequence[str]]], contract: Contract) -> None:
@@ -383,10 +390,10 @@ def _check_leaks(protocol: Protocol, answers: Sequence[tuple[str, Sequence[str]]
                     raise Refused(f"{protocol.name}.{field}: holds {value!r}, the answer of example {example} "
                                   f"(answer leakage)")  # fmt: skip
     if protocol.reader is not None:
-        for example in contract.examples:
-            for part in example["question"].split("{options}"):
-                if len(part.strip()) >= 12 and part.strip().lower() in protocol.reader.prompt.lower():
-                    raise Refused(f"{protocol.name}.reader.prompt: holds the question of example {example['id']}; a "
+        for shown in contract.examples:
+            for part in shown["question"].split("{options}"):
+                if len(part.strip()) >= MIN_QUESTION_PART and part.strip().lower() in protocol.reader.prompt.lower():
+                    raise Refused(f"{protocol.name}.reader.prompt: holds the question of example {shown['id']}; a "
                                   f"reader never receives the question")  # fmt: skip
 
 
@@ -602,7 +609,10 @@ def build_protocol(
 
 def smoke_summary(attempt: Attempt) -> str:
     ok = sum(s.outcome == "ok" for s in attempt.smoke)
-    return f"{ok}/{len(attempt.smoke)} smoke items drawn, parsed alike twice and mapped to an option"
+    read = (
+        "read by its reader" if attempt.candidate and not attempt.candidate.protocol.pipeline else "parsed alike twice"
+    )
+    return f"{ok}/{len(attempt.smoke)} smoke items drawn, {read} and mapped to an option"
 
 
 def declare(build: Build, plan_dir: Path, painter: str) -> Path:
@@ -611,7 +621,7 @@ def declare(build: Build, plan_dir: Path, painter: str) -> Path:
     import tomli_w
 
     from convswap.fileio import atomic_write_text
-    from convswap.protocols.declarations import load_protocols
+    from convswap.protocols.declarations import load_protocol_file
 
     attempt = build.accepted
     assert attempt is not None and attempt.candidate is not None
@@ -625,13 +635,11 @@ def declare(build: Build, plan_dir: Path, painter: str) -> Path:
     else:
         block = f"{comment}\n{tomli_w.dumps({candidate.protocol.name: candidate.table})}"
     new = (old.rstrip("\n") + "\n\n" if old.strip() else "") + block
+    with tempfile.TemporaryDirectory() as scratch:  # the whole new file is read back before it replaces the old
+        (Path(scratch) / FILE_NAME).write_text(new, encoding="utf-8")
+        load_protocol_file(Path(scratch) / FILE_NAME)
     plan_dir.mkdir(parents=True, exist_ok=True)
     atomic_write_text(path, new)
-    try:
-        load_protocols(plan_dir)
-    except ConvswapError:
-        atomic_write_text(path, old) if old else path.unlink()
-        raise
     return path
 
 
