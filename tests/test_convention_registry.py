@@ -14,6 +14,7 @@ from convswap.audits.prompt_text import read_options
 from convswap.conventions import CONVENTIONS, conventions_for, conventions_of, get_convention, render
 from convswap.core import ConvswapError
 from convswap.experiments.plan import load_plan
+from convswap.protocols import PROTOCOLS
 
 DECLARED = """\
 [grid_ref_glossed]
@@ -63,7 +64,8 @@ def test_a_plan_may_run_a_convention_its_folder_declares_and_not_an_undeclared_o
     with pytest.raises(ConvswapError) as caught:
         load_plan(path)
     assert str(caught.value) == (
-        f"{path}: design.conventions: unknown convention (known: {', '.join(CONVENTIONS)}), got 'grid_ref_glossed'"
+        f"{path}: design.conventions: unknown convention (known: {', '.join(CONVENTIONS)}; visual protocols: "
+        f"{', '.join(PROTOCOLS)}), got 'grid_ref_glossed'"
     )
     (tmp_path / "conventions.toml").write_text(DECLARED, encoding="utf-8")
     assert load_plan(path).design.conventions[-1] == "grid_ref_glossed"

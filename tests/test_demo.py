@@ -32,6 +32,11 @@ def test_demo_runs_every_experiment_and_prints_the_main_tables(tmp_path, coco_an
     # The second observer of the cross-model comparison reads pixels, not normalized coordinates.
     second = out / "cross_model" / "sim-qwen25vl-like" / "visible.jsonl"
     assert f"log: {second}" in printed and second.stat().st_size > 0
+    # With photographs it also answers in pixels, on the painter, and prints the outcome and complementarity tables.
+    painted = out / "interface_swap" / "sim-painter-like"
+    assert f"log: {painted / 'visible.jsonl'}" in printed and any((painted / "images").iterdir())
+    assert "# Pixel answers -- outcomes per model and protocol" in printed
+    assert "# Text against pixels -- complementarity on the same trials" in printed
     headings = ("# Table 1: color ladder", "# Table 2: COCO", "# Table 3: readership", "# Table 4: paired",
                 "# Table 8: synthetic")  # fmt: skip
     for heading in headings:
@@ -56,3 +61,4 @@ def test_demo_without_coco_skips_the_photographs(tmp_path, capsys):
     printed = capsys.readouterr().out
     assert "# Table 1: color ladder" in printed and "# Table 2: COCO" not in printed
     assert not (out / "coco_locate_identify").exists() and not (out / "cross_model").exists()
+    assert not (out / "interface_swap").exists() and "# Pixel answers" not in printed

@@ -25,6 +25,7 @@ from plan_support import MINIMAL
 from runner_support import records_in, without_run_details
 
 from convswap.core import ConvswapError, Generation, outcome_of
+from convswap.experiments.folder_lock import locked
 from convswap.experiments.ledger import Ledger
 from convswap.experiments.merge import merge_tree
 from convswap.experiments.plan import load_plan
@@ -278,3 +279,28 @@ def test_the_interface_swap_plan_is_registered_and_runs_on_the_shipped_painter(t
     result = run_experiment(swap_request(tmp_path / "runs", "sim:painter-like", limit=3), progress=False)
     assert result.written == 3 * 5 + 3 * 4
     assert {r["convention"] for r in pixel_records(result.folder)} == set(PROTOCOL_NAMES)
+
+
+def test_a_pixel_run_on_a_locked_folder_refuses_and_draws_nothing(tmp_path):
+    model = painter(tmp_path)
+    single = run_experiment(swap_request(tmp_path / "first", model, limit=1), progress=False)
+    folder = tmp_path / "runs" / single.folder.relative_to(tmp_path / "first")
+    folder.mkdir(parents=True)
+    with locked(folder, (0, 1)):
+        with pytest.raises(ConvswapError, match="is being written by another run"):
+            run_experiment(swap_request(tmp_path / "runs", model, limit=2), progress=False)
+    assert sorted(path.name for path in folder.iterdir()) == [".run.lock"]  # no image, no record
+
+
+def test_a_hypothesis_on_a_task_its_protocol_does_not_answer_is_refused(tmp_path):
+    path = tmp_path / "demo.toml"
+    text = CACHED_PROTOCOL.replace('conditions = ["visible", "cached"]', 'conditions = ["visible"]')
+    text = text.replace('tasks = ["locate"]', 'tasks = ["locate", "identify"]').replace(
+        "k = 9", "k = { locate = 9, identify = 6 }"
+    )
+    text = text.replace('contrast = ["cell_name", "pixels"]', 'contrast = ["cell_name", "point_marker"]')
+    path.write_text(text.replace("alpha = 0.05", 'alpha = 0.05\ntask = "identify"'), encoding="utf-8")
+    with pytest.raises(
+        ConvswapError, match=r"hypotheses\[0\]\.contrast: names a protocol that does not answer the task"
+    ):
+        load_plan(path)

@@ -112,7 +112,7 @@ def test_init_copies_the_spec_plans_with_registrations_that_stay_valid(tmp_path,
     target = tmp_path / "mine"
     assert main(["plan", "init", str(target)]) == 0
     out = capsys.readouterr().out
-    assert out.splitlines()[0] == f"{target}: new plan folder with the spec's 8 registered plans and their ledger"
+    assert out.splitlines()[0] == f"{target}: new plan folder with the spec's 9 registered plans and their ledger"
     assert f"convswap plan register {target}/<experiment>.toml --plan-dir {target}" in out
     assert f"export CONVSWAP_PLAN_DIR={target}" in out
     shipped_plans = sorted(path.name for path in SHIPPED.glob("*.toml"))
@@ -393,7 +393,10 @@ def test_a_declaration_edited_after_registration_stops_the_run_until_the_plan_is
     assert Ledger(plans).verify() == []
 
     (plans / "conventions.toml").write_text(DECLARED.replace("normalized_x}, {normalized_y", "percent_x}, {percent_y"))
-    changed = "a convention it runs was declared otherwise in conventions.toml at its last ledger entry (line 1)"
+    changed = (
+        "a convention it runs was declared otherwise in conventions.toml (or a protocol in protocols.toml) at its "
+        "last ledger entry (line 1)"
+    )
     assert Ledger(plans).verify() == [f"demo.toml: {changed} without an amendment"]
     assert main(["plan", "show", "--plan-dir", str(plans)]) == 0
     assert "conventions changed" in capsys.readouterr().out

@@ -240,15 +240,21 @@ OUTCOME_HEADERS = {
 PAIR_HEADERS = ("both right", "text only", "pixels only", "neither")
 
 
+def _model_pick(table: Table) -> tuple[tuple[str, str], ...]:
+    """The model column, where the table holds more than one model."""
+    return (("model", "model"),) if len({_label(row, "model") for row in table.rows}) > 1 else ()
+
+
 def outcomes_layout(table: Table) -> Table:
     return _picked(
         table,
         "Pixel answers -- outcomes per model and protocol (ProVisE Tables 11-12)",
-        (("model", "model"), ("task", "task"), ("protocol", "protocol"), ("N", "N"),
-         *((header, header) for header in OUTCOME_HEADERS.values()), ("acc", "acc"),
-         ("acc (unscored as wrong)", "acc (unscored as wrong)")),
-        labels=3,
-        note="acc: correct of correct + incorrect; acc (unscored as wrong): correct of N.",
+        (*_model_pick(table), ("task", "task"), ("protocol", "protocol"), ("N", "N"), ("correct", "correct"),
+         ("incorrect", "incorrect"), ("noncompliant", "noncompliance"), ("parser", "parser failure"),
+         ("no image", "generation failure"), ("acc", "acc"), ("acc of N", "acc (unscored as wrong)")),
+        labels=2 + len(_model_pick(table)),
+        note="Outcomes in ProVisE's precedence: no image (generation failure), noncompliant, parser failure, then "
+        "incorrect or correct. acc: correct of correct + incorrect; acc of N: unscored outcomes counted as wrong.",
     )  # fmt: skip
 
 
@@ -256,9 +262,9 @@ def complementarity_layout(table: Table) -> Table:
     return _picked(
         table,
         "Text against pixels -- complementarity on the same trials",
-        (("model", "model"), ("task", "task"), ("text", "text convention"), ("pixels", "protocol"),
+        (*_model_pick(table), ("task", "task"), ("text", "text convention"), ("pixels", "protocol"),
          ("n", "n trials"), *((header, header) for header in PAIR_HEADERS), ("p", "p")),
-        labels=4,
+        labels=3 + len(_model_pick(table)),
         note="p: exact two-sided McNemar of text only against pixels only; unscored answers count as not right.",
     )  # fmt: skip
 

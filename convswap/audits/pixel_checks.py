@@ -13,14 +13,13 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
-import cv2
 import numpy as np
 from PIL import Image
 
 from convswap.audits.checks import CheckResult, per_record
 from convswap.core import UNSCORED_OUTCOMES, Record, outcome_of, score_answer, sha256_hex
 from convswap.experiments.pixel_answers import IMAGES_DIR, parse_kept
-from convswap.protocols import Protocol, ProtocolParse, answer_of
+from convswap.protocols import Protocol, ProtocolParse, answer_of, colour_mask
 from convswap.stimuli.render import render_image
 
 # A kept mark whose pixels are mostly of the protocol's colour in the source already was there before the answer.
@@ -105,9 +104,7 @@ def _source_mark_problem(record: Record, protocols: Mapping[str, Protocol]) -> s
     answer = record.pixels
     assert answer is not None and answer.parse is not None
     protocol = protocols[answer.protocol]
-    source = np.asarray(render_image(record.trial.image).convert("RGB"))
-    hsv = cv2.cvtColor(source, cv2.COLOR_RGB2HSV)
-    mask = cv2.inRange(hsv, np.array(protocol.hsv.lower, np.uint8), np.array(protocol.hsv.upper, np.uint8)) > 0
+    mask = colour_mask(protocol, np.asarray(render_image(record.trial.image).convert("RGB"))) > 0
     for component in ProtocolParse.from_json(answer.parse).components:
         if not component.kept:
             continue

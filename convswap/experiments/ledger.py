@@ -6,11 +6,12 @@
      "sha256": "<the file's sha256>", "reason": null | "<why it was amended>",
      "timestamp": "<UTC ISO 8601>", "prev": "<entry_hash of the line before>",
      "version": <the file's version>,
-     "conventions": "<sha256 of the declarations of the conventions it runs from the folder's conventions.toml>",
+     "conventions": "<sha256 of the declarations of the conventions and protocols it runs from the folder's own files>",
      "entry_hash": "<sha256 of the canonical JSON of this entry without entry_hash>"}
 
-`conventions` is present only for a plan that runs conventions its folder declares: a declaration edited after
-registration changes the registered experiment, so the plan must be amended before it runs again.
+`conventions` is present only for a plan that runs conventions (or visual protocols) its folder declares: a
+declaration edited after registration changes the registered experiment, so the plan must be amended before it runs
+again.
 
 The first entry's `prev` is 64 zeros.  An amendment must raise the file's
 `version` above the version of its latest entry.  Entries written before
@@ -49,11 +50,13 @@ from convswap.experiments.plan import (
     load_plan,
     plan_files,
 )
+from convswap.protocols.declarations import FILE_NAME as PROTOCOLS_FILE_NAME
 from convswap.validation import is_integer
 
 GENESIS = "0" * 64
 _CONVENTIONS_CHANGED = (
-    f"a convention it runs was declared otherwise in {CONVENTIONS_FILE_NAME} at its last ledger entry"
+    f"a convention it runs was declared otherwise in {CONVENTIONS_FILE_NAME} (or a protocol in "
+    f"{PROTOCOLS_FILE_NAME}) at its last ledger entry"
 )
 ACTIONS = ("register", "amend")
 _FIELDS = ("action", "file", "sha256", "reason", "timestamp", "prev", "entry_hash")

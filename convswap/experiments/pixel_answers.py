@@ -54,13 +54,6 @@ def protocol_prompt(trial: Trial, protocol: Protocol, catalog: Catalog) -> Promp
     return Prompt(trial.trial_id, protocol.name, trial.task, text, base.slots, (), base.keys, base.output)
 
 
-def prompt_for(trial: Trial, convention: AnswerConvention, catalog: Catalog) -> Prompt:
-    """The prompt of one unit: a text convention's rendering, or a protocol's guidance prompt."""
-    if isinstance(convention, Protocol):
-        return protocol_prompt(trial, convention, catalog)
-    return render(trial, convention)
-
-
 def png_bytes(image: Image.Image) -> bytes:
     buffer = io.BytesIO()
     image.save(buffer, format="PNG")

@@ -194,7 +194,7 @@ class Design(Table):
             if name not in catalog:  # a visual protocol answers on the same footing as a text convention
                 protocols = plan_protocols(info)
                 if name not in protocols:
-                    raise problem(f"unknown convention or protocol (conventions: {', '.join(catalog)}; protocols: "
+                    raise problem(f"unknown convention (known: {', '.join(catalog)}; visual protocols: "
                                   f"{', '.join(protocols)})", name)  # fmt: skip
                 # A protocol answers the tasks it serves and is not asked on the others (point_marker: locate).
                 if tasks and not set(tasks) & set(protocols[name].tasks):
@@ -464,6 +464,11 @@ class Plan(Table):
             for name in hypothesis.contrast:
                 if design is not None and name not in design.conventions:
                     raise problem("names a convention the design does not run", name, (index, "contrast"))
+                if design is not None and name not in plan_conventions(info):
+                    served = plan_protocols(info)[name].tasks
+                    if hypothesis.task not in served:
+                        raise problem(f"names a protocol that does not answer the task {hypothesis.task!r} (it "
+                                      f"answers {', '.join(served)})", name, (index, "contrast"))  # fmt: skip
         _repeats([hypothesis.id for hypothesis in hypotheses], ("id",))
         return hypotheses
 

@@ -44,6 +44,8 @@ from convswap.calibration.vocabulary import (
     model_owner,
     save_vocabulary,
 )
+from convswap.conventions import render
+from convswap.conventions.declarations import Catalog
 from convswap.core import Condition, ConvswapError, Interface, Prompt, Record, Trial
 from convswap.experiments.folder_lock import lock_name, locked
 from convswap.experiments.launcher import launcher_shard, local_rank
@@ -64,7 +66,7 @@ from convswap.experiments.logs import (
     torn_line,
     write_expected,
 )
-from convswap.experiments.pixel_answers import AnswerConvention, clear_staging, prompt_for
+from convswap.experiments.pixel_answers import AnswerConvention, clear_staging, protocol_prompt
 from convswap.experiments.plan import Plan, find_experiment, load_plan, resolve_plan_dir
 from convswap.experiments.reading import Reader, RecordContext
 from convswap.experiments.summary import ConventionSummary, all_records, summarize
@@ -76,6 +78,7 @@ from convswap.experiments.trials import (
     needs_vocabulary,
     shard_trials,
 )
+from convswap.protocols import Protocol
 from convswap.readout.base import DEFAULT_DTYPE, DEFAULT_MAX_NEW_TOKENS, Backend, ModelInfo, Query, check_max_new_tokens
 from convswap.readout.registry import backend_entry, backend_options, check_local_model, load_backend, split_spec
 from convswap.stimuli.render import image_sha256, render_image
@@ -619,6 +622,13 @@ def _pending(
         if asks:
             work.append((trial, asks))
     return work
+
+
+def prompt_for(trial: Trial, convention: AnswerConvention, catalog: Catalog) -> Prompt:
+    """The prompt of one unit: a text convention's rendering, or a protocol's guidance prompt."""
+    if isinstance(convention, Protocol):
+        return protocol_prompt(trial, convention, catalog)
+    return render(trial, convention)
 
 
 def _unit_count(plan: Plan, trials: Iterable[Trial], conditions: Sequence[str]) -> int:

@@ -13,14 +13,11 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
-import cv2
 import numpy as np
 from PIL import Image, ImageDraw
 
-from convswap.core import ConvswapError, Record, canonical_json, sha256_hex
-from convswap.protocols import Protocol, ProtocolParse
-from convswap.protocols.layouts import slot_rects
-from convswap.stimuli.render import render_image
+from convswap.core import Record, canonical_json, sha256_hex
+from convswap.protocols import Protocol, ProtocolParse, colour_mask, slot_rects
 from convswap.view.images import THUMBNAIL_SIDE
 
 KEPT = (255, 214, 0)
@@ -67,13 +64,6 @@ def annotated(
     return drawn
 
 
-def colour_mask(generated: Image.Image, protocol: Protocol) -> Image.Image:
-    """White where a pixel of the image lies in the protocol's HSV range, black elsewhere."""
-    hsv = cv2.cvtColor(np.asarray(generated.convert("RGB")), cv2.COLOR_RGB2HSV)
-    inside = cv2.inRange(hsv, np.array(protocol.hsv.lower, np.uint8), np.array(protocol.hsv.upper, np.uint8))
-    return Image.fromarray(inside)
-
-
 class Drawings:
     """The parse drawings of one site folder, each drawn and written once."""
 
@@ -98,15 +88,11 @@ class Drawings:
         name = sha256_hex(canonical_json([answer.image_sha256, answer.parse, record.parsed_slot, protocol.sha256]))
         drawn_file, mask_file = (f"{self.folder.name}/{name[:24]}-{kind}.png" for kind in ("drawn", "mask"))
         if not (self.folder.parent / drawn_file).is_file() or not (self.folder.parent / mask_file).is_file():
-            try:
-                source = render_image(record.trial.image)
-            except ConvswapError as error:
-                return DrawingFiles(None, None, f"cannot re-render the source image: {error}")
-            with Image.open(path) as kept:
-                generated = kept.convert("RGB").resize(source.size)  # as the parser saw it
+            with Image.open(path) as kept:  # at the source's resolution, as the parser saw it
+                generated = kept.convert("RGB").resize((record.trial.width, record.trial.height))
             parse = ProtocolParse.from_json(answer.parse)
             for image, file in ((annotated(generated, parse, protocol, answer.k, record.parsed_slot), drawn_file),
-                                (colour_mask(generated, protocol), mask_file)):  # fmt: skip
+                                (Image.fromarray(colour_mask(protocol, np.asarray(generated))), mask_file)):  # fmt: skip
                 image.thumbnail((THUMBNAIL_SIDE, THUMBNAIL_SIDE))
                 image.save(self.folder.parent / file, compress_level=1)
         return DrawingFiles(drawn_file, mask_file, f"outcome {answer.outcome}")
