@@ -22,7 +22,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
 import numpy as np
-from api_servers import Reply, Seen, image_of, question_of
+from api_servers import Reply, Seen, image_of, openai_reply, question_of
 from PIL import Image
 
 from convswap.core import Prompt, Trial
@@ -187,7 +187,8 @@ class PlantedPainter:
         target = asked.prompt.key("target")
         answer = target if u[1] < self.rates.p_right else target % k + 1
         if not wants_image(seen):
-            return gemini_text_reply(asked.prompt.alphabet[answer - 1])
+            said = asked.prompt.alphabet[answer - 1]
+            return openai_reply(said) if "messages" in seen.body else gemini_text_reply(said)
         return self._drawn(seen, asked, source, answer, u[2], unit)
 
     def _drawn(self, seen: Seen, asked: Asked, source: Image.Image, answer: int, u: float, unit: str) -> Reply:

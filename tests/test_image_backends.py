@@ -82,6 +82,16 @@ def test_an_image_edit_sends_the_source_and_prompt_as_multipart_and_reads_b64_js
     assert drawing.asked_size == (1536, 1024)
 
 
+def test_every_record_carries_the_input_fidelity_asked(tmp_path):
+    with LoopbackServer(lambda seen: image_edit_reply(png(DRAWN))) as server:
+        faithful = backend("openai-image:gpt-image-1.5", server, tmp_path, "/v1", input_fidelity="high")
+        plain = backend("openai-image:gpt-image-1.5", server, tmp_path, "/v1")
+    assert faithful.info().environment == {"input_fidelity": "high"}
+    assert plain.info().environment == {"input_fidelity": None}
+    faithful.close()
+    plain.close()
+
+
 @pytest.mark.parametrize(
     ("model", "image", "size"),
     [

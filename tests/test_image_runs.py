@@ -4,19 +4,25 @@ that paints its answers with the protocols' painter at planted rates."""
 from __future__ import annotations
 
 import io
+import os
+import subprocess
+import sys
+import threading
+import time
 from collections import Counter
 from pathlib import Path
 
 import pytest
 from api_servers import LoopbackServer, Reply
 from conftest import COCO_MINI
-from image_servers import Asked, PlantedPainter, Rates, pixels_key, prompt_of, source_of
+from image_servers import Asked, PlantedPainter, Rates, image_edit_without_image, pixels_key, prompt_of, source_of
 from PIL import Image
-from runner_support import records_in
+from runner_support import REPO_ROOT, records_in
 from scipy.stats import binomtest
+from test_cli_interrupt import WORKERS, interrupt_when_quiet
 
-from convswap.experiments.pixel_answers import prompt_for
-from convswap.experiments.runner import RunRequest, registered_plan, run_experiment
+from convswap.cli import main
+from convswap.experiments.runner import RunRequest, prompt_for, registered_plan, run_experiment
 from convswap.experiments.trials import Sources, build_trials
 from convswap.protocols import PaintFaults, Protocol
 from convswap.readout.api_common import RetryPolicy
@@ -133,3 +139,63 @@ def _by(records: list) -> dict[tuple[str, str], list]:
     for record in records:
         groups.setdefault((record.task, record.convention), []).append(record)
     return groups
+
+
+@pytest.mark.slow
+def test_one_plan_runs_on_an_image_only_model_in_pixels_beside_a_text_model_through_the_cli(tmp_path, monkeypatch,
+                                                                                            capsys):  # fmt: skip
+    openai_key = "sk-test-cli-image-0123456789"
+    monkeypatch.setenv("OPENAI_API_KEY", openai_key)
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
+    out = tmp_path / "runs"
+    painter = PlantedPainter(asked_of(6), Rates(p_right=0.8, p_refused=0.2))
+    with LoopbackServer(painter) as server:
+        monkeypatch.setenv("OPENAI_BASE_URL", f"{server.url}/v1")
+        common = ["run", EXPERIMENT, "--coco", str(COCO_MINI), "--limit", "6", "--out", str(out), "--no-progress"]
+        assert main([*common, "--model", "openai-image:gpt-image-1"]) != 0  # the text conventions are refused
+        assert server.requests == []
+        assert main([*common, "--model", "openai-image:gpt-image-1", "--interface", "image"]) == 0
+        assert {seen.path for seen in server.requests} == {"/v1/images/edits"}
+        assert main([*common, "--model", "openai:gpt-4o", "--interface", "text"]) == 0
+    drawn = records_in(out / EXPERIMENT / "openai-image-gpt-image-1")
+    spoken = records_in(out / EXPERIMENT / "openai-gpt-4o")
+    assert {record.convention for record in drawn} == {"point_marker", "label_code"}
+    assert {record.convention for record in spoken} == {"cell_name", "pixels", "normalized"}
+    refused = [record for record in drawn if record.pixels.outcome == "generation_failure"]
+    assert refused and all("moderation_blocked" in record.pixels.failure for record in refused)
+    assert {record.pixels.asked_size for record in drawn} <= {(1024, 1024), (1536, 1024), (1024, 1536)}
+    capsys.readouterr()
+    assert main(["audit", str(out / EXPERIMENT / "openai-image-gpt-image-1")]) == 0
+    assert main(["tables", str(out), "--out", str(tmp_path / "tables")]) == 0
+    outcomes = (tmp_path / "tables" / "protocol_outcomes.csv").read_text()
+    assert "openai-image:gpt-image-1" in outcomes
+    for path in [path for path in tmp_path.rglob("*") if path.is_file()]:
+        assert openai_key.encode() not in path.read_bytes(), path
+
+
+@pytest.mark.slow
+def test_ctrl_c_stops_an_image_run_within_2_s_and_sends_nothing_more(tmp_path):
+    release = threading.Event()
+
+    def hung(seen):
+        release.wait(30)  # answers only when the test ends
+        return image_edit_without_image()
+
+    with LoopbackServer(hung) as server:
+        env = {**os.environ, "OPENAI_API_KEY": "sk-test-interrupt-image", "OPENAI_BASE_URL": f"{server.url}/v1",
+               "XDG_CACHE_HOME": str(tmp_path / "cache")}  # fmt: skip
+        command = [sys.executable, "-m", "convswap", "run", EXPERIMENT, "--model", "openai-image:gpt-image-1",
+                   "--interface", "image", "--coco", str(COCO_MINI), "--limit", "6", "--out", str(tmp_path / "out"),
+                   "--no-progress"]  # fmt: skip
+        process = subprocess.Popen(command, cwd=REPO_ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                                   text=True)  # fmt: skip
+        took, seen = interrupt_when_quiet(process, server)
+        time.sleep(0.5)
+        after = len(server.requests)
+        release.set()
+    stderr = process.stderr.read()
+    process.stdout.close()
+    process.stderr.close()
+    assert process.returncode == 130, stderr
+    assert took < 2.0
+    assert after == seen == WORKERS  # the default concurrency: nothing sent after Ctrl-C

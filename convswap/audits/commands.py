@@ -6,11 +6,12 @@ import argparse
 from pathlib import Path
 
 from convswap.analysis.commands import ALLOW_UNREGISTERED_HELP, checked_provenance
+from convswap.core import ConvswapError
 from convswap.defaults import DEFAULT_COLOR_WORDS
 from convswap.experiments.plan_commands import PLAN_DIR_HELP, plan_folder
 from convswap.readout.base import DEFAULT_MAX_NEW_TOKENS, check_max_new_tokens
 from convswap.readout.options import add_model_arguments
-from convswap.readout.registry import backend_options, load_backend
+from convswap.readout.registry import backend_entry, backend_options, load_backend
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -43,7 +44,10 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "1-16; color words) and judge each readout. First token: the surface of every variant, shared first "
         "tokens, candidate mass and the top first tokens of each probe. Generate: greedy generation at the run's "
         "token budget, parsed, with truncation counted. Prints one verdict per alphabet and readout (usable, or "
-        "refused with the reason); exits 0 when every alphabet has at least one usable readout, else 1.",
+        "refused with the reason). A model that answers in pixels (openai-image:, gemini-image:, ...) is asked one "
+        "guidance prompt of each shipped visual protocol on a --coco photograph instead (or as well, when it "
+        "answers in both), and each drawn answer's outcome is printed. Exits 0 when every alphabet has at least "
+        "one usable readout and every protocol tried was followed (a correct or incorrect answer), else 1.",
     )
     add_model_arguments(model)
     model.add_argument(
@@ -60,6 +64,14 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         metavar="N",
         help=f"generation budget to check, as `convswap run` generates (default {DEFAULT_MAX_NEW_TOKENS}; API "
         "backends never send less than their own max_output_tokens)",
+    )
+    model.add_argument(
+        "--coco",
+        type=Path,
+        metavar="DIR",
+        help="a COCO folder (annotations/instances_val2017.json beside val2017/, e.g. coco-mini) whose first "
+        "admitted photograph an image model is asked one guidance prompt of each shipped visual protocol on "
+        "(needed for a model that answers in pixels only)",
     )
     model.set_defaults(handler=run_audit_model)
 
@@ -92,9 +104,28 @@ def run_audit_model(args: argparse.Namespace) -> int:
         alphabets = default_alphabets(load_vocabulary(args.vocabulary).words, f"vocabulary {args.vocabulary}")
     else:
         alphabets = default_alphabets()
+    interfaces = backend_entry(args.model).interfaces
+    if interfaces == {"image"} and args.coco is None:
+        raise ConvswapError(f"{args.model} answers in pixels: audit-model needs --coco DIR (a COCO folder such as "
+                            "coco-mini) to ask it one guidance prompt of each visual protocol")  # fmt: skip
     backend = load_backend(args.model, **backend_options(args.quant, args.dtype))
-    audits = audit_model(backend, alphabets, args.max_new_tokens)
-    print(format_model_audit(backend.info(), effective_budget(backend, args.max_new_tokens), audits))
-    unusable = [audit.alphabet.name for audit in audits if not audit.usable]
-    print("\n" + (f"NO USABLE READOUT: {', '.join(unusable)}" if unusable else "every alphabet has a usable readout"))
-    return 1 if unusable else 0
+    untried = " (give --coco DIR to ask it each visual protocol too)" if "image" in interfaces and not args.coco else ""
+    print(f"{args.model} answers in {' and '.join(sorted(interfaces))}{untried}")
+    failed = []
+    if "text" in interfaces:
+        audits = audit_model(backend, alphabets, args.max_new_tokens)
+        print(format_model_audit(backend.info(), effective_budget(backend, args.max_new_tokens), audits))
+        unusable = [audit.alphabet.name for audit in audits if not audit.usable]
+        print(
+            "\n" + (f"NO USABLE READOUT: {', '.join(unusable)}" if unusable else "every alphabet has a usable readout")
+        )
+        failed += unusable
+    if "image" in interfaces and args.coco is not None:
+        from convswap.audits.pixel_model_audit import format_pixel_audit, pixel_audit
+
+        tries = pixel_audit(backend, args.coco)
+        print("\n" + format_pixel_audit(tries))
+        unfollowed = [t.protocol for t in tries if t.outcome is not None and not t.scorable]
+        print("\n" + (f"NOT FOLLOWED: {', '.join(unfollowed)}" if unfollowed else "every protocol tried was followed"))
+        failed += unfollowed
+    return 1 if failed else 0

@@ -7,7 +7,7 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from convswap.core import CONDITIONS
+from convswap.core import CONDITIONS, INTERFACES
 from convswap.experiments.logs import DEFAULT_OUT, RETRIED_STATUS
 from convswap.experiments.plan_commands import PLAN_DIR_HELP, plan_folder
 from convswap.readout.base import DEFAULT_MAX_NEW_TOKENS
@@ -68,6 +68,12 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     run.add_argument("--coco", type=Path, metavar="DIR",
                      help="COCO folder holding annotations/instances_val2017.json and val2017/ (COCO experiments)")  # fmt: skip
     run.add_argument(
+        "--interface",
+        choices=INTERFACES,
+        help="run only the plan's conventions answered in this interface: image, its visual protocols; text, its "
+        "text conventions (for a model that answers in one of a plan's two interfaces, such as openai-image:)",
+    )
+    run.add_argument(
         "--max-new-tokens",
         type=int,
         default=DEFAULT_MAX_NEW_TOKENS,
@@ -112,6 +118,7 @@ def run_command(args: argparse.Namespace) -> int:
         vocabulary_from_other_model=args.vocabulary_from_other_model,
         coco=args.coco,
         max_new_tokens=args.max_new_tokens,
+        interface=args.interface,
     )
     if args.dry_run:
         print(dry_run(request))

@@ -107,6 +107,7 @@ class RunRequest:
     coco: Path | None = None
     shard: tuple[int, int] | None = None  # None: from the launcher's environment
     max_new_tokens: int = DEFAULT_MAX_NEW_TOKENS  # generation budget per answer, recorded with each generation
+    interface: Interface | None = None  # run only the plan's conventions answered in it (None: all of them)
 
 
 @dataclass
@@ -222,6 +223,7 @@ def run_experiment(request: RunRequest, backend: Backend | None = None, progress
     from before it reads what is on disk until its last record is written.
     """
     plan, plan_hash = registered_plan(request.plan_dir, request.experiment)
+    plan = answered_in(plan, request.interface)
     shard = request.shard or launcher_shard()
     conditions = _conditions(plan, request.conditions)
     _check_request(plan, request, backend)
@@ -416,6 +418,19 @@ def check_registered_model(plan: Plan, spec: str) -> None:
         )
 
 
+def answered_in(plan: Plan, interface: Interface | None) -> Plan:
+    """The plan as a run with --interface runs it: only the conventions answered in `interface` (its protocols for
+    image, its text conventions for text), so that a model answering in one interface runs its part of a plan that
+    swaps both; the whole plan when None.  The plan file, its hash and its ledger entry are the registered ones."""
+    if interface is None:
+        return plan
+    kept = tuple(name for name in plan.design.conventions if (name in plan.protocols) == (interface == "image"))
+    if not kept:
+        raise ConvswapError(f"--interface {interface}: {plan.id} runs no convention answered in {interface} "
+                            f"({plan.path.name} design.conventions)")  # fmt: skip
+    return plan.model_copy(update={"design": plan.design.model_copy(update={"conventions": kept})})
+
+
 def check_interfaces(plan: Plan, spec: str, interfaces: frozenset[Interface]) -> None:
     """Refuse, before any request, a model asked for an answer in an interface it does not answer in: a text-only
     model under a visual protocol, an image-only model under a text convention."""
@@ -426,7 +441,8 @@ def check_interfaces(plan: Plan, spec: str, interfaces: frozenset[Interface]) ->
             what = "the protocol" if needed == "image" else "the text convention"
             raise ConvswapError(
                 f"{spec} answers in {' and '.join(sorted(interfaces))} only, and {plan.id} asks it for {what} {name}, "
-                f"answered in {needed} ({plan.path.name} design.conventions)"
+                f"answered in {needed} ({plan.path.name} design.conventions); --interface "
+                f"{'/'.join(sorted(interfaces))} runs only its part of the plan"
             )
 
 
@@ -652,6 +668,7 @@ def dry_run(request: RunRequest) -> str:
     calibrate.  It speaks for one process (a sharded run splits the same units).
     """
     plan, _ = registered_plan(request.plan_dir, request.experiment)
+    plan = answered_in(plan, request.interface)
     conditions = _conditions(plan, request.conditions)
     _check_request(plan, request)
     head = (

@@ -146,12 +146,12 @@ class ResponseCache:
                 raise ConvswapError(f"cannot write the API response cache {self.path}: {error}") from None
 
     def put_image(self, data: bytes) -> str:
-        """Keep `data` under its sha256 unless it is there already; the sha256."""
+        """Keep `data` under its sha256 unless it is there already; the sha256.  Committed with the next reply
+        `put` (the reply that names it), so that one reply costs one commit."""
         digest = sha256_hex(data)
         with self._lock:
             try:
                 self._db.execute("INSERT OR IGNORE INTO images (sha256, data) VALUES (?, ?)", (digest, data))
-                self._db.commit()
             except sqlite3.Error as error:
                 raise ConvswapError(f"cannot write the API response cache {self.path}: {error}") from None
         return digest

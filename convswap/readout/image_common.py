@@ -98,12 +98,12 @@ class ImageAnswers(ApiBackend):
         if data is None:
             raise ConvswapError(f"the API response cache {self._cache.path} lost image {reply.image_sha256}")
         try:
-            with Image.open(io.BytesIO(data)) as image:
-                drawn = image.convert("RGB")
+            drawn = Image.open(io.BytesIO(data))
+            drawn.load()
         except (UnidentifiedImageError, OSError, ValueError) as error:
             reason = f"the {len(data)} bytes that came back do not decode as an image ({type(error).__name__})"
             return Drawing(None, failure=without_image(reason, reply.text), asked_size=size)
-        return Drawing(drawn, asked_size=size)
+        return Drawing(drawn if drawn.mode == "RGB" else drawn.convert("RGB"), asked_size=size)
 
     def _keep(self, data: bytes) -> str:
         """Keep an image that came back in the cache, once by content; its sha256."""

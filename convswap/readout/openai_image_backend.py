@@ -24,12 +24,14 @@ import binascii
 import json
 import math
 import re
+from dataclasses import replace
 from typing import Annotated, Any
 
 import openai
 
 from convswap.core import ConvswapError
 from convswap.readout.api_common import ApiSettings, scrub
+from convswap.readout.base import ModelInfo
 from convswap.readout.conversation import conversation
 from convswap.readout.image_common import DrawnReply, ImageAnswers, ImageOnly, Size, closest_size, without_image
 from convswap.readout.openai_backend import OpenAIBackend, _detail
@@ -91,6 +93,11 @@ class OpenAIImageBackend(ImageOnly, OpenAIBackend):
                                 "that are not minis do)")  # fmt: skip
         super().__init__(model, api_key, settings)
         self._input_fidelity = settings.input_fidelity
+
+    def info(self) -> ModelInfo:
+        """As every API model's, with the option every record should carry: the input fidelity asked (None: the
+        model's default)."""
+        return replace(super().info(), environment={"input_fidelity": self._input_fidelity})
 
     def _asked_size(self, source: Size) -> Size:
         return flexible_size(source) if flexible_sizes(self.model) else closest_size(source, FIXED_SIZES)
