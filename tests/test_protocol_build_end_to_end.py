@@ -122,3 +122,75 @@ def test_the_example_items_are_built_registered_run_tabled_audited_and_read_by_b
     )
     assert row[6] == f"{agree}/{valid} ({100 * agree / valid:.1f}%)"
     assert agree >= valid // 2  # the two parsers mostly agree on clean squares
+
+
+@pytest.mark.slow
+def test_a_fallback_protocol_runs_read_by_its_reader_and_its_records_say_so(tmp_path, monkeypatch, capsys):
+    """Built on the fallback route, run on a painter: each kept image is sent alone to the reader, whose answer is
+    the record's slot; a reader request that fails is an api_error that a rerun reads again; the audit re-reads
+    every stored reader answer."""
+    from api_servers import openai_error
+    from planner_servers import FALLBACK_YELLOW, planner_and_reader
+
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-test-planner-0000")
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
+    items = items_folder(tmp_path / "plans")
+    plans = items.parent
+    failing = {"on": False}
+
+    def read(seen):
+        return "busy" if failing["on"] else yellow_slot(seen)
+
+    server = planner_and_reader([FALLBACK_YELLOW], read)
+    respond = server.respond
+    server.respond = lambda seen: openai_error(400, "overloaded") if failing["on"] and "response_format" not in (
+        seen.body) else respond(seen)  # fmt: skip
+    with server:
+        monkeypatch.setenv("OPENAI_BASE_URL", server.url + "/v1")
+        assert main(["protocol", "build", str(items), "--planner", "openai:planner-test", "--out", str(plans)]) == 0
+        (plans / "yellow_items.toml").write_text(PLAN.replace('"yellow_code"', '"yellow_read"'))
+        assert main(["plan", "register", str(plans / "yellow_items.toml"), "--plan-dir", str(plans)]) == 0
+        observer = tmp_path / "observer.toml"
+        assert main(["presets", "write", "painter-like", str(observer)]) == 0
+        observer.write_text(observer.read_text() + "\n[default_reading]\np_read = 0.8\n")
+        runs = tmp_path / "runs"
+        run = ["run", "yellow_items", "--model", f"sim:{observer}", "--plan-dir", str(plans), "--out", str(runs)]
+        failing["on"] = True
+        assert main(run) == 0
+        first = [json.loads(line) for path in runs.rglob("*.jsonl") for line in path.read_text().splitlines()]
+        unread = [
+            r for r in first if r.get("pixels") and "the reader's request failed" in (r["pixels"]["failure"] or "")
+        ]
+        assert unread and all(r["parse_status"] == "api_error" for r in unread)
+        sent = len(server.requests)
+        failing["on"] = False
+        assert main(run) == 0
+        assert len(server.requests) > sent
+    capsys.readouterr()
+    records = [json.loads(line) for path in runs.rglob("*.jsonl") for line in path.read_text().splitlines()]
+    pixel = [r for r in records if r.get("pixels")]
+    assert len(pixel) == 12 and not any(r["parse_status"] == "api_error" for r in pixel)
+    model_folder = next(path.parent for path in runs.rglob("*.jsonl"))
+    for record in pixel:
+        answer = record["pixels"]
+        if answer["image_sha256"] is None:
+            continue
+        assert answer["parsed_by"] == "reader"
+        kept = Image.open(model_folder / "images" / f"{answer['image_sha256']}.png")
+        assert answer["reader_answer"] == strip_slot(kept, 9)
+        slot = int(answer["reader_answer"]) if answer["reader_answer"].isdigit() else None
+        assert record["parsed_slot"] == slot
+        expected = "protocol_noncompliance" if slot is None else (
+            "correct" if slot == record["keys"]["target"] else "incorrect")  # fmt: skip
+        assert answer["outcome"] == expected
+    assert main(["audit", str(runs), "--plan-dir", str(plans)]) == 0
+    log = next(runs.rglob("*.jsonl"))
+    lines = log.read_text().splitlines()
+    index = next(i for i, line in enumerate(lines)
+                 if (json.loads(line).get("pixels") or {}).get("parsed_by") == "reader")  # fmt: skip
+    tampered = json.loads(lines[index])
+    tampered["pixels"]["reader_answer"] = str((tampered["parsed_slot"] or 0) % 9 + 1)
+    lines[index] = json.dumps(tampered)
+    log.write_text("\n".join(lines) + "\n")
+    assert main(["audit", str(runs), "--plan-dir", str(plans)]) != 0
+    assert "pixel-reparse" in capsys.readouterr().out

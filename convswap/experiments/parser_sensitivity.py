@@ -2,7 +2,7 @@
 kept images of a run.
 
 Every pixel record of a protocol that declares both a pipeline and a reader is read again by the reader from its
-kept image alone (`protocol_build.read_image`); the record's own parse stays as the run made it.  Both columns use
+kept image alone (`protocol_reader.read_image`); the record's own parse stays as the run made it.  Both columns use
 the same records, a record without an image or a valid answer counting as not correct under each, as ProVisE's
 zeros do.
 """
@@ -58,7 +58,7 @@ def sensitivity(folder: Path, catalog: Mapping[str, Protocol], load: Callable[[s
 
     from convswap.experiments.logs import log_files, read_records
     from convswap.experiments.pixel_answers import image_path
-    from convswap.experiments.protocol_build import read_image
+    from convswap.experiments.protocol_reader import read_image
 
     counts: dict[tuple[str, str], list[int]] = {}
     readers: dict[str, Backend] = {}

@@ -26,7 +26,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
-from convswap.core import TASKS, ConvswapError, Prompt, Trial
+from convswap.core import TASKS, ConvswapError, Trial
 from convswap.protocols.declarations import (
     FILE_NAME,
     GUIDANCE_FIELDS,
@@ -409,48 +409,6 @@ def _check_reader_model(protocol: Protocol) -> None:
         raise Refused(f"{protocol.name}.reader.model: {protocol.reader.model} does not answer in text")
 
 
-# --- the fallback reader ----------------------------------------------------------------------------------------
-
-
-def reader_prompt(protocol: Protocol, prompt: Prompt) -> Prompt:
-    """The prompt a reader reads one generated image with: its declared prompt over the evidence contract's fields
-    (the options, K, the layout, the colour; never the question), ending in the integer answer instruction."""
-    from convswap.conventions.instructions import integer_answer
-    from convswap.protocols.layouts import layout_sentence
-
-    assert protocol.reader is not None
-    values = {
-        "options": ", ".join(f"{slot}={referent}" for slot, referent in enumerate(prompt.slots, start=1)),
-        "k": str(prompt.k),
-        "color": protocol.color_hex,
-        "layout": layout_sentence(protocol.layout, prompt.k, ()) if protocol.layout else "",
-    }
-    text = f"{protocol.reader.prompt.format_map(values)} {integer_answer(prompt.k)}"
-    alphabet = tuple(str(slot) for slot in range(1, prompt.k + 1))
-    return Prompt(prompt.trial_id, protocol.name, prompt.task, text, prompt.slots, alphabet, prompt.keys, "integer")
-
-
-@dataclass(frozen=True)
-class Reading:
-    """What a reader made of one image: the slot it answered (None: no option), its text, or why none came."""
-
-    slot: int | None
-    text: str | None
-    error: str | None = None
-
-
-def read_image(reader: Backend, protocol: Protocol, prompt: Prompt, generated: Any) -> Reading:
-    """The reader's answer for one generated image: the image alone and the reader prompt, nothing of the source."""
-    from convswap.readout.base import Query
-    from convswap.readout.parse import parse_answer
-
-    asked = reader_prompt(protocol, prompt)
-    generation = reader.generate(Query(generated, (asked,), "visible"), max_new_tokens=16)[0]
-    if generation.error:
-        return Reading(None, None, generation.error)
-    return Reading(parse_answer(generation, asked).slot, generation.text)
-
-
 # --- smoke validation -------------------------------------------------------------------------------------------
 
 
@@ -477,6 +435,7 @@ def smoke(
 ) -> list[SmokeItem]:
     """Each trial drawn by the painter under the protocol, parsed (twice, to agree) or read, mapped to an option."""
     from convswap.experiments.pixel_answers import parse_kept, protocol_prompt
+    from convswap.experiments.protocol_reader import read_image
     from convswap.protocols.answers import answer_of
     from convswap.readout.base import Query
     from convswap.stimuli.render import render_image

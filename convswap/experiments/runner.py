@@ -68,6 +68,7 @@ from convswap.experiments.logs import (
 )
 from convswap.experiments.pixel_answers import AnswerConvention, clear_staging, protocol_prompt
 from convswap.experiments.plan import Plan, find_experiment, load_plan, resolve_plan_dir
+from convswap.experiments.protocol_reader import load_readers
 from convswap.experiments.reading import Reader, RecordContext
 from convswap.experiments.summary import ConventionSummary, all_records, summarize
 from convswap.experiments.trials import (
@@ -313,7 +314,8 @@ def _run_trials(
     work = _pending(plan, request.model, mine, conditions, done)
     pending = sum(len(prompts) for _, asks in work for _, prompts in asks)
     result.already_done = _unit_count(plan, mine, conditions) - pending
-    reader = Reader(backend, plan.design.readout, request.max_new_tokens)
+    readers = load_readers(plan.protocols)  # the fallback route's reader models
+    reader = Reader(backend, plan.design.readout, request.max_new_tokens, readers)
     writers = {condition: RecordWriter(result.folder / log_name(condition, shard)) for condition in conditions}
 
     def read_trial(item: tuple[Trial, list[tuple[Condition, list[Prompt]]]]) -> list[Record]:
@@ -339,8 +341,14 @@ def _run_trials(
                     bar.update(1)
     except KeyboardInterrupt:
         backend.cancel()  # no further request; every record written so far is whole, so a rerun resumes
+        for model in readers.values():
+            model.cancel()
         raise
     finally:
+        for model in {id(model): model for model in readers.values()}.values():
+            close = getattr(model, "close", None)
+            if close is not None:
+                close()
         clear_staging(result.folder, shard)
         for writer in writers.values():
             writer.close()
