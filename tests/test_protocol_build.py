@@ -27,6 +27,7 @@ from planner_servers import (
     items_folder,
     planner_server,
     request_text,
+    with_step,
 )
 
 from convswap.cli import main
@@ -80,6 +81,9 @@ def test_a_correct_reuse_declares_nothing_new_and_names_the_protocol(tmp_path, m
         (UNKNOWN_OPERATION, "yellow_code.pipeline[4].op: names no registered operation (known: load_generated, "
          "load_source, hsv_mask, subtract, morphology, components, filter, select_one, centroid, normalize, "
          "slot_of_point, count), got 'erode_twice'"),
+        (answer("build", name="yellow_code", declaration=with_step(YELLOW_STRIP, 6, "filter", {"min_areas": 30})),
+         "yellow_code.pipeline[6].min_areas: unknown field (known: max_area_ratio, max_fraction, min_area, min_fill, "
+         "min_solidity), got 30"),
         (LEAKING_TEMPLATE, "yellow_code.guidance: holds 'middle-left', the answer of example "
          "coco-311002-baseball-bat (answer leakage)"),
         (POINT_WITHOUT_REGIONS, "cyan_point.output: point does not read these items' answer (the items give no "
@@ -108,7 +112,7 @@ def test_a_correct_reuse_declares_nothing_new_and_names_the_protocol(tmp_path, m
          "yellow_read.reader.prompt: names {question}, not a field of the evidence contract (a reader never sees "
          "the question) (known: options, k, layout, color), got '{question} Which slot is marked?'"),
     ],
-    ids=["unknown-operation", "leaking-template", "wrong-output-kind", "target-field", "hue-range",
+    ids=["unknown-operation", "unknown-parameter", "leaking-template", "wrong-output-kind", "target-field", "hue-range",
          "pipeline-output", "taken-name", "reuse-wrong-kind", "reader-sees-source", "reader-sees-question"],
 )  # fmt: skip
 def test_a_declaration_failing_a_static_check_is_refused_in_one_line_and_nothing_is_written(
@@ -269,6 +273,10 @@ def test_a_fallback_protocol_is_smoke_read_by_its_reader_from_the_generated_imag
         in (items.parent / "protocols.toml").read_text()
     )
     assert "| fallback | yellow_read | reader openai:reader-test |" in capsys.readouterr().out
+    assert main(["protocols", "--plan-dir", str(items.parent)]) == 0
+    listed = capsys.readouterr().out
+    assert "  parser: its reader alone (the fallback route)" in listed
+    assert f"  reader: openai:reader-test, sent the generated image alone: {READER['prompt']}" in listed
 
 
 def test_a_fallback_whose_reader_names_no_option_is_revised_then_rejected(tmp_path, monkeypatch, capsys):

@@ -123,6 +123,14 @@ def test_the_example_items_are_built_registered_run_tabled_audited_and_read_by_b
     assert row[6] == f"{agree}/{valid} ({100 * agree / valid:.1f}%)"
     assert agree >= valid // 2  # the two parsers mostly agree on clean squares
 
+    # Registered and pinned: the built declaration edited after registration stops the plan from running.
+    declared = plans / "protocols.toml"
+    declared.write_text(declared.read_text().replace("Add no other yellow marks.", "Add nothing else."))
+    capsys.readouterr()
+    assert main(["run", "yellow_items", "--model", f"sim:{observer}", "--plan-dir", str(plans),
+                 "--out", str(tmp_path / "runs2")]) == 2  # fmt: skip
+    assert "protocols.toml" in capsys.readouterr().err
+
 
 @pytest.mark.slow
 def test_a_fallback_protocol_runs_read_by_its_reader_and_its_records_say_so(tmp_path, monkeypatch, capsys):

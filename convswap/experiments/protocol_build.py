@@ -128,7 +128,8 @@ def inventory(catalog: Mapping[str, Protocol]) -> dict[str, Any]:
     from convswap.protocols.operations import OPERATIONS
 
     operations = {
-        name: {"parameters": op.params.model_json_schema().get("properties", {}), "needs": list(op.needs),
+        name: {"does": " ".join((op.function.__doc__ or "").split()),
+               "parameters": op.params.model_json_schema().get("properties", {}), "needs": list(op.needs),
                "gives": list(op.gives), "output": op.output}
         for name, op in OPERATIONS.items()
     }  # fmt: skip

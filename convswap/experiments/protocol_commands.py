@@ -101,8 +101,10 @@ def describe(protocol: Protocol) -> list[str]:
         for step in protocol.pipeline
     )
     trial, prompt = example(protocol)
-    return [contract, f"  parser: {steps}", f"  sha256: {protocol.sha256}",
-            f"  {trial.task}: {guidance_prompt(protocol, prompt, trial)}"]  # fmt: skip
+    lines = [contract, f"  parser: {steps}" if steps else "  parser: its reader alone (the fallback route)"]
+    if protocol.reader is not None:
+        lines.append(f"  reader: {protocol.reader.model}, sent the generated image alone: {protocol.reader.prompt}")
+    return [*lines, f"  sha256: {protocol.sha256}", f"  {trial.task}: {guidance_prompt(protocol, prompt, trial)}"]
 
 
 def run_protocols(args: argparse.Namespace) -> int:
