@@ -290,3 +290,32 @@ def test_a_fallback_whose_reader_names_no_option_is_revised_then_rejected(tmp_pa
     assert "- smoke: item " in planned[1].body["messages"][0]["content"]
     assert "no_option: the reader answered 'I cannot tell.'" in capsys.readouterr().err
     assert not (items.parent / "protocols.toml").exists()
+
+
+def test_smoke_runs_on_an_image_model_through_the_real_client(tmp_path, monkeypatch, capsys):
+    """--painter openai-image: each smoke item is sent to images.edit with the guidance prompt; the loopback image
+    model draws a yellow square into the first strip slot itself, so every smoke parse is ok."""
+    from api_servers import LoopbackServer, openai_reply
+    from image_servers import image_edit_reply, png
+    from PIL import ImageDraw
+
+    def respond(seen):
+        if seen.path.endswith("/images/edits"):
+            drawn = Image.open(io.BytesIO(seen.files["image"])).convert("RGB")
+            width, height = drawn.size
+            ImageDraw.Draw(drawn).rectangle(
+                (width * 0.02, height * 0.86, width * 0.09, height * 0.97), fill=(255, 255, 0)
+            )
+            return image_edit_reply(png(drawn), f"{width}x{height}")
+        return openai_reply(json.dumps(BUILD_YELLOW))
+
+    items = items_folder(tmp_path / "plans")
+    with LoopbackServer(respond) as server:
+        assert build(server, items, "--painter", "openai-image:gpt-image-1", monkeypatch=monkeypatch) == 0
+    edits = [seen for seen in server.requests if seen.path.endswith("/images/edits")]
+    assert len(edits) == 3
+    for seen in edits:
+        assert seen.body["model"] == "gpt-image-1"
+        assert seen.body["prompt"].startswith('Answer the question: "In this image, the ')
+        assert "Draw one solid yellow square (#FFFF00) in the slot of your answer: " in seen.body["prompt"]
+    assert "smoke pass (initial) on openai-image:gpt-image-1: 3/3" in (items.parent / "protocols.toml").read_text()
