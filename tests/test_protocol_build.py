@@ -62,7 +62,10 @@ def test_a_correct_build_is_smoke_validated_and_declared_with_its_route(tmp_path
     assert declared.color_hex == "#FFFF00" and declared.layout == "strip"
     assert [step.op for step in declared.pipeline] == [step["op"] for step in YELLOW_STRIP["pipeline"]]
     out = capsys.readouterr().out
-    assert "| build | yellow_code |" in out and "| passed | 3/3 |" in out and "verdict: pass (initial)" in out
+    assert (f"| {items} | choice | 12 | 9 | initial | build | yellow_code | one square #FFFF00 in strip slots, slot "
+            "output | load_generated -> load_source -> hsv_mask -> subtract -> morphology -> components -> filter -> "
+            "select_one -> slot_of_point | accuracy | passed | 3/3 |") in out  # fmt: skip
+    assert "verdict: pass (initial)" in out
 
 
 def test_a_correct_reuse_declares_nothing_new_and_names_the_protocol(tmp_path, monkeypatch, capsys):
@@ -272,7 +275,8 @@ def test_a_fallback_protocol_is_smoke_read_by_its_reader_from_the_generated_imag
         "route fallback, smoke pass (initial) on sim:perfect: 3/3 smoke items drawn, read by its reader"
         in (items.parent / "protocols.toml").read_text()
     )
-    assert "| fallback | yellow_read | reader openai:reader-test |" in capsys.readouterr().out
+    assert ("| fallback | yellow_read | one square #FFFF00 in strip slots, slot output | reader openai:reader-test | "
+            "accuracy | passed | 3/3 |") in capsys.readouterr().out  # fmt: skip
     assert main(["protocols", "--plan-dir", str(items.parent)]) == 0
     listed = capsys.readouterr().out
     assert "  parser: its reader alone (the fallback route)" in listed

@@ -603,30 +603,36 @@ def declare(build: Build, plan_dir: Path, painter: str) -> Path:
     return path
 
 
+def _construction(protocol: Protocol | None) -> str:
+    if protocol is None:
+        return "-"
+    where = f" in {protocol.layout} slots" if protocol.layout else ""
+    return f"{protocol.count} {protocol.primitive} {protocol.color_hex}{where}, {protocol.output_kind} output"
+
+
+def _parser(protocol: Protocol | None) -> str:
+    if protocol is None:
+        return "-"
+    if not protocol.pipeline:
+        return f"reader {protocol.reader.model}" if protocol.reader else "-"
+    return " -> ".join(step.op for step in protocol.pipeline)
+
+
 def report(build: Build) -> str:
-    """ProVisE's Table 10 for one items file: route, construction, parser, metric, checks and smoke stage, then the
-    reasons of every attempt that failed."""
-    rows = ["| items | task | N | K | attempt | route | protocol | parser | metric | checks | smoke |",
-            "|---|---|---|---|---|---|---|---|---|---|---|"]  # fmt: skip
+    """ProVisE's Table 10 for one items file, one row per attempt (route, construction, parser, metric, checks,
+    smoke), then the verdict and the reasons of every attempt that failed."""
+    rows = ["| items | task | N | K | attempt | route | protocol | construction | parser | metric | checks | smoke |",
+            "|---|---|---|---|---|---|---|---|---|---|---|---|"]  # fmt: skip
+    contract = build.contract
     for index, attempt in enumerate(build.attempts):
-        route = attempt.answer.get("route")
-        name = (
-            attempt.candidate.protocol.name
-            if attempt.candidate
-            else attempt.answer.get("name") or attempt.answer.get("reuse")
-        )
         protocol = attempt.candidate.protocol if attempt.candidate else None
-        parser = ("-" if protocol is None else " -> ".join(step.op for step in protocol.pipeline)
-                  if protocol.pipeline else f"reader {protocol.reader.model if protocol.reader else ''}")  # fmt: skip
-        checks = "refused" if attempt.refusal else "passed"
-        smoke_cell = (
-            "-" if not attempt.smoke else f"{sum(s.outcome == 'ok' for s in attempt.smoke)}/{len(attempt.smoke)}"
-        )
-        rows.append(f"| {build.contract.items_file} | {TASK} | {build.contract.n_items} | {build.contract.k} | "
-                    f"{'initial' if index == 0 else 'revision'} | {route} | {name} | {parser} | accuracy | {checks} | "
-                    f"{smoke_cell} |")  # fmt: skip
+        name = protocol.name if protocol else attempt.answer.get("name") or attempt.answer.get("reuse")
+        smoke = f"{sum(s.outcome == 'ok' for s in attempt.smoke)}/{len(attempt.smoke)}" if attempt.smoke else "-"
+        rows.append(f"| {contract.items_file} | {TASK} | {contract.n_items} | {contract.k} | "
+                    f"{'initial' if index == 0 else 'revision'} | {attempt.answer.get('route')} | {name} | "
+                    f"{_construction(protocol)} | {_parser(protocol)} | accuracy | "
+                    f"{'refused' if attempt.refusal else 'passed'} | {smoke} |")  # fmt: skip
     lines = [*rows, "", f"verdict: {build.stage}"]
     for index, attempt in enumerate(build.attempts):
-        for reason in attempt.reasons():
-            lines.append(f"  {'initial' if index == 0 else 'revision'}: {reason}")
+        lines += [f"  {'initial' if index == 0 else 'revision'}: {reason}" for reason in attempt.reasons()]
     return "\n".join(lines)
