@@ -314,7 +314,8 @@ def _run_trials(
     work = _pending(plan, request.model, mine, conditions, done)
     pending = sum(len(prompts) for _, asks in work for _, prompts in asks)
     result.already_done = _unit_count(plan, mine, conditions) - pending
-    readers = load_readers(plan.protocols)  # the fallback route's reader models
+    # The reader models of the protocols this run answers on the fallback route (with --interface text, none).
+    readers = load_readers({name: p for name, p in plan.protocols.items() if name in plan.design.conventions})
     reader = Reader(backend, plan.design.readout, request.max_new_tokens, readers)
     writers = {condition: RecordWriter(result.folder / log_name(condition, shard)) for condition in conditions}
 
