@@ -202,3 +202,24 @@ def test_a_fallback_protocol_runs_read_by_its_reader_and_its_records_say_so(tmp_
     log.write_text("\n".join(lines) + "\n")
     assert main(["audit", str(runs), "--plan-dir", str(plans)]) != 0
     assert "pixel-reparse" in capsys.readouterr().out
+
+    # The reader is loaded only for a run that answers its protocol: without a key, the text part still runs.
+    monkeypatch.delenv("OPENAI_API_KEY")
+    capsys.readouterr()
+    other = [
+        "run",
+        "yellow_items",
+        "--model",
+        f"sim:{observer}",
+        "--plan-dir",
+        str(plans),
+        "--out",
+        str(tmp_path / "r3"),
+    ]
+    assert main([*other, "--interface", "text"]) == 0
+    assert main(other) == 2
+    assert (
+        capsys.readouterr()
+        .err.strip()
+        .endswith("openai:reader-test needs an API key in the environment variable OPENAI_API_KEY, which is not set")
+    )
