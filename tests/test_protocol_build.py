@@ -323,3 +323,23 @@ def test_smoke_runs_on_an_image_model_through_the_real_client(tmp_path, monkeypa
         assert seen.body["prompt"].startswith('Answer the question: "In this image, the ')
         assert "Draw one solid yellow square (#FFFF00) in the slot of your answer: " in seen.body["prompt"]
     assert "smoke pass (initial) on openai-image:gpt-image-1: 3/3" in (items.parent / "protocols.toml").read_text()
+
+
+def test_bad_arguments_are_one_line_before_any_request(tmp_path, monkeypatch, capsys):
+    items = items_folder(tmp_path / "plans")
+    with planner_server(BUILD_YELLOW) as server:
+        missing = tmp_path / "none.jsonl"
+        assert build(server, missing, monkeypatch=monkeypatch) == 2
+        assert capsys.readouterr().err.strip() == f"convswap protocol: error: items file {missing} does not exist"
+        assert build(server, items, "--smoke", "0", monkeypatch=monkeypatch) == 2
+        assert capsys.readouterr().err.strip() == "convswap protocol: error: --smoke must be at least 1, got 0"
+        bare = tmp_path / "bare"
+        bare.mkdir()
+        (bare / "items.jsonl").write_text(items.read_text())
+        assert build(server, bare / "items.jsonl", monkeypatch=monkeypatch) == 2
+        assert capsys.readouterr().err.strip() == (f"convswap protocol: error: --out {bare}: its conventions.toml "
+                                                   "declares no convention of choice items, which a guidance prompt "
+                                                   "asks the question in (the items' own conventions.toml)")  # fmt: skip
+    assert not server.requests
+    assert main(["protocol", "build", str(items), "--planner", "openai:x", "--out", str(items)]) == 2
+    assert capsys.readouterr().err.strip() == f"convswap protocol: error: --out {items} is not a folder"

@@ -26,6 +26,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
+from convswap.conventions.declarations import FILE_NAME as CONVENTIONS_FILE
 from convswap.core import TASKS, ConvswapError, Trial
 from convswap.protocols.declarations import (
     FILE_NAME,
@@ -524,7 +525,6 @@ def build_protocol(
 ) -> Build:
     """Plan, check and smoke-validate a protocol for the items; revise once on failure.  Writes nothing."""
     from convswap.conventions.declarations import conventions_of
-    from convswap.experiments.pixel_answers import plain_convention
     from convswap.protocols.declarations import load_protocols
     from convswap.readout.registry import load_backend
     from convswap.stimuli.items import read_items, select_items
@@ -535,7 +535,9 @@ def build_protocol(
     catalog = load_protocols(plan_dir)
     conventions = conventions_of(plan_dir)
     taken = set(catalog) | set(conventions)
-    plain_convention(TASK, conventions)  # a guidance prompt needs a convention of the plan folder's to ask in
+    if not any(TASK in convention.tasks for convention in conventions.values()):
+        raise ConvswapError(f"--out {plan_dir}: its {CONVENTIONS_FILE} declares no convention of {TASK} items, which "
+                            f"a guidance prompt asks the question in (the items' own conventions.toml)")  # fmt: skip
     if n_smoke < 1:
         raise ConvswapError(f"--smoke must be at least 1, got {n_smoke}")
     trials = [blind(item.trial()) for item in select_items(items, min(n_smoke, len(items)), SMOKE_SEED)]
