@@ -192,6 +192,9 @@ def test_a_fallback_protocol_runs_read_by_its_reader_and_its_records_say_so(tmp_
             "correct" if slot == record["keys"]["target"] else "incorrect")  # fmt: skip
         assert answer["outcome"] == expected
     assert main(["audit", str(runs), "--plan-dir", str(plans)]) == 0
+    site = tmp_path / "site"
+    assert main(["view", str(runs), "--out", str(site), "--plan-dir", str(plans)]) == 0
+    assert len(list(site.rglob("*-drawn.png"))) == len({r["pixels"]["image_sha256"] for r in pixel} - {None})
     log = next(runs.rglob("*.jsonl"))
     lines = log.read_text().splitlines()
     index = next(i for i, line in enumerate(lines)
