@@ -374,6 +374,9 @@ class RecordExtra:
         return cls(**{**data, "surface": Surface.from_json(surface) if surface is not None else None})
 
 
+IMAGES_DIR = "images"  # beside a log: the kept images of its pixel answers, each named by its sha256
+
+
 @dataclass(frozen=True, slots=True)
 class PixelAnswer:
     """A pixel answer under a visual protocol: the image that came back, where it is kept, its parse, its outcome.
@@ -404,7 +407,7 @@ class PixelAnswer:
     @property
     def image_name(self) -> str | None:
         """The kept image's path relative to the log's folder."""
-        return f"images/{self.image_sha256}.png" if self.image_sha256 is not None else None
+        return f"{IMAGES_DIR}/{self.image_sha256}.png" if self.image_sha256 is not None else None
 
     def to_json(self) -> dict[str, Any]:
         data = asdict(self)

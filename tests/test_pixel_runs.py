@@ -6,10 +6,12 @@ TOML, and the cell geometry from the trial's own numbers; never from the code th
 
 from __future__ import annotations
 
+import shutil
 from dataclasses import replace
 from pathlib import Path
 
 import pytest
+from conftest import COCO_MINI
 from PIL import Image
 from pixel_support import (
     PROTOCOL_NAMES,
@@ -21,9 +23,10 @@ from pixel_support import (
     sha256_file,
     swap_request,
 )
-from plan_support import MINIMAL
+from plan_support import MINIMAL, without_plan_folder
 from runner_support import records_in, without_run_details
 
+from convswap.cli import main
 from convswap.core import ConvswapError, Generation, outcome_of
 from convswap.experiments.folder_lock import locked
 from convswap.experiments.ledger import Ledger
@@ -165,8 +168,6 @@ def own_protocol_folder(tmp_path: Path) -> Path:
 
 
 def test_a_plan_folders_own_protocol_is_pinned_and_an_edit_stops_runs_until_amended(tmp_path, capsys):
-    from convswap.cli import main
-
     folder = own_protocol_folder(tmp_path)
     readings = {"locate": {"cell_name": 0.6, "pixels": 0.2, "my_dot": 0.7}}
     model = f"sim:{observer_file(tmp_path / 'obs.toml', readings=readings)}"
@@ -304,3 +305,35 @@ def test_a_hypothesis_on_a_task_its_protocol_does_not_answer_is_refused(tmp_path
         ConvswapError, match=r"hypotheses\[0\]\.contrast: names a protocol that does not answer the task"
     ):
         load_plan(path)
+
+
+def test_the_cli_refuses_a_text_only_model_for_a_protocol_plan_in_one_line(tmp_path, capsys):
+    argv = ["run", "interface_swap", "--model", "openai:gpt-4o", "--coco", str(COCO_MINI), "--out", str(tmp_path)]
+    assert main(argv) == 2
+    error = without_plan_folder(capsys.readouterr().err).splitlines()
+    assert len(error) == 1 and error[0].startswith("convswap run: error: openai:gpt-4o answers in text only")
+    assert "point_marker" in error[0] and list(tmp_path.iterdir()) == []
+
+
+def test_a_benchmarks_own_choice_items_answer_in_a_code_strip(tmp_path):
+    """An items plan runs label_code beside its own text conventions; a reader of every option answers right."""
+    examples = Path(__file__).resolve().parents[1] / "examples" / "items"
+    folder = tmp_path / "plans"
+    folder.mkdir()
+    shutil.copy(examples / "conventions.toml", folder)
+    items = (examples / "coco_mini_items.jsonl").read_text().replace('"val2017/', f'"{COCO_MINI / "val2017"}/')
+    (folder / "coco_mini_items.jsonl").write_text(items)
+    plan = (examples / "coco_items.toml").read_text()
+    plan = plan.split("[[hypotheses]]")[0].replace('"percent_centers", "pixel_centers_mispaired"]', '"label_code"]')
+    (folder / "coco_items.toml").write_text(plan)
+    Ledger(folder).register(folder / "coco_items.toml")
+    observer = tmp_path / "obs.toml"
+    observer.write_text('name = "reader"\n[default_reading]\np_read = 1.0\n')
+    request = replace(swap_request(tmp_path / "runs", f"sim:{observer}", limit=5), experiment="coco_items",
+                      plan_dir=folder, coco=None)  # fmt: skip
+    result = run_experiment(request, progress=False)
+    drawn = pixel_records(result.folder)
+    assert len(drawn) == 5 and {r["task"] for r in drawn} == {"choice"}
+    for record in drawn:
+        assert record["pixels"]["outcome"] == "correct" and record["parsed_slot"] == record["keys"]["target"]
+        assert record["pixels"]["parse"]["output"] == record["keys"]["target"]  # the strip's slot is the option's

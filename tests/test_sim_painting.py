@@ -8,6 +8,7 @@ import pytest
 from conftest import COCO_MINI
 from PIL import Image
 from pixel_support import observer_file, swap_request
+from runner_support import records_in
 
 from convswap.core import ConvswapError
 from convswap.experiments.pixel_answers import protocol_prompt
@@ -85,3 +86,9 @@ def test_a_plan_naming_a_protocol_the_observer_has_no_reading_of_stops_with_the_
     with pytest.raises(ConvswapError) as refused:
         run_experiment(swap_request(tmp_path / "runs", model, limit=2), progress=False)
     assert "point_marker" in str(refused.value) and "no planted reading" in str(refused.value)
+
+
+def test_the_perfect_observer_draws_every_answer_right_under_every_protocol(tmp_path):
+    result = run_experiment(swap_request(tmp_path / "runs", "sim:perfect", limit=4), progress=False)
+    drawn = [record for record in records_in(result.folder) if record.pixels is not None]
+    assert len(drawn) == 4 * 3 and {record.pixels.outcome for record in drawn} == {"correct"}

@@ -17,8 +17,8 @@ import numpy as np
 from PIL import Image
 
 from convswap.audits.checks import CheckResult, per_record
-from convswap.core import UNSCORED_OUTCOMES, Prompt, Record, outcome_of, score_answer, sha256_hex
-from convswap.experiments.pixel_answers import IMAGES_DIR, parse_kept
+from convswap.core import IMAGES_DIR, UNSCORED_OUTCOMES, Prompt, Record, outcome_of, score_answer, sha256_hex
+from convswap.experiments.pixel_answers import parse_kept
 from convswap.experiments.protocol_reader import reader_parse, slot_of_answer
 from convswap.protocols import Protocol, ProtocolParse, answer_of, colour_mask
 from convswap.stimuli.render import render_image

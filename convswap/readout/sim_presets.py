@@ -50,7 +50,7 @@ from pydantic import ValidationError, field_validator, model_validator
 
 from convswap.conventions import CONVENTIONS
 from convswap.core import CONDITIONS, TASKS, ConvswapError
-from convswap.protocols import PaintFaults
+from convswap.protocols import PROTOCOLS, PaintFaults
 from convswap.readout.surface import VARIANTS
 from convswap.validation import Table, at_least, checked, first_problem, is_integer, is_number, one_of, problem
 
@@ -275,7 +275,9 @@ def _row(task: str, convention: str, visible: float, cached: float, name_pull: f
 
 
 def _everywhere(p_read: float) -> tuple[tuple[tuple[str, str, str], Reading], ...]:
-    return _table(*((task, c.name, p_read, p_read) for c in CONVENTIONS.values() for task in c.tasks))
+    """Every shipped convention and visual protocol of every task it serves, read at one p_read."""
+    answers = [(c.name, c.tasks) for c in CONVENTIONS.values()] + [(p.name, p.tasks) for p in PROTOCOLS.values()]
+    return _table(*((task, name, p_read, p_read) for name, tasks in answers for task in tasks))
 
 
 def _spatial(p_read: float) -> tuple[tuple, ...]:
@@ -415,8 +417,8 @@ PRESETS: dict[str, Preset] = {
                 summary="the qwen3vl-like observer that also answers in pixels: a dot on the object, a code square "
                 "in a strip, with a few faulty drawings"),
         Preset("perfect", _everywhere(1.0), NO_NOISE, hues=QWEN3VL_HUES, default_reading=Reading(1.0),
-               summary="reads every convention, a plan folder's own and its protocols too, and names every hue: "
-               "every answer right, every drawing clean"),
+               summary="reads every convention and protocol, a plan folder's own too, and names every hue: every "
+               "answer right, every drawing clean"),
         Preset("blind", _everywhere(0.0), NO_NOISE, summary="reads nothing and names no color: every answer a guess"),
     )
 }  # fmt: skip
