@@ -114,6 +114,10 @@ def test_a_rerun_retries_exactly_the_failed_requests_and_the_key_is_written_nowh
         first = run(tmp_path, server, 4, once, monkeypatch)
         failed = {(record.trial_id, record.convention) for record in first if record.parse_status == "api_error"}
         assert len(failed) == len(failing) > 0
+        drawn_failed = [record for record in first if record.parse_status == "api_error" and record.pixels is not None]
+        assert drawn_failed and all(record.pixels.outcome == "generation_failure" and record.answer_slot is None
+                                    for record in drawn_failed)  # fmt: skip
+        assert main(["audit", str(tmp_path / EXPERIMENT / "gemini-image-gemini-2.5-flash-image")]) == 0
         sent_first = len(server.requests)
         server.respond = painter
         second = run(tmp_path, server, 4, once, monkeypatch)
@@ -124,6 +128,10 @@ def test_a_rerun_retries_exactly_the_failed_requests_and_the_key_is_written_nowh
     }
     refused = [record for record in second if record.parse_status == "generation_failure"]
     assert refused and all("IMAGE_SAFETY" in record.pixels.failure for record in refused)
+    # One model answered in both interfaces: its text and pixel answers are paired on the same trials.
+    assert main(["tables", str(tmp_path), "--out", str(tmp_path / "tables")]) == 0
+    pairs = (tmp_path / "tables" / "interface_complementarity.csv").read_text()
+    assert MODEL in pairs and "label_code" in pairs and "point_marker" in pairs
     written = [path for path in tmp_path.rglob("*") if path.is_file()]
     assert any(path.suffix == ".png" for path in written) and any(path.suffix == ".jsonl" for path in written)
     for path in written:
