@@ -445,6 +445,8 @@ class PixelAnswer:
     (status, output, components, reason); None without an image.  k, layout: what the parser was given.  The
     record's `parsed_slot` is the slot the parse answers (0: a point inside no referent's region, a wrong answer).
     asked_size: the (width, height) an API backend asked the image model for, where it asks for one.
+    parsed_by: which route parsed the image: "pipeline" (the protocol's registered operations) or "reader" (its
+    reader model, the fallback route); reader_answer: the reader's text, which the parse's slot is read from.
     """
 
     protocol: str
@@ -457,6 +459,8 @@ class PixelAnswer:
     layout: str | None = None
     failure: str | None = None
     asked_size: tuple[int, int] | None = None
+    parsed_by: Literal["pipeline", "reader"] = "pipeline"
+    reader_answer: str | None = None
 
     @property
     def image_name(self) -> str | None:

@@ -88,7 +88,7 @@ def test_the_declarations_hash_follows_its_content_not_its_layout(tmp_path):
     [
         ('primitive = "dot"', 'primitive = "dot"\nshape = "round"',
          "dot_marker.shape: unknown field (known: color, count, directions, guidance, hsv, layout, output, pipeline, "
-         "primitive, tasks), got 'round'"),
+         "primitive, reader, tasks), got 'round'"),
         ('tasks = ["locate"]', 'tasks = ["find"]',
          "dot_marker.tasks: must be a non-empty list of distinct tasks from locate, identify, color, choice, got ['find']"),
         ('primitive = "dot"', 'primitive = "star"', "dot_marker.primitive: must be one of dot, square, fill, got 'star'"),

@@ -17,8 +17,9 @@ import numpy as np
 from PIL import Image
 
 from convswap.audits.checks import CheckResult, per_record
-from convswap.core import IMAGES_DIR, UNSCORED_OUTCOMES, Record, outcome_of, score_answer, sha256_hex
+from convswap.core import IMAGES_DIR, UNSCORED_OUTCOMES, Prompt, Record, outcome_of, score_answer, sha256_hex
 from convswap.experiments.pixel_answers import parse_kept
+from convswap.experiments.protocol_reader import reader_parse, slot_of_answer
 from convswap.protocols import Protocol, ProtocolParse, answer_of, colour_mask
 from convswap.stimuli.render import render_image
 
@@ -64,14 +65,23 @@ def _reparse_problem(record: Record, images: Mapping[str, Path], protocols: Mapp
     data = path.read_bytes()
     if sha256_hex(data) != answer.image_sha256:
         return f"{path} hashes to {sha256_hex(data)[:12]}, not the {answer.image_sha256[:12]} its name and record give"
-    with Image.open(path) as image:
-        parse = parse_kept(protocol, image, render_image(record.trial.image), answer.k)
+    route = "pipeline" if protocol.pipeline else "reader"
+    if answer.parsed_by != route:
+        return f"parsed by its {answer.parsed_by}, but protocol {protocol.name} is parsed by its {route}"
+    if not protocol.pipeline:  # the fallback route: the reader's stored answer, read again, gives the parse
+        prompt = Prompt(record.trial_id, record.convention, record.task, record.prompt, record.slots, (),
+                        tuple(record.keys.items()), "integer")  # fmt: skip
+        slot = slot_of_answer(protocol, prompt, answer.reader_answer)
+        parse = reader_parse(slot, answer.reader_answer)
+    else:
+        with Image.open(path) as image:
+            parse = parse_kept(protocol, image, render_image(record.trial.image), answer.k)
+        slot = None
+        if parse.status == "ok":
+            found = answer_of(protocol, parse, record.trial, record.slots)
+            slot = 0 if found is None else found
     if parse.to_json() != answer.parse:
         return f"re-parsed as {parse.to_json()}, stored as {answer.parse}"
-    slot = None
-    if parse.status == "ok":
-        found = answer_of(protocol, parse, record.trial, record.slots)
-        slot = 0 if found is None else found
     if slot != record.parsed_slot:
         return f"the parse answers slot {slot}, the record stores {record.parsed_slot}"
     expected = outcome_of(True, parse.status, slot, target)

@@ -24,6 +24,7 @@ from PIL import Image
 from convswap.conventions import Convention, render
 from convswap.conventions.declarations import Catalog
 from convswap.core import IMAGES_DIR, ConvswapError, PixelAnswer, Prompt, Trial, outcome_of, sha256_hex
+from convswap.experiments.protocol_reader import Reading, reader_parse
 from convswap.fileio import atomic_write_bytes
 from convswap.protocols import Protocol, ProtocolParse, answer_of, guidance_prompt, parse_image
 from convswap.readout.base import Drawing
@@ -101,9 +102,11 @@ def pixel_answer(
     source: Image.Image,
     folder: Path,
     shard: tuple[int, int] = (0, 1),
+    reading: Reading | None = None,
 ) -> tuple[PixelAnswer, int | None]:
     """The record part of one drawing and the slot it answers (None unless the parse is ok; 0: a point inside no
-    referent's region, a wrong answer)."""
+    referent's region, a wrong answer).  reading: what the protocol's reader made of the drawing, for a protocol
+    read by its reader alone (the fallback route)."""
     if drawing.image is None:
         outcome = outcome_of(False, None, None, prompt.key("target"))
         answer = PixelAnswer(protocol.name, protocol.sha256, outcome, None, None, None, prompt.k, protocol.layout,
@@ -111,6 +114,14 @@ def pixel_answer(
         return answer, None
     image = drawing.image.convert("RGB")
     digest = keep_image(folder, image, shard)
+    if not protocol.pipeline:
+        if reading is None:
+            raise ConvswapError(f"protocol {protocol.name!r} is read by its reader alone, and no reading was made")
+        parse = reader_parse(reading.slot, reading.text)
+        answer = PixelAnswer(protocol.name, protocol.sha256, outcome_of(True, parse.status, reading.slot,
+                             prompt.key("target")), digest, image.size, parse.to_json(), prompt.k, protocol.layout,
+                             asked_size=drawing.asked_size, parsed_by="reader", reader_answer=reading.text)  # fmt: skip
+        return answer, reading.slot
     parse = parse_kept(protocol, image, source, prompt.k)  # PNG is lossless: the kept file parses alike
     slot = None
     if parse.status == "ok":

@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from convswap.core import ConvswapError, ImageSpec, Trial, freeze
+from convswap.experiments import protocol_build_commands
 from convswap.experiments.convention_commands import example_trial
 from convswap.experiments.plan_commands import PLAN_DIR_HELP, plan_folder
 
@@ -35,8 +36,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
     protocol = subparsers.add_parser(
         "protocol",
-        help="run one visual protocol's parser on an image of your own",
-        description="Tools for one visual protocol.",
+        help="parse an image of your own under a visual protocol, or build a protocol for an items file",
+        description="Tools for visual protocols: parse one image, or build a protocol for a benchmark's items.",
     )
     actions = protocol.add_subparsers(dest="protocol_command", metavar="ACTION", required=True)
     parse = actions.add_parser(
@@ -58,6 +59,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                        "take corners4 or strip)")  # fmt: skip
     parse.add_argument("--plan-dir", type=Path, help=f"{PLAN_DIR_HELP}; its protocols.toml adds to the shipped ones")
     parse.set_defaults(handler=run_parse)
+    protocol_build_commands.register(actions)
 
 
 EXAMPLE_COUNTS = ("1", "2", "3", "4", "5")
@@ -99,8 +101,10 @@ def describe(protocol: Protocol) -> list[str]:
         for step in protocol.pipeline
     )
     trial, prompt = example(protocol)
-    return [contract, f"  parser: {steps}", f"  sha256: {protocol.sha256}",
-            f"  {trial.task}: {guidance_prompt(protocol, prompt, trial)}"]  # fmt: skip
+    lines = [contract, f"  parser: {steps}" if steps else "  parser: its reader alone (the fallback route)"]
+    if protocol.reader is not None:
+        lines.append(f"  reader: {protocol.reader.model}, sent the generated image alone: {protocol.reader.prompt}")
+    return [*lines, f"  sha256: {protocol.sha256}", f"  {trial.task}: {guidance_prompt(protocol, prompt, trial)}"]
 
 
 def run_protocols(args: argparse.Namespace) -> int:

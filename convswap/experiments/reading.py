@@ -32,6 +32,7 @@ is `ok` for a correct or incorrect answer, else the unscored outcome.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 from pathlib import Path
@@ -60,7 +61,8 @@ from convswap.core import (
 )
 from convswap.experiments.pixel_answers import pixel_answer
 from convswap.experiments.plan import Plan
-from convswap.readout.base import ACKNOWLEDGEMENT, DEFAULT_MAX_NEW_TOKENS, MEMORIZE_INSTRUCTION, Backend, Query
+from convswap.experiments.protocol_reader import read_image
+from convswap.readout.base import ACKNOWLEDGEMENT, DEFAULT_MAX_NEW_TOKENS, MEMORIZE_INSTRUCTION, Backend, Drawing, Query
 from convswap.readout.first_token import first_token_readout
 from convswap.readout.logprobs import REFUSE, LogprobsRefused, logprob_readout, scored_by_first_token
 from convswap.readout.parse import parse_generation
@@ -82,8 +84,16 @@ class RecordContext:
 class Reader:
     """Both readouts of one query, with each alphabet's surface resolved once per run."""
 
-    def __init__(self, backend: Backend, readout: str, max_new_tokens: int = DEFAULT_MAX_NEW_TOKENS) -> None:
+    def __init__(
+        self,
+        backend: Backend,
+        readout: str,
+        max_new_tokens: int = DEFAULT_MAX_NEW_TOKENS,
+        readers: Mapping[str, Backend] | None = None,
+    ) -> None:
+        """readers: the reader model of each protocol read by its reader alone (the fallback route), by name."""
         self.backend = backend
+        self.readers = dict(readers or {})
         self.max_new_tokens = max_new_tokens
         readable = backend.has_logits or backend.has_logprobs
         self.want_first_token = readable and readout in ("first_token", "both")
@@ -133,8 +143,14 @@ class Reader:
         records = []
         for prompt, drawing in zip(query.prompts, drawings, strict=True):
             protocol = context.plan.protocols[prompt.convention]
+            reading = None
+            if drawing.image is not None and not protocol.pipeline:
+                reading = read_image(self.readers[protocol.name], protocol, prompt, drawing.image.convert("RGB"))
+                if reading.error is not None:  # as a drawing whose request failed: a rerun draws and reads again
+                    drawing = Drawing(None, f"the reader's request failed: {reading.error}", api_error=True,
+                                      asked_size=drawing.asked_size)  # fmt: skip
             answer, slot = pixel_answer(protocol, drawing, prompt, query.trial, query.image, context.folder,
-                                        context.shard)  # fmt: skip
+                                        context.shard, reading)  # fmt: skip
             records.append(build_pixel_record(context, query, prompt, answer, slot, api_error=drawing.api_error))
         return records
 

@@ -70,6 +70,7 @@ from convswap.experiments.logs import (
 )
 from convswap.experiments.pixel_answers import AnswerConvention, clear_staging, protocol_prompt
 from convswap.experiments.plan import Plan, find_experiment, load_plan, resolve_plan_dir
+from convswap.experiments.protocol_reader import load_readers
 from convswap.experiments.reading import Reader, RecordContext
 from convswap.experiments.summary import ConventionSummary, all_records, summarize
 from convswap.experiments.trials import (
@@ -323,7 +324,9 @@ def _run_trials(
     work = _pending(plan, request.model, mine, conditions, done)
     pending = sum(len(prompts) for _, asks in work for _, prompts in asks)
     result.already_done = _unit_count(plan, mine, conditions) - pending
-    reader = Reader(backend, plan.design.readout, request.max_new_tokens)
+    # The reader models of the protocols this run answers on the fallback route (with --interface text, none).
+    readers = load_readers({name: p for name, p in plan.protocols.items() if name in plan.design.conventions})
+    reader = Reader(backend, plan.design.readout, request.max_new_tokens, readers)
     if request.batch is None and (live := live_batches(result.folder, shard)):
         raise ConvswapError(
             f"{result.folder} has {len(live)} live batch(es) ({', '.join(live)}): an ordinary run would pay for their "
@@ -381,8 +384,14 @@ def _run_trials(
             raise stopped[0]
     except KeyboardInterrupt:
         backend.cancel()  # no further request; every record written so far is whole, so a rerun resumes
+        for model in readers.values():
+            model.cancel()
         raise
     finally:
+        for model in {id(model): model for model in readers.values()}.values():
+            close = getattr(model, "close", None)
+            if close is not None:
+                close()
         clear_staging(result.folder, shard)
         for writer in writers.values():
             writer.close()

@@ -33,6 +33,10 @@ MARK_COUNTS: tuple[MarkCount, ...] = get_args(MarkCount)
 OUTPUT_KINDS: tuple[OutputKind, ...] = get_args(OutputKind)
 # What a guidance template may name: the trial's fields, never its target or keys.
 GUIDANCE_FIELDS = ("question", "options", "k", "layout", "color")
+# What a fallback reader's prompt may name: the evidence contract's fields, never the question (a reader that saw
+# the question could answer it itself instead of reading the drawn answer), and it is sent the generated image only.
+READER_FIELDS = ("options", "k", "layout", "color")
+READER_INPUTS = ("generated",)
 _NAME = re.compile(r"^[a-z][a-z0-9_]*$")
 _HEX = re.compile(r"^#[0-9A-Fa-f]{6}$")
 
@@ -63,11 +67,22 @@ class HsvRange:
 
 
 @dataclass(frozen=True)
+class Reader:
+    """A protocol's fallback parser: the text model `model` (a model spec) reads the generated image alone under
+    `prompt` (a template over READER_FIELDS) and answers one of the options by its number."""
+
+    model: str
+    prompt: str
+
+
+@dataclass(frozen=True)
 class Protocol:
     """One declared visual protocol (protocols.toml's header says what each attribute means).
 
     sha256: of the declaration's table as canonical JSON, so a ledger can pin it and an edited declaration is seen.
     directions: grid3x3_outer only: (outer cell name, direction word) pairs in the file's order.
+    reader: the fallback parser, where one is declared; a protocol with a reader and no pipeline (the fallback
+    route) has `pipeline` ().
     """
 
     name: str
@@ -82,6 +97,7 @@ class Protocol:
     hsv: HsvRange
     sha256: str
     directions: tuple[tuple[str, str], ...] = ()
+    reader: Reader | None = None
 
     @property
     def color_rgb(self) -> tuple[int, int, int]:
@@ -108,7 +124,7 @@ class HsvDeclaration(Table):
     value: Annotated[tuple[int, int], _pair(0, 255)]
 
 
-def _guidance(value: Any) -> Any:
+def _template(value: Any, allowed: tuple[str, ...], what: str) -> Any:
     if not isinstance(value, str) or not value.strip():
         raise problem("must be a non-empty template string", value)
     try:
@@ -116,9 +132,24 @@ def _guidance(value: Any) -> Any:
     except ValueError as error:
         raise problem(f"is not a template ({error})", value) from None
     for name in names:
-        if name not in GUIDANCE_FIELDS:
-            raise problem(f"names {{{name}}}, not a field of the trial (known: {', '.join(GUIDANCE_FIELDS)})", value)
+        if name not in allowed:
+            raise problem(f"names {{{name}}}, not {what} (known: {', '.join(allowed)})", value)
     return value
+
+
+def _guidance(value: Any) -> Any:
+    return _template(value, GUIDANCE_FIELDS, "a field of the trial")
+
+
+class ReaderDeclaration(Table):
+    model: Annotated[str, checked(lambda value: isinstance(value, str) and ":" in value.strip(":"),
+                                  "must be a model spec, PREFIX:NAME")]  # fmt: skip
+    prompt: Annotated[str, BeforeValidator(lambda value: _template(
+        value, READER_FIELDS, "a field of the evidence contract (a reader never sees the question)"))]  # fmt: skip
+    inputs: Annotated[tuple[str, ...], checked(
+        lambda value: isinstance(value, list) and list(value) == list(READER_INPUTS),
+        f"must be {list(READER_INPUTS)}: a reader receives the generated image alone, never the source image or "
+        f"the question")]  # fmt: skip
 
 
 def _steps(value: Any) -> Any:
@@ -156,7 +187,8 @@ class Declaration(Table):
     layout: Annotated[str | None, one_of(tuple(LAYOUTS))] = None
     directions: dict[str, str] | None = None
     hsv: HsvDeclaration
-    pipeline: Annotated[Any, BeforeValidator(_steps)]  # a tuple of Step
+    pipeline: Annotated[Any, BeforeValidator(_steps)] = None  # a tuple of Step; absent only beside a reader
+    reader: ReaderDeclaration | None = None
 
     @field_validator("directions", mode="before")
     @classmethod
@@ -188,6 +220,11 @@ class Declaration(Table):
         if hue is not None and not self.hsv.hue[0] <= hue <= self.hsv.hue[1]:
             raise problem(f"has OpenCV hue {hue}, outside the declared hsv.hue {list(self.hsv.hue)}", self.color,
                           ("color",))  # fmt: skip
+        if self.pipeline is None:
+            if self.reader is None:
+                raise problem("is missing: a protocol is parsed by a pipeline, or by a reader alone (the fallback "
+                              "route)", None, ("pipeline",))  # fmt: skip
+            return self
         where, reason = check_pipeline(self.pipeline, self.output)
         if reason:
             raise problem(reason, self.pipeline[where].op if where is not None else self.output,
@@ -197,9 +234,10 @@ class Declaration(Table):
     def protocol(self, name: str, table: Mapping[str, Any]) -> Protocol:
         hsv = HsvRange(self.hsv.hue, self.hsv.saturation, self.hsv.value)
         directions = tuple(self.directions.items()) if self.directions else ()
+        reader = Reader(self.reader.model, self.reader.prompt) if self.reader is not None else None
         return Protocol(name, self.tasks, self.guidance, self.primitive, self.color.upper(), self.count,
-                        self.pipeline, self.output, self.layout, hsv, sha256_hex(canonical_json(dict(table))),
-                        directions)  # fmt: skip
+                        self.pipeline or (), self.output, self.layout, hsv, sha256_hex(canonical_json(dict(table))),
+                        directions, reader)  # fmt: skip
 
 
 def _hue_of(color: str) -> int | None:

@@ -79,6 +79,9 @@ def parse_image(
     an image came back, the parser could not run on it).  k: the trial's number of options (slot layouts need it).
     A k or layout the protocol cannot take is the caller's error (ConvswapError), not the image's.
     """
+    if not protocol.pipeline:
+        raise ConvswapError(f"protocol {protocol.name!r} has no pipeline: it is read by its reader model alone (the "
+                            f"fallback route), not parsed")  # fmt: skip
     layout = resolve_layout(protocol, layout)
     if layout is not None:
         check_layout(layout, k)

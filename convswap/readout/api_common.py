@@ -476,6 +476,16 @@ class ApiBackend(Backend):
             ) from None
         return result
 
+    def structured(self, text: str, schema: Mapping[str, Any], name: str) -> Generation:
+        """One text-only request whose answer is a JSON document under `schema` (a JSON schema named `name`), which
+        the API enforces where it can; sent, cached and retried like every other request.  The caller still
+        validates the text: a compatible server may ignore the schema."""
+        return self._answer(self._structured_request(text, dict(schema), name, self.settings.max_output_tokens))
+
+    def _structured_request(self, text: str, schema: dict[str, Any], name: str, budget: int) -> dict[str, Any]:
+        """The request of `structured`, in the API's own way of asking for JSON under a schema."""
+        raise ConvswapError(f"{self.spec} cannot be asked for an answer under a JSON schema")
+
     def close(self) -> None:
         self._pool.shutdown(wait=True)
         self._cache.close()

@@ -48,6 +48,12 @@ class GeminiBackend(ApiBackend):
         contents = [_content(turn, image_base64) for turn in turns]
         return {"model": self.model, "contents": contents, "config": {"temperature": 0, "max_output_tokens": budget}}
 
+    def _structured_request(self, text: str, schema: dict[str, Any], name: str, budget: int) -> dict[str, Any]:
+        # JSON mode held to a JSON schema (responseJsonSchema); Gemini's schema carries no name.
+        config = {"temperature": 0, "max_output_tokens": budget, "response_mime_type": "application/json",
+                  "response_json_schema": schema}  # fmt: skip
+        return {"model": self.model, "contents": [{"role": "user", "parts": [{"text": text}]}], "config": config}
+
     def _endpoint(self) -> str:
         return self._base_url
 

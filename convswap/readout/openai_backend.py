@@ -45,6 +45,12 @@ class OpenAIBackend(ApiBackend):
         # max_completion_tokens, not max_tokens: reasoning models refuse the older name.
         return {"model": self.model, "messages": messages, "temperature": 0, "max_completion_tokens": budget}
 
+    def _structured_request(self, text: str, schema: dict[str, Any], name: str, budget: int) -> dict[str, Any]:
+        # Structured Outputs: the API holds the answer to the schema (strict: every property required, no others).
+        response_format = {"type": "json_schema", "json_schema": {"name": name, "schema": schema, "strict": True}}
+        return {"model": self.model, "messages": [{"role": "user", "content": text}], "temperature": 0,
+                "max_completion_tokens": budget, "response_format": response_format}  # fmt: skip
+
     def _endpoint(self) -> str:
         return str(self._client.base_url)  # base_url option, else OPENAI_BASE_URL, else the SDK's default
 
