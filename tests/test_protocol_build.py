@@ -16,6 +16,7 @@ import pytest
 from PIL import Image
 from planner_servers import (
     BUILD_YELLOW,
+    COCO_IMAGES,
     FAILS_SMOKE,
     LEAKING_TEMPLATE,
     POINT_WITHOUT_REGIONS,
@@ -48,7 +49,7 @@ def build(server, items: Path, *extra: str, api: str = "openai", monkeypatch=Non
     else:
         monkeypatch.setenv("GOOGLE_GEMINI_BASE_URL", server.url)
     return main(["protocol", "build", str(items), "--planner", f"{api}:planner-test", "--out", str(items.parent),
-                 "--smoke", "3", *extra])  # fmt: skip
+                 "--image-root", str(COCO_IMAGES), "--smoke", "3", *extra])  # fmt: skip
 
 
 def test_a_correct_build_is_smoke_validated_and_declared_with_its_route(tmp_path, monkeypatch, capsys):

@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 from api_servers import LoopbackServer, image_of, openai_reply
 from PIL import Image
-from planner_servers import READER, YELLOW_STRIP, answer, edited, items_folder, planner_server
+from planner_servers import COCO_IMAGES, READER, YELLOW_STRIP, answer, edited, items_folder, planner_server
 
 from convswap.cli import main
 
@@ -27,6 +27,7 @@ registered_analyses = ["accuracy_table", "outcome_table", "complementarity_table
 [design]
 stimuli = "items"
 items = "items.jsonl"
+image_root = "COCO_IMAGES"  # the items name coco-mini's images
 tasks = ["choice"]
 conventions = ["cell_words", "pixel_centers", "yellow_code"]
 conditions = ["visible"]
@@ -48,7 +49,7 @@ contrast = ["cell_words", "pixel_centers"]
 test = "mcnemar_exact"
 direction = "greater"
 alpha = 0.05
-"""
+""".replace("COCO_IMAGES", str(COCO_IMAGES))
 
 
 def strip_slot(image: Image.Image, k: int) -> str:
@@ -77,7 +78,7 @@ def test_the_example_items_are_built_registered_run_tabled_audited_and_read_by_b
     with planner_server(planned) as planner:
         monkeypatch.setenv("OPENAI_BASE_URL", planner.url + "/v1")
         assert main(["protocol", "build", str(items), "--planner", "openai:planner-test", "--out", str(plans),
-                     "--painter", "sim:perfect"]) == 0  # fmt: skip
+                     "--image-root", str(COCO_IMAGES), "--painter", "sim:perfect"]) == 0  # fmt: skip
     assert "verdict: pass (initial)" in capsys.readouterr().out
 
     (plans / "yellow_items.toml").write_text(PLAN)
@@ -155,7 +156,8 @@ def test_a_fallback_protocol_runs_read_by_its_reader_and_its_records_say_so(tmp_
         seen.body) else respond(seen)  # fmt: skip
     with server:
         monkeypatch.setenv("OPENAI_BASE_URL", server.url + "/v1")
-        assert main(["protocol", "build", str(items), "--planner", "openai:planner-test", "--out", str(plans)]) == 0
+        assert main(["protocol", "build", str(items), "--planner", "openai:planner-test", "--out", str(plans),
+                     "--image-root", str(COCO_IMAGES)]) == 0  # fmt: skip
         (plans / "yellow_items.toml").write_text(PLAN.replace('"yellow_code"', '"yellow_read"'))
         assert main(["plan", "register", str(plans / "yellow_items.toml"), "--plan-dir", str(plans)]) == 0
         observer = tmp_path / "observer.toml"

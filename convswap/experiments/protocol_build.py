@@ -522,14 +522,16 @@ def build_protocol(
     *,
     examples: int = MAX_EXAMPLES,
     n_smoke: int = DEFAULT_SMOKE,
+    image_root: Path | None = None,
 ) -> Build:
-    """Plan, check and smoke-validate a protocol for the items; revise once on failure.  Writes nothing."""
+    """Plan, check and smoke-validate a protocol for the items (their images under `image_root`, else the items
+    file's folder); revise once on failure.  Writes nothing."""
     from convswap.conventions.declarations import conventions_of
     from convswap.protocols.declarations import load_protocols
     from convswap.readout.registry import load_backend
     from convswap.stimuli.items import read_items, select_items
 
-    items = read_items(items_path)
+    items = read_items(items_path, image_root=image_root)
     contract = contract_of(items_path, items, examples)
     answers = example_answers(items, examples)
     catalog = load_protocols(plan_dir)

@@ -34,6 +34,9 @@ def register(actions: argparse._SubParsersAction) -> None:
     build.add_argument("--out", type=Path, required=True, metavar="PLAN_FOLDER",
                        help="the plan folder whose protocols.toml receives the protocol; its conventions.toml "
                        "gives the convention a guidance prompt asks the question in")  # fmt: skip
+    build.add_argument("--image-root", type=Path, metavar="DIR",
+                       help="the folder the items' images may lie under, as a plan's design.image_root names it "
+                       "(default: the items file's folder)")  # fmt: skip
     build.add_argument("--examples", type=int, default=MAX_EXAMPLES, metavar="N",
                        help=f"answer-hidden examples shown to the planner, 0 to {MAX_EXAMPLES} (default "
                        f"{MAX_EXAMPLES})")  # fmt: skip
@@ -70,7 +73,8 @@ def run_build(args: argparse.Namespace) -> int:
     planner = load_backend(args.planner)
     painter = load_backend(args.painter)
     try:
-        build = build_protocol(args.items, planner, painter, args.out, examples=args.examples, n_smoke=args.smoke)
+        build = build_protocol(args.items, planner, painter, args.out, examples=args.examples, n_smoke=args.smoke,
+                               image_root=args.image_root)  # fmt: skip
     finally:
         for backend in (planner, painter):
             close = getattr(backend, "close", None)
