@@ -152,3 +152,24 @@ def test_the_site_shows_the_audit_s_refusal_of_records_not_of_the_registered_pla
 
     assert main(["view", str(clean), "--out", str(tmp_path / "site"), "--allow-unregistered"]) == 0
     assert 'id="audit"' in (tmp_path / "site" / "index.html").read_text(encoding="utf-8")
+
+
+@pytest.mark.parametrize("command", ["tables", "audit", "view", "merge", "run"])
+def test_a_log_line_nested_100000_deep_is_one_line_in_every_command(command, clean, tmp_path, vocabulary, capsys):
+    runs = shutil.copytree(clean, tmp_path / "runs")
+    log = runs / SPATIAL / FOLDER / "visible.jsonl"
+    lines = log.read_text(encoding="utf-8").splitlines()
+    lines[1] = "[" * 100_000 + "]" * 100_000
+    log.write_text("".join(line + "\n" for line in lines), encoding="utf-8")
+    argv = {
+        "tables": ["tables", str(runs), "--out", str(tmp_path / "t"), "--plan-dir", str(PLAN_DIR)],
+        "audit": ["audit", str(runs), "--plan-dir", str(PLAN_DIR)],
+        "view": ["view", str(runs), "--out", str(tmp_path / "site"), "--plan-dir", str(PLAN_DIR)],
+        "merge": ["merge", str(runs)],
+        "run": ["run", SPATIAL, "--model", "sim:qwen3vl-like", "--vocabulary", str(vocabulary), "--limit", "2",
+                "--out", str(runs), "--plan-dir", str(PLAN_DIR), "--no-progress"],
+    }[command]  # fmt: skip
+    assert main(argv) == 2
+    assert capsys.readouterr().err.splitlines()[-1] == (
+        f"convswap {command}: error: {log}:2: not a log record (nested too deep to be one)"
+    )

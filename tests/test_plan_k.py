@@ -80,7 +80,7 @@ def test_a_k_the_design_produces_loads(tmp_path, text, k):
 
 
 def test_a_plan_runs_the_conventions_its_folder_declares(tmp_path):
-    path = write(tmp_path, GRID_5.replace('["grid_ref", "pixels"]', '["grid_ref", "pixels", "quadrant"]'))
+    path = write(tmp_path, GRID_5.replace('["grid_ref", "pixels"]', '["grid_ref", "pixels", "quadrant"]', 1))
     with pytest.raises(ConvswapError, match=r"design\.conventions: unknown convention \(known: .*\), got 'quadrant'$"):
         load_plan(path)
     (tmp_path / "conventions.toml").write_text(
