@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import functools
+import shutil
 from pathlib import Path
 
 import pytest
@@ -62,3 +63,17 @@ def tiny_model(tmp_path_factory, qwen25_assets, smolvlm_assets):
         return build_tiny(family, root, tokenizers=qwen25_assets.parent)
 
     return folder
+
+
+@pytest.fixture(scope="session")
+def browser():
+    """Headless Chromium, one per test process: Playwright's sync API runs one instance in a process at a time."""
+    from playwright.sync_api import sync_playwright
+
+    chromium = shutil.which("chromium")
+    if chromium is None:
+        pytest.fail("chromium is not installed (.ci/run installs Debian's chromium package)")
+    with sync_playwright() as playwright:
+        launched = playwright.chromium.launch(executable_path=chromium, args=["--no-sandbox", "--disable-gpu"])
+        yield launched
+        launched.close()

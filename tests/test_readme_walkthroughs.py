@@ -16,6 +16,7 @@ import json
 import math
 import os
 import re
+import shutil
 import subprocess
 import sys
 from dataclasses import dataclass
@@ -74,7 +75,8 @@ class Ran:
 def walked(tmp_path_factory):
     """A fresh folder after `convswap demo`, with every walkthrough block run in it in README order."""
     root = tmp_path_factory.mktemp("readme")
-    (root / "coco-mini").symlink_to(COCO_MINI, target_is_directory=True)
+    # A copy, as a user has one: an items file's images resolve inside the plan's image root, links followed.
+    shutil.copytree(COCO_MINI, root / "coco-mini")
     env = {name: value for name, value in os.environ.items() if not name.startswith("CONVSWAP_")}
     env["PATH"] = f"{Path(sys.executable).parent}{os.pathsep}{env['PATH']}"
     demo = subprocess.run(["convswap", "demo"], cwd=root, env=env, capture_output=True, text=True)

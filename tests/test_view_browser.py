@@ -7,11 +7,9 @@ under the test's temporary folder.
 
 from __future__ import annotations
 
-import shutil
 from urllib.parse import quote
 
 import pytest
-from playwright.sync_api import sync_playwright
 from view_support import (
     LOW_MASS,
     PLANTED_LOG,
@@ -43,17 +41,6 @@ def site(planted, tmp_path_factory):
     out = tmp_path_factory.mktemp("view") / "site"
     assert main(["view", str(planted.logs), "--out", str(out)]) == 0
     return out
-
-
-@pytest.fixture(scope="session")
-def browser():
-    chromium = shutil.which("chromium")
-    if chromium is None:
-        pytest.fail("chromium is not installed (.ci/run installs Debian's chromium package)")
-    with sync_playwright() as playwright:
-        launched = playwright.chromium.launch(executable_path=chromium, args=["--no-sandbox", "--disable-gpu"])
-        yield launched
-        launched.close()
 
 
 @pytest.fixture

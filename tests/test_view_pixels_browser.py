@@ -7,14 +7,12 @@ own pixels (the outline is drawn where the stored kept component is)."""
 from __future__ import annotations
 
 import json
-import shutil
 from collections import Counter
 from pathlib import Path
 
 import pytest
 from PIL import Image
 from pixel_support import observer_file, swap_request
-from playwright.sync_api import sync_playwright
 
 from convswap.cli import main
 from convswap.experiments.runner import run_experiment
@@ -32,17 +30,6 @@ def built(tmp_path_factory) -> tuple[Path, list[dict]]:
     return root / "site", records
 
 
-@pytest.fixture(scope="module")
-def browser():
-    chromium = shutil.which("chromium")
-    if chromium is None:
-        pytest.fail("chromium is not installed (.ci/run installs Debian's chromium package)")
-    with sync_playwright() as playwright:
-        launched = playwright.chromium.launch(executable_path=chromium, args=["--no-sandbox", "--disable-gpu"])
-        yield launched
-        launched.close()
-
-
 @pytest.fixture
 def page(browser):
     opened = browser.new_page(viewport={"width": 1400, "height": 1000})
@@ -58,8 +45,10 @@ def loaded(card, selector: str) -> bool:
 
 
 def open_run(page, site: Path) -> None:
+    """The run's page with every record shown: the index links each task's row to the page filtered to it."""
     page.goto((site / "index.html").as_uri())
-    page.locator("#runs tr.run").filter(has_text="interface_swap").locator("a").click()
+    href = page.locator("#runs tr.run").filter(has_text="interface_swap").locator("a").first.get_attribute("href")
+    page.goto(f"{(site / 'run.html').as_uri()}?{href.split('?')[1].split('&')[0]}")
     page.wait_for_selector("#records tbody tr")
 
 
