@@ -4,7 +4,8 @@ A builder whose inputs are missing is skipped with a message; one that meets a
 problem in the records (two copies of a trial that disagree, a crossover pair
 that does not swap) fails with the problem named, and the others still run.
 Either way any file it wrote on an earlier run is removed, so that no stale
-number survives in the output folder for `check-numbers` to find.
+number survives in the output folder for `check-numbers` to find.  Without
+figures, a figure page is kept only where its inputs are those it was drawn from.
 """
 
 from __future__ import annotations
@@ -14,7 +15,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TextIO
 
-from convswap.analysis.builders import registered
+from tqdm import tqdm
+
+from convswap.analysis.builders import RegisteredFigure, registered
 from convswap.analysis.context import Context, MissingInput
 from convswap.analysis.loading import load_records, load_vocabularies
 from convswap.analysis.numbers import write_numbers
@@ -41,9 +44,11 @@ def generate(
     resamples: int = MIN_RESAMPLES,
     messages: TextIO | None = None,
     unregistered: frozenset[str] = frozenset(),
+    figures: bool = True,
 ) -> Summary:
     """Every table and figure from the records under `logdir`; `unregistered` names the experiments whose records
-    include some not of their registered plan, so that every row of theirs says so."""
+    include some not of their registered plan, so that every row of theirs says so.  Without `figures` no figure
+    is drawn, and a figure left from other records is removed."""
     messages = messages or sys.stderr
     records = load_records(logdir)
     vocabularies = load_vocabularies(logdir)
@@ -57,29 +62,29 @@ def generate(
     context = Context(records, Registry(plan_dir, unregistered), vocabularies, seed, resamples)
     summary = Summary()
     tables: list[Table] = []
-    for builder in registered():
+    # disable=None: a bar on a terminal only, so piped reports stay clean.
+    bar = tqdm(registered(), desc="tables", unit="builder", leave=False, disable=None)
+    for builder in bar:
         names = ", ".join(builder.names)
+        bar.set_postfix_str(names, refresh=False)
         try:
-            written, built = builder.write(context, out)
+            if isinstance(builder, RegisteredFigure):
+                written, built = builder.write(context, out, draw=figures)
+            else:
+                written, built = builder.write(context, out)
             summary.written.extend(written)
             tables.extend(built)
         except MissingInput as missing:
             summary.skipped.append((names, str(missing)))
-            print(f"skipped {names}: {missing}", file=messages)
-            _remove(out, builder.names, builder.suffixes)
+            tqdm.write(f"skipped {names}: {missing}", file=messages)
+            builder.remove(out)
         except ConvswapError as problem:
             summary.failed.append((names, str(problem)))
-            print(f"failed {names}: {problem}", file=messages)
-            _remove(out, builder.names, builder.suffixes)
+            tqdm.write(f"failed {names}: {problem}", file=messages)
+            builder.remove(out)
     summary.written.extend(write_numbers(tables, out))
     atomic_write_text(out / "index.md", _index(summary, logdir, plan_dir, seed, resamples))
     return summary
-
-
-def _remove(out: Path, names: tuple[str, ...], suffixes: tuple[str, ...]) -> None:
-    for name in names:
-        for suffix in suffixes:
-            (out / f"{name}{suffix}").unlink(missing_ok=True)
 
 
 def _index(summary: Summary, logdir: str | Path, plan_dir: str | Path | None, seed: int, resamples: int) -> str:
