@@ -46,7 +46,9 @@ def make_log(logs: Path, wanted: int) -> int:
         for experiment in EXPERIMENTS:
             if record_count(logs) >= wanted:
                 return record_count(logs)
-            request = RunRequest(experiment, f"sim:{preset}", out=logs, vocabulary=vocabulary)
+            request = RunRequest(
+                experiment, f"sim:{preset}", out=logs, vocabulary=vocabulary, vocabulary_from_other_model=True
+            )
             result = run_experiment(request, progress=False)
             vocabulary = vocabulary or result.vocabulary
     return record_count(logs)

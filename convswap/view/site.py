@@ -25,6 +25,8 @@ from importlib import resources
 from pathlib import Path
 from typing import Any
 
+from tqdm import tqdm
+
 from convswap.analysis.builders import FIGURE_SUFFIXES, TABLE_SUFFIXES
 from convswap.analysis.stats import Accuracy
 from convswap.audits.checks import CheckResult
@@ -63,7 +65,8 @@ def build_site(view: LogView, logdir: Path, out: Path, tables: Path | None) -> P
     for name in STATIC_FILES:
         (out / name).write_bytes((static / name).read_bytes())
     thumbnails = Thumbnails(out / "images")
-    for run in view.runs:
+    # disable=None: a bar on a terminal only, so piped output stays clean.
+    for run in tqdm(view.runs, desc="site pages", unit="run", leave=False, disable=None):
         write_run(run, view, thumbnails, out / "data")
     thumbnails.save_manifest()
     table_files = copy_tables(tables, out / "tables") if tables is not None else []
