@@ -293,7 +293,12 @@ class FirstTokenReadout:
     tied_slots: tuple[int, ...] = ()
 
     def to_json(self) -> dict[str, Any]:
-        return {**asdict(self), "top": [score._asdict() for score in self.top]}
+        # A shallow copy: every field is a scalar or a tuple of them, which `asdict` would copy deeply, at a cost
+        # that dominated writing a large log's pages.
+        return {
+            **{name: getattr(self, name) for name in self.__dataclass_fields__},
+            "top": [score._asdict() for score in self.top],
+        }
 
     @classmethod
     def from_json(cls, data: Mapping[str, Any]) -> FirstTokenReadout:
@@ -322,7 +327,7 @@ class Generation:
     max_new_tokens: int | None = None  # the output budget the backend gave the generation
 
     def to_json(self) -> dict[str, Any]:
-        return asdict(self)
+        return {name: getattr(self, name) for name in self.__dataclass_fields__}  # scalars only: no deep copy
 
     @classmethod
     def from_json(cls, data: Mapping[str, Any]) -> Generation:

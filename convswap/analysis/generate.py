@@ -26,6 +26,7 @@ from convswap.analysis.report import Table
 from convswap.analysis.stats import MIN_RESAMPLES
 from convswap.core import ConvswapError
 from convswap.fileio import atomic_write_text
+from convswap.long_lived import long_lived
 
 
 @dataclass
@@ -59,7 +60,15 @@ def generate(
         out.mkdir(parents=True, exist_ok=True)
     except OSError as error:
         raise ConvswapError(f"cannot create output folder {out}: {error.strerror}") from error
-    context = Context(records, Registry(plan_dir, unregistered), vocabularies, seed, resamples)
+    with long_lived():
+        summary = _write_all(Context(records, Registry(plan_dir, unregistered), vocabularies, seed, resamples), out,
+                             messages, figures)  # fmt: skip
+    atomic_write_text(out / "index.md", _index(summary, logdir, plan_dir, seed, resamples))
+    return summary
+
+
+def _write_all(context: Context, out: Path, messages: TextIO, figures: bool) -> Summary:
+    """Every builder's outputs, then the numbers of every table written."""
     summary = Summary()
     tables: list[Table] = []
     # disable=None: a bar on a terminal only, so piped reports stay clean.
@@ -83,7 +92,6 @@ def generate(
             tqdm.write(f"failed {names}: {problem}", file=messages)
             builder.remove(out)
     summary.written.extend(write_numbers(tables, out))
-    atomic_write_text(out / "index.md", _index(summary, logdir, plan_dir, seed, resamples))
     return summary
 
 

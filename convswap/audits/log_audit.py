@@ -10,6 +10,7 @@ from convswap.audits import checks
 from convswap.audits.held_out import Vocabularies, find_vocabularies, held_out
 from convswap.conventions.declarations import CONVENTIONS, Catalog
 from convswap.core import ConvswapError, Record
+from convswap.long_lived import long_lived
 
 
 def audit_records(
@@ -43,4 +44,5 @@ def audit_folder(
     for path in vocabularies:
         if not Path(path).is_file():
             raise ConvswapError(f"vocabulary file not found: {path}")
-    return records, audit_records(records, find_vocabularies(logdir, vocabularies), seed, conventions)
+    with long_lived():
+        return records, audit_records(records, find_vocabularies(logdir, vocabularies), seed, conventions)

@@ -8,6 +8,7 @@ from pathlib import Path
 
 from convswap.core import ConvswapError
 from convswap.experiments.plan_commands import PLAN_DIR_HELP, plan_folder
+from convswap.long_lived import long_lived
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -45,7 +46,8 @@ def view_command(args: argparse.Namespace) -> int:
     view = read_logs(args.logdir, args.vocabulary, conventions_of(plan_folder(args.plan_dir)))
     with tempfile.TemporaryDirectory(prefix="convswap-view-") as temporary:
         site = args.out if args.out is not None else Path(temporary) / "site"
-        index = build_site(view, args.logdir, site, tables)
+        with long_lived():
+            index = build_site(view, args.logdir, site, tables)
         records = sum(len(run.records) for run in view.runs)
         print(f"{records} records in {len(view.runs)} runs: {index.resolve().as_uri()}", flush=True)
         if args.serve:

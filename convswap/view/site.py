@@ -17,6 +17,7 @@ page as data and is put in the DOM as text; the index escapes it here.
 
 from __future__ import annotations
 
+import functools
 import json
 import shutil
 from dataclasses import asdict
@@ -32,7 +33,7 @@ from convswap.analysis.stats import Accuracy
 from convswap.audits.checks import CheckResult
 from convswap.core import ConvswapError, Trial
 from convswap.fileio import atomic_write_text
-from convswap.view.images import Thumbnails
+from convswap.view.images import ImageCheck, Thumbnails
 from convswap.view.runs import LOW_MASS, LogView, Run, record_detail, record_row, run_title
 
 TRIALS_PER_PART = 50
@@ -95,7 +96,7 @@ def write_run(run: Run, view: LogView, thumbnails: Thumbnails, data: Path) -> No
         part = part_of_trial[record.trial_id]
         rows.append({**record_row(record, failures), "part": part})
         shown = parts[part][record.trial_id]
-        image = asdict(thumbnails.check(record))
+        image = image_data(thumbnails.check(record))
         if image not in shown["images"]:
             shown["images"].append(image)
         shown["records"].append(record_detail(record, failures))
@@ -111,6 +112,12 @@ def write_run(run: Run, view: LogView, thumbnails: Thumbnails, data: Path) -> No
     write_data(data / f"run-{run.number}.js", summary)
     for number, trials in enumerate(parts):
         write_data(data / f"run-{run.number}-{number}.js", {**summary_header(run), "part": number, "trials": trials})
+
+
+@functools.cache
+def image_data(check: ImageCheck) -> dict[str, Any]:
+    # Every convention's record of a trial shows one image: its check is converted once, not per record.
+    return asdict(check)
 
 
 def summary_header(run: Run) -> dict[str, Any]:
