@@ -5,7 +5,9 @@ so the variants run interleaved: every variant on one trial, then every variant
 on the next (the order reversed every other round), for several rounds.  Each
 variant is reported by its median seconds per trial, and each ratio to the
 baseline by the median of its per-round ratios, with their range: the spread a
-second run may differ by.
+second run may differ by.  Both clocks are kept: wall time, as a user waits, and
+the process's CPU time (every thread's), which leaves out the waits for a core
+that other work causes, and so holds still when the load moves within a round.
 """
 
 from __future__ import annotations
@@ -18,17 +20,29 @@ from typing import Any
 
 
 @dataclass(frozen=True)
-class Timing:
-    seconds: float  # median seconds per trial over every round
-    ratio: float  # median over rounds of the baseline's seconds / this variant's (its speed-up)
-    ratio_low: float
-    ratio_high: float
-    results: list[Any]  # the first round's result per trial
+class Ratio:
+    """Median over rounds of the baseline's seconds / a variant's (its speed-up), and the rounds' range."""
+
+    median: float
+    low: float
+    high: float
 
     @property
     def spread(self) -> float:
         """The range of the per-round ratios as a share of their median."""
-        return (self.ratio_high - self.ratio_low) / self.ratio
+        return (self.high - self.low) / self.median
+
+    def __str__(self) -> str:
+        return f"{self.median:.2f} ({self.low:.2f}-{self.high:.2f}, spread {self.spread:.0%})"
+
+
+@dataclass(frozen=True)
+class Timing:
+    seconds: float  # median wall seconds per trial over every round
+    cpu_seconds: float  # the same in CPU seconds
+    ratio: Ratio  # of wall times
+    cpu_ratio: Ratio  # of CPU times
+    results: list[Any]  # the first round's result per trial
 
 
 def interleaved(variants: dict[str, Callable[[Any], Any]], trials: Sequence[Any], rounds: int = 3) -> dict[str, Timing]:
@@ -37,28 +51,34 @@ def interleaved(variants: dict[str, Callable[[Any], Any]], trials: Sequence[Any]
     for run in variants.values():
         run(trials[0])  # warm-up: first calls pay for lazy initialisation
     names = list(variants)
-    per_round: dict[str, list[list[float]]] = {name: [] for name in names}
+    walls: dict[str, list[list[float]]] = {name: [] for name in names}
+    cpus: dict[str, list[list[float]]] = {name: [] for name in names}
     results: dict[str, list[Any]] = {name: [] for name in names}
     for round_number in range(rounds):
         order = names if round_number % 2 == 0 else names[::-1]
         for name in names:
-            per_round[name].append([])
+            walls[name].append([])
+            cpus[name].append([])
         for trial in trials:
             for name in order:
-                start = time.perf_counter()
+                start, cpu = time.perf_counter(), time.process_time()
                 result = variants[name](trial)
-                per_round[name][-1].append(time.perf_counter() - start)
+                walls[name][-1].append(time.perf_counter() - start)
+                cpus[name][-1].append(time.process_time() - cpu)
                 if round_number == 0:
                     results[name].append(result)
-    baseline = [sum(seconds) for seconds in per_round[names[0]]]
-    timings = {}
-    for name in names:
-        ratios = [base / sum(seconds) for base, seconds in zip(baseline, per_round[name], strict=True)]
-        timings[name] = Timing(
-            seconds=statistics.median(second for seconds in per_round[name] for second in seconds),
-            ratio=statistics.median(ratios),
-            ratio_low=min(ratios),
-            ratio_high=max(ratios),
+    return {
+        name: Timing(
+            seconds=statistics.median(second for seconds in walls[name] for second in seconds),
+            cpu_seconds=statistics.median(second for seconds in cpus[name] for second in seconds),
+            ratio=_ratio(walls[names[0]], walls[name]),
+            cpu_ratio=_ratio(cpus[names[0]], cpus[name]),
             results=results[name],
         )
-    return timings
+        for name in names
+    }
+
+
+def _ratio(baseline: list[list[float]], variant: list[list[float]]) -> Ratio:
+    ratios = [sum(base) / sum(seconds) for base, seconds in zip(baseline, variant, strict=True)]
+    return Ratio(statistics.median(ratios), min(ratios), max(ratios))
