@@ -7,8 +7,13 @@ A trial is one image and several prompts (conventions of the same question).
   cached    the prefix encoded once, then one `generate` per prompt on a copy of its cache
   batched   the prefix encoded once, then every prompt decoded together from one copy (the backend's way)
 
-Each time includes the processor.  Prints the time per trial, the speed-up over
-`full`, and how many prompts' texts equal `full`'s.
+Each time includes the processor.  The three run interleaved (see interleaved.py):
+trial by trial, every way in turn, for --rounds rounds, so that load which comes
+and goes on a shared machine shifts them alike.  Prints the median time per
+trial, the speed-up over `full` in wall and in CPU time (the median of the
+rounds' ratios, with their range and its spread; CPU time leaves out the waits
+for a core that a loaded machine adds), and how many prompts' texts equal
+`full`'s.
 
 The model is a random-weight Qwen2.5-VL with the real 151,665-entry vocabulary and
 448 px images (256 image tokens).  Sharing the prefix saves prefill, not decoding,
@@ -20,19 +25,21 @@ size (hidden 1024, 12 layers) brings that share down as far as a CPU run allows,
 and the script prints it; pass --hidden 256 --layers 4 for prefix_sharing.py's model.
 
     python benchmarks/generation_batching.py [--trials 3] [--prompts 8] [--new-tokens 16] [--threads 2]
-                                             [--hidden 1024] [--layers 12]
+                                             [--hidden 1024] [--layers 12] [--rounds 3]
 """
 
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 import tempfile
 from dataclasses import replace
 from pathlib import Path
 
 import torch
-from prefix_sharing import REALISTIC, make_query, timed
+from interleaved import interleaved
+from prefix_sharing import REALISTIC, make_query
 
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO / "tests"))
@@ -88,6 +95,7 @@ def main() -> int:
     parser.add_argument("--threads", type=int, default=2, help="torch CPU threads")
     parser.add_argument("--hidden", type=int, default=1024, help="text hidden size (default 1024)")
     parser.add_argument("--layers", type=int, default=12, help="text layers (default 12)")
+    parser.add_argument("--rounds", type=int, default=3, help="interleaved rounds over the trials (default 3)")
     args = parser.parse_args()
     torch.set_num_threads(args.threads)
     size = replace(REALISTIC, hidden=args.hidden, layers=args.layers, heads=max(4, args.hidden // 128))
@@ -107,15 +115,21 @@ def main() -> int:
         f"{args.trials} trials x {args.prompts} prompts x {args.new_tokens} new tokens, {args.threads} threads; "
         f"output layer {output_weights / (output_weights + layer_weights):.0%} of a token's weights"
     )
-    ways = (("full", full_generation), ("cached", cached_generation), ("batched", batched_generation))
-    results = {name: timed(lambda query, way=way: way(backend, query, args.new_tokens), queries) for name, way in ways}
-    full_seconds, reference = results["full"]
+    ways = {"full": full_generation, "cached": cached_generation, "batched": batched_generation}
+    variants = {name: (lambda query, way=way: way(backend, query, args.new_tokens)) for name, way in ways.items()}
+    timings = interleaved(variants, queries, rounds=args.rounds)
+    reference = timings["full"].results
     total = args.trials * args.prompts
-    print(f"{'generation':<10} {'ms/trial':>9} {'speed-up':>9} {'texts equal to full':>20}")
-    for name, (seconds, texts) in results.items():
-        equal = sum(got == want for trial, expected in zip(texts, reference, strict=True)
+    print(f"{args.rounds} interleaved rounds; times are medians per trial, speed-ups the median of the rounds' ratios")
+    print(f"{'generation':<10} {'ms/trial':>9} {'speed-up (wall)':>30} {'speed-up (CPU)':>30} {'equal to full':>14}")
+    for name, timing in timings.items():
+        equal = sum(got == want for trial, expected in zip(timing.results, reference, strict=True)
                     for got, want in zip(trial, expected, strict=True))  # fmt: skip
-        print(f"{name:<10} {seconds * 1e3:9.1f} {full_seconds / seconds:9.2f} {f'{equal}/{total}':>20}")
+        print(
+            f"{name:<10} {timing.seconds * 1e3:9.1f} {str(timing.ratio):>30} {str(timing.cpu_ratio):>30} "
+            f"{f'{equal}/{total}':>14}"
+        )
+    print(f"load average over the last minute: {os.getloadavg()[0]:.2f} on {os.cpu_count()} CPUs")
     return 0
 
 

@@ -17,13 +17,15 @@ By default the model is a random-weight Qwen2.5-VL with realistic proportions
 (hidden 256, 4 layers, 448 px images -> 256 image tokens) built with the test
 helpers; `--model` times a local model folder instead.
 
-    python benchmarks/prefix_sharing.py [--trials 5] [--prompts 8] [--threads 2] [--model PATH]
+The variants run interleaved (see interleaved.py), so load that comes and goes
+shifts them alike; the range of the per-round speed-ups is printed beside each.
+
+    python benchmarks/prefix_sharing.py [--trials 5] [--prompts 8] [--threads 2] [--model PATH] [--rounds 3]
 """
 
 from __future__ import annotations
 
 import argparse
-import statistics
 import sys
 import tempfile
 import time
@@ -36,6 +38,7 @@ from PIL import Image
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO / "tests"))
 
+from interleaved import interleaved  # noqa: E402
 from tiny_models import TinySize, build_tiny  # noqa: E402
 
 from convswap.core import Prompt  # noqa: E402
@@ -83,17 +86,6 @@ def full_forwards(backend: TransformersBackend, query: Query) -> np.ndarray:
     return torch.stack(rows).float().numpy()
 
 
-def timed(function, queries: list[Query]) -> tuple[float, list[np.ndarray]]:
-    """Median seconds per trial, and each trial's logits."""
-    function(queries[0])  # warm-up
-    seconds, results = [], []
-    for query in queries:
-        start = time.perf_counter()
-        results.append(function(query))
-        seconds.append(time.perf_counter() - start)
-    return statistics.median(seconds), results
-
-
 @torch.inference_mode()
 def projection_seconds(backend: TransformersBackend) -> float:
     """One row through the output layer: a cost every pass pays once, however few tokens it runs."""
@@ -118,6 +110,7 @@ def main() -> int:
     parser.add_argument("--prompts", type=int, default=8, help="prompts per trial")
     parser.add_argument("--threads", type=int, default=2, help="torch CPU threads")
     parser.add_argument("--model", type=Path, help="a local model folder (default: a random-weight Qwen2.5-VL)")
+    parser.add_argument("--rounds", type=int, default=3, help="interleaved rounds over the trials (default 3)")
     args = parser.parse_args()
     torch.set_num_threads(args.threads)
 
@@ -131,18 +124,32 @@ def main() -> int:
         f"{args.prompts} prompts; prefill tokens per trial: full {full_tokens}, shared {shared_tokens}"
     )
 
-    full_seconds, reference = timed(lambda query: full_forwards(backend, query), queries)
+    def suffixes_of(batch: int):
+        def read(query: Query) -> np.ndarray:
+            backend.suffix_batch = batch
+            return backend.next_token_logits(query)
+
+        return read
+
+    variants = {
+        "full": lambda query: full_forwards(backend, query),
+        "shared": suffixes_of(1),
+        "batched": suffixes_of(args.prompts),
+    }
+    timings = interleaved(variants, queries, rounds=args.rounds)
+    reference = timings["full"].results
     token_ratio = full_tokens / shared_tokens
-    print(f"{'readout':<8} {'ms/trial':>9} {'speed-up':>9} {'tokens':>7} {'speed-up/tokens':>16} {'max |dlogit|':>13}")
-    print(f"{'full':<8} {full_seconds * 1e3:9.1f} {1.0:9.2f} {1.0:7.2f} {'':>16} {0.0:13.1e}")
-    for name, suffix_batch in (("shared", 1), ("batched", args.prompts)):
-        backend.suffix_batch = suffix_batch
-        seconds, logits = timed(backend.next_token_logits, queries)
-        speed_up = full_seconds / seconds
-        difference = max(float(np.abs(got - want).max()) for got, want in zip(logits, reference, strict=True))
+    print(f"{args.rounds} interleaved rounds; times are medians per trial, speed-ups the median of the rounds' ratios")
+    print(
+        f"{'readout':<8} {'ms/trial':>9} {'speed-up (wall)':>30} {'speed-up (CPU)':>30} {'tokens':>7} "
+        f"{'CPU speed-up/tokens':>20} {'max |dlogit|':>13}"
+    )
+    for name, timing in timings.items():
+        difference = max(float(np.abs(got - want).max()) for got, want in zip(timing.results, reference, strict=True))
+        tokens = 1.0 if name == "full" else token_ratio
         print(
-            f"{name:<8} {seconds * 1e3:9.1f} {speed_up:9.2f} {token_ratio:7.2f} "
-            f"{speed_up / token_ratio:16.2f} {difference:13.1e}"
+            f"{name:<8} {timing.seconds * 1e3:9.1f} {str(timing.ratio):>30} {str(timing.cpu_ratio):>30} "
+            f"{tokens:7.2f} {timing.cpu_ratio.median / tokens:20.2f} {difference:13.1e}"
         )
     layer = backend.model.get_output_embeddings()
     print(

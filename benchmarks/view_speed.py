@@ -1,4 +1,4 @@
-"""How fast `convswap view` renders a 30,000-record log, and how fast its pages load in headless Chromium.
+"""How fast `convswap view` renders a 32,000-record log, and how fast its pages load in headless Chromium.
 
 The log is made by real runs of the simulated observers (`sim:` presets) over
 the color ladder, the readership test and the synthetic spatial task, until it
@@ -6,8 +6,9 @@ holds at least --records records; it is kept in --logs and reused by later runs
 (a run already on disk is skipped by the runner's own resume).
 The site is then built from scratch (every thumbnail rendered), built again into
 the same folder (thumbnails kept), and its index, its largest run page and one
-trial page are opened in Chromium.  Targets: a build under 30 s, the index
-loaded under 2 s.
+trial page are opened in Chromium.  Targets: a build from scratch under 8 s, the
+index loaded under 2 s.  CPU seconds and the load average are printed beside the
+wall time: on a machine shared with other work the wall time holds its waits too.
 
     python benchmarks/view_speed.py --logs /tmp/view-logs
 """
@@ -30,7 +31,7 @@ from convswap.experiments.runner import RunRequest, run_experiment
 from convswap.readout.sim_presets import PRESETS
 
 EXPERIMENTS = ("color_ladder", "color_readership", "synthetic_spatial")
-BUILD_TARGET_S = 30.0
+BUILD_TARGET_S = 8.0
 INDEX_TARGET_S = 2.0
 
 
@@ -46,7 +47,9 @@ def make_log(logs: Path, wanted: int) -> int:
         for experiment in EXPERIMENTS:
             if record_count(logs) >= wanted:
                 return record_count(logs)
-            request = RunRequest(experiment, f"sim:{preset}", out=logs, vocabulary=vocabulary)
+            request = RunRequest(
+                experiment, f"sim:{preset}", out=logs, vocabulary=vocabulary, vocabulary_from_other_model=True
+            )
             result = run_experiment(request, progress=False)
             vocabulary = vocabulary or result.vocabulary
     return record_count(logs)
@@ -74,7 +77,7 @@ def page_seconds(page, url: str, ready: str) -> float:
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--logs", type=Path, required=True, help="log folder, made here when it holds too few records")
-    parser.add_argument("--records", type=int, default=30_000, help="records the log must hold (default 30000)")
+    parser.add_argument("--records", type=int, default=32_000, help="records the log must hold (default 32000)")
     args = parser.parse_args()
     args.logs.mkdir(parents=True, exist_ok=True)
     records = make_log(args.logs, args.records)

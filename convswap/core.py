@@ -339,7 +339,12 @@ class FirstTokenReadout:
         return self.candidate_mass_upper is None
 
     def to_json(self) -> dict[str, Any]:
-        data = {**asdict(self), "top": [score._asdict() for score in self.top]}
+        # A shallow copy: every field is a scalar or a tuple of them, which `asdict` would copy deeply, at a cost
+        # that dominated writing a large log's pages.
+        data = {
+            **{name: getattr(self, name) for name in self.__dataclass_fields__},
+            "top": [score._asdict() for score in self.top],
+        }
         # Provenance beyond a local model's readout is written only where it says something, so the
         # records of local models read as they always have.
         for name, unset in _READOUT_DEFAULTS.items():
@@ -388,7 +393,7 @@ class Generation:
     max_new_tokens: int | None = None  # the output budget the backend gave the generation
 
     def to_json(self) -> dict[str, Any]:
-        return asdict(self)
+        return {name: getattr(self, name) for name in self.__dataclass_fields__}  # scalars only: no deep copy
 
     @classmethod
     def from_json(cls, data: Mapping[str, Any]) -> Generation:

@@ -15,10 +15,13 @@ from analysis_logs import cross_model_records, vocabulary_namings
 from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.container import BarContainer
 
+from convswap.analysis import figures
 from convswap.analysis.context import Context
 from convswap.analysis.figures import UNGATED_GREY, figure1, wheel_figure
+from convswap.analysis.generate import generate
+from convswap.analysis.loading import load_vocabularies
 from convswap.analysis.registration import Registry
-from convswap.calibration.vocabulary import build_vocabulary
+from convswap.calibration.vocabulary import AngleNaming, Render, build_vocabulary, save_vocabulary
 
 PLAN_DIR = Path(__file__).resolve().parents[1] / "convswap" / "analysis_plan"
 
@@ -111,3 +114,77 @@ def test_a_convention_answered_all_right_or_all_wrong_draws_its_interval():
     bars = [container for container in drawn.axes[0].containers if isinstance(container, BarContainer)]
     assert sorted(container.patches[0].get_height() for container in bars) == [0.0, 100.0]
     drawn.savefig(io.BytesIO(), format="png")
+
+
+def wheels_log(logdir: Path, models: int, grey_angle: dict[int, int] | None = None) -> Path:
+    """A log folder of vocabularies only, model i named sim:model-i; `grey_angle` (model -> angle) makes one
+    render name that angle differently, so the wheel draws it grey."""
+    for stale in logdir.glob("vocabulary_*.json"):
+        stale.unlink()
+    for i in range(models):
+        namings = vocabulary_namings()
+        if grey_angle and i in grey_angle:
+            namings = [
+                AngleNaming(naming.angle, (*naming.renders[:2], Render(2, "Gold", "stop")))
+                if naming.angle == grey_angle[i]
+                else naming
+                for naming in namings
+            ]
+        model = {"spec": f"sim:model-{i}", "backend": "sim", "revision": "r", "quant": None}
+        save_vocabulary(logdir / f"vocabulary_{i}.json", build_vocabulary(namings, model=model))
+    return logdir
+
+
+def drawn_at(out: Path) -> dict[str, tuple[int, int]]:
+    """Every figure file by name, with its inode and modification time: a file written again has new ones."""
+    return {path.name: (path.stat().st_ino, path.stat().st_mtime_ns) for path in sorted(out.glob("figure_*"))}
+
+
+def test_a_wheel_page_is_drawn_again_only_when_its_vocabularies_change(tmp_path, monkeypatch):
+    monkeypatch.setattr(figures, "WHEELS_PER_PAGE", 1)  # a page per model: three small pages
+    logdir, out = tmp_path / "logs", tmp_path / "out"
+    logdir.mkdir()
+    wheels_log(logdir, 3)
+    generate(logdir, out, plan_dir=PLAN_DIR, messages=io.StringIO())
+    first = drawn_at(out)
+    pages = ["figure_color_wheels", "figure_color_wheels_2", "figure_color_wheels_3"]
+    assert sorted(first) == sorted(f"{page}{suffix}" for page in pages for suffix in (".png", ".pdf"))
+    generate(logdir, out, plan_dir=PLAN_DIR, messages=io.StringIO())
+    assert drawn_at(out) == first  # nothing changed, nothing drawn
+
+    wheels_log(logdir, 3, grey_angle={1: 100})  # sim:model-1, on page 2, no longer retains 100°
+    generate(logdir, out, plan_dir=PLAN_DIR, messages=io.StringIO())
+    again = drawn_at(out)
+    changed = sorted(name for name in first if again[name] != first[name])
+    assert changed == ["figure_color_wheels_2.pdf", "figure_color_wheels_2.png"]
+    redrawn = wheel_figure(load_vocabularies(logdir)[1:2])
+    grey = [naming.angle for naming in load_vocabularies(logdir)[1].namings if naming.name is None]
+    assert 100 in grey and (out / "figure_color_wheels_2.png").read_bytes() == png_bytes(redrawn)
+
+    (out / "figure_color_wheels.pdf").unlink()  # a page missing a file is drawn again
+    wheels_log(logdir, 2, grey_angle={1: 100})  # and a page of a model no longer in the log is removed
+    generate(logdir, out, plan_dir=PLAN_DIR, messages=io.StringIO())
+    last = drawn_at(out)
+    assert sorted(last) == sorted(f"{page}{suffix}" for page in pages[:2] for suffix in (".png", ".pdf"))
+    assert last["figure_color_wheels.png"] != again["figure_color_wheels.png"]
+    assert last["figure_color_wheels_2.png"] == again["figure_color_wheels_2.png"]
+
+
+def test_without_figures_a_page_of_other_records_is_removed_and_a_current_one_kept(tmp_path, monkeypatch):
+    monkeypatch.setattr(figures, "WHEELS_PER_PAGE", 1)
+    logdir, out = tmp_path / "logs", tmp_path / "out"
+    logdir.mkdir()
+    wheels_log(logdir, 2)
+    generate(logdir, out, plan_dir=PLAN_DIR, messages=io.StringIO())
+    first = drawn_at(out)
+    wheels_log(logdir, 2, grey_angle={1: 100})
+    summary = generate(logdir, out, plan_dir=PLAN_DIR, messages=io.StringIO(), figures=False)
+    assert drawn_at(out) == {name: first[name] for name in ("figure_color_wheels.pdf", "figure_color_wheels.png")}
+    assert {path.name for path in summary.written} >= {"figure_color_wheels.png", "figure_color_wheels.pdf"}
+
+
+def png_bytes(drawn) -> bytes:
+    """The PNG a figure saves to, as `convswap tables` saves it."""
+    buffer = io.BytesIO()
+    drawn.savefig(buffer, format="png", metadata={"Software": None}, dpi=150)
+    return buffer.getvalue()

@@ -12,7 +12,7 @@ from analysis_factory import locate_trial, planted, write_jsonl
 from matplotlib.figure import Figure
 
 from convswap.analysis import builders
-from convswap.analysis.builders import TableSpec, demo_tables, figure, table, tables
+from convswap.analysis.builders import Drawing, TableSpec, demo_tables, figure, table, tables
 from convswap.analysis.context import Context, MissingInput
 from convswap.analysis.generate import generate
 from convswap.analysis.registration import Registry
@@ -98,12 +98,16 @@ def test_a_registered_table_without_inputs_is_skipped_and_its_stale_files_remove
     assert not (out / "test_needs_more.layout.md").exists()
 
 
+def bar_of(count: int) -> Figure:
+    drawn = Figure()
+    drawn.add_subplot().bar(["sim:a"], [count])
+    return drawn
+
+
 def test_a_registered_figure_is_saved_as_png_and_pdf(registry, logdir, tmp_path):
     @figure("test_figure")
-    def draw(context: Context) -> Figure:
-        drawn = Figure()
-        drawn.add_subplot().bar(["sim:a"], [len(context.records)])
-        return drawn
+    def pages(context: Context) -> list[Drawing]:
+        return [Drawing(len(context.records), bar_of)]
 
     out = tmp_path / "out"
     generate(logdir, out, plan_dir=PLAN_DIR, messages=io.StringIO())
@@ -129,7 +133,7 @@ def test_a_name_registered_twice_is_refused(registry):
     with pytest.raises(ValueError, match="output name already registered: table2_coco"):
         table("table2_coco")(records_per_model)
     with pytest.raises(ValueError, match="already registered: figure1_locate"):
-        figure("figure1_locate")(lambda context: Figure())
+        figure("figure1_locate")(lambda context: [])
     with pytest.raises(ValueError, match="already registered: test_twice"):
         tables(TableSpec("test_twice"), TableSpec("test_twice"))(records_per_model)
 

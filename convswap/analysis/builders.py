@@ -7,23 +7,31 @@ demo prints it and its spec layout, if any:
     def table2_coco(context: Context) -> list[Table]: ...
 
 The builder's tables take their names from the registration, so a name is written in one place.  A figure
-builder returns a matplotlib figure, saved under its registered name.  `generate` runs the builders in the
-order they were registered; `BUILDER_MODULES` are the modules that register them, imported in that order.
+builder returns its pages, each a `Drawing`: what the page shows (`inputs`) and how to draw it.  The first
+page is saved under the registered name, page k under `name_k`, as PNG and PDF from one drawing; a page
+whose inputs (and drawing code) are those it was last drawn from in the same folder, with both its files
+there, is not drawn again.  `generate` runs the builders in the order they were registered;
+`BUILDER_MODULES` are the modules that register them, imported in that order.
 """
 
 from __future__ import annotations
 
 import functools
+import hashlib
 import importlib
 import io
+import json
+import sys
 from collections.abc import Callable
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
+
+from tqdm import tqdm
 
 from convswap.analysis.layouts import write_layout
 from convswap.analysis.report import Table, write_table
-from convswap.fileio import atomic_write_bytes
+from convswap.fileio import atomic_write_bytes, atomic_write_text
 
 if TYPE_CHECKING:
     from matplotlib.figure import Figure
@@ -32,6 +40,8 @@ if TYPE_CHECKING:
 
 TABLE_SUFFIXES = (".md", ".csv", ".layout.md", ".tex")
 FIGURE_SUFFIXES = (".png", ".pdf")
+# Per figure page, the digest of the inputs and code it was drawn from; hidden, so no reader takes it for an output.
+DRAWN_FILE = ".figure-inputs.json"
 # The modules whose builders `convswap tables` runs, in the order their outputs are listed; no one of them
 # imports another, so importing them in this order registers their builders in this order.
 BUILDER_MODULES = (
@@ -45,7 +55,7 @@ BUILDER_MODULES = (
 )
 Layout = Callable[[Table], Table]
 TableBuilder = Callable[["Context"], list[Table]]
-FigureBuilder = Callable[["Context"], "Figure"]
+FigureBuilder = Callable[["Context"], "list[Drawing]"]
 
 
 @dataclass(frozen=True)
@@ -83,6 +93,28 @@ class RegisteredTables:
                 written += write_layout(table, spec.layout, out_dir)
         return written, built
 
+    def remove(self, out_dir: Path) -> None:
+        """Remove every file these tables wrote on an earlier run."""
+        for name in self.names:
+            for suffix in self.suffixes:
+                (out_dir / f"{name}{suffix}").unlink(missing_ok=True)
+
+
+@dataclass(frozen=True)
+class Drawing:
+    """One page of a figure: everything the page shows, as plain values, and the function that draws it from them.
+
+    `draw(inputs)` must depend on nothing else: the page is redrawn only when `repr(inputs)`, or the source of
+    the module that defines `draw`, differs from the last drawing into the same folder."""
+
+    inputs: Any
+    draw: Callable[[Any], Figure]
+
+    @property
+    def digest(self) -> str:
+        code = Path(sys.modules[self.draw.__module__].__file__ or "").read_bytes()
+        return hashlib.blake2b(code + repr((self.draw.__qualname__, self.inputs)).encode(), digest_size=16).hexdigest()
+
 
 @dataclass(frozen=True)
 class RegisteredFigure:
@@ -96,18 +128,68 @@ class RegisteredFigure:
     def names(self) -> tuple[str, ...]:
         return (self.name,)
 
-    def write(self, context: Context, out_dir: Path) -> tuple[list[Path], list[Table]]:
-        """Draw the figure and save it as PNG and PDF, with no creation date, so that the same records give the
-        same files; the files written and no table."""
-        drawn = self.build(context)
+    def page_name(self, page: int) -> str:
+        return self.name if page == 1 else f"{self.name}_{page}"
+
+    def write(self, context: Context, out_dir: Path, *, draw: bool = True) -> tuple[list[Path], list[Table]]:
+        """Save every page whose inputs changed as PNG and PDF, with no creation date, so that the same records
+        give the same files; the files written (or kept, unchanged) and no table.  Without `draw`, a page whose
+        files are not current is removed instead, so that no figure of other records is left in the folder."""
+        drawings = self.build(context)
+        drawn = read_drawn(out_dir)
         written = []
-        for suffix, metadata in (("png", {"Software": None}), ("pdf", {"CreationDate": None, "Producer": None})):
-            buffer = io.BytesIO()
-            drawn.savefig(buffer, format=suffix, metadata=metadata, dpi=150, bbox_inches="tight")
-            path = out_dir / f"{self.name}.{suffix}"
-            atomic_write_bytes(path, buffer.getvalue())
-            written.append(path)
+        pages = tqdm(drawings, desc=f"figures ({self.name})", unit="figure", leave=False, disable=None)
+        for page, drawing in enumerate(pages, start=1):
+            name, digest = self.page_name(page), drawing.digest
+            paths = [out_dir / f"{name}{suffix}" for suffix in self.suffixes]
+            if drawn.get(name) != digest or not all(path.is_file() for path in paths):
+                drawn.pop(name, None)
+                if not draw:
+                    for path in paths:
+                        path.unlink(missing_ok=True)
+                    continue
+                save_figure(drawing.draw(drawing.inputs), paths)
+                drawn[name] = digest
+            written += paths
+        self._remove_pages(out_dir, after=len(drawings), drawn=drawn)
         return written, []
+
+    def remove(self, out_dir: Path) -> None:
+        """Remove every page this figure wrote on an earlier run."""
+        self._remove_pages(out_dir, after=0, drawn=read_drawn(out_dir))
+
+    def _remove_pages(self, out_dir: Path, after: int, drawn: dict[str, str]) -> None:
+        """Remove the files of every page past `after` (pages of an earlier run with more models), and record
+        what is drawn now."""
+        for path in [*out_dir.glob(f"{self.name}.*"), *out_dir.glob(f"{self.name}_*.*")]:
+            page = path.stem.removeprefix(self.name).removeprefix("_") or "1"
+            if path.suffix in self.suffixes and page.isdigit() and int(page) > after:
+                path.unlink()
+                drawn.pop(path.stem, None)
+        write_drawn(out_dir, drawn)
+
+
+def read_drawn(out_dir: Path) -> dict[str, str]:
+    try:
+        found = json.loads((out_dir / DRAWN_FILE).read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return {}  # none yet, or unreadable: every page is drawn
+    return found if isinstance(found, dict) else {}
+
+
+def write_drawn(out_dir: Path, drawn: dict[str, str]) -> None:
+    if drawn != read_drawn(out_dir):
+        atomic_write_text(out_dir / DRAWN_FILE, json.dumps(drawn, indent=1, sort_keys=True) + "\n")
+
+
+def save_figure(drawn: Figure, paths: list[Path]) -> None:
+    """The figure as PNG and as PDF.  A drawing lays itself out (no layout engine to run per format, no tight
+    bounding box to find by drawing twice), so each format is one pass of its renderer."""
+    for path in paths:
+        metadata = {"Software": None} if path.suffix == ".png" else {"CreationDate": None, "Producer": None}
+        buffer = io.BytesIO()
+        drawn.savefig(buffer, format=path.suffix[1:], metadata=metadata, dpi=150)
+        atomic_write_bytes(path, buffer.getvalue())
 
 
 Registered = RegisteredTables | RegisteredFigure
@@ -145,7 +227,7 @@ def table(name: str, *, demo: bool = False, layout: Layout | None = None) -> Cal
 
 
 def figure(name: str) -> Callable[[FigureBuilder], FigureBuilder]:
-    """Register a builder that draws one figure, saved as `name`.png and `name`.pdf."""
+    """Register a builder of a figure's pages, saved as `name`.png and `name`.pdf, then `name_2`... ."""
 
     def register(build: FigureBuilder) -> FigureBuilder:
         _register(RegisteredFigure(build, name))

@@ -34,6 +34,13 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         default=MIN_RESAMPLES,
         help=f"bootstrap resamples, at least {MIN_RESAMPLES} (default {MIN_RESAMPLES})",
     )
+    tables.add_argument(
+        "--no-figures",
+        dest="figures",
+        action="store_false",
+        help="write the tables and numbers only; a figure is kept only where it shows these records still, "
+        "others are removed (figures are redrawn only where their inputs changed, so this saves the drawing alone)",
+    )
     tables.set_defaults(handler=run_tables)
 
     check = subparsers.add_parser(
@@ -64,6 +71,7 @@ def run_tables(args: argparse.Namespace) -> int:
         seed=args.seed,
         resamples=args.resamples,
         unregistered=frozenset(provenance.unregistered_experiments),
+        figures=args.figures,
     )
     refused = f", {len(summary.refused)} record(s) refused" if summary.refused else ""
     missing = f", {len(summary.missing)} run(s) missing units" if summary.missing else ""

@@ -1,6 +1,9 @@
 """Figure 1 (locate accuracy per model and convention) and the color wheels of Table 5.
 
-Drawn with matplotlib's object API (no pyplot state); the registry (`builders`) saves them as PNG and PDF.
+Drawn with matplotlib's object API (no pyplot state); the registry (`builders`) saves them as PNG and PDF.  Each
+builder reduces its records to the values a page shows, so that the registry draws a page again only when those
+change; the color wheels come WHEELS_PER_PAGE models to a page, so a study of many models is many pages of the
+same layout, each drawn in the same time.
 """
 
 from __future__ import annotations
@@ -9,55 +12,95 @@ import itertools
 import math
 import textwrap
 from collections.abc import Sequence
+from dataclasses import dataclass
 
 import numpy as np
 from matplotlib import rcParams
 from matplotlib.artist import Artist
 from matplotlib.axes import Axes
+from matplotlib.collections import PathCollection
 from matplotlib.figure import Figure
 from matplotlib.patches import Patch
+from matplotlib.path import Path
 from statsmodels.stats.proportion import proportion_confint
 
-from convswap.analysis.builders import figure
+from convswap.analysis.builders import Drawing, figure
 from convswap.analysis.context import Context, MissingInput, experiment_records, ordered
 from convswap.analysis.gating import gated_models
 from convswap.analysis.loading import chance, group_by, vocabulary_label
 from convswap.analysis.registration import POST_HOC
 from convswap.calibration.vocabulary import Vocabulary
-from convswap.core import Record
-from convswap.experiments.scoring import accuracy
+from convswap.experiments.scoring import Accuracy, accuracy
 
 FIGURE1_CONVENTIONS = ("cell_name", "normalized", "pixels")
 WHEELS_PER_ROW = 4
+WHEELS_PER_PAGE = 2 * WHEELS_PER_ROW
+# A wheel's cell of the page, in inches, and where its polar axes sit in it: room for the 45° tick labels
+# around the circle and the title above it, so that no label reaches a neighbouring cell.
+WHEEL_CELL = (3.6, 3.8)
+WHEEL_SIDE = 2.8  # the polar axes' square
+WHEEL_BOTTOM = 0.3  # below the axes, within the cell
+WHEEL_TITLE_WIDTH = 44  # characters per line of a panel's title
+SUPTITLE_HEIGHT = 0.4
 UNGATED_GREY = (0.7, 0.7, 0.7)
 MODEL_LABEL_WIDTH = 32  # characters per line of a model's tick label
 
 
-@figure("figure1_locate")
-def figure1(context: Context) -> Figure:
-    """Grouped bars: one group per model, one bar per convention, each with its 95% Wilson interval and n
-    (scored trials) above it, chance as a dashed line.  A model that fails the capability gate is drawn grey
-    and its label says so: its bars are shown, but they are no evidence about the convention."""
+@dataclass(frozen=True)
+class Figure1Inputs:
+    """What Figure 1 shows: accuracy per (model, convention), the conventions in order, the models failing the
+    gate (model -> why), chance in points and the registration status of the figure."""
+
+    cells: tuple[tuple[tuple[str, str], Accuracy], ...]
+    conventions: tuple[str, ...]
+    ungated: tuple[tuple[str, str], ...]
+    chance: float
+    status: str
+
+
+def figure1_inputs(context: Context) -> Figure1Inputs:
     records = experiment_records(context, "cross_model", task="locate", condition="visible")
     _, failing = gated_models(context, "cross_model", records)
     by_cell = group_by(records, "model", "convention")
+    return Figure1Inputs(
+        cells=tuple(sorted((cell, accuracy(cell_records)) for cell, cell_records in by_cell.items())),
+        conventions=tuple(ordered({convention for _, convention in by_cell}, FIGURE1_CONVENTIONS)),
+        ungated=tuple(sorted(dict(failing).items())),
+        chance=100 * chance(records),
+        status=context.registry.status("cross_model", "accuracy_figure"),
+    )
+
+
+@figure("figure1_locate")
+def figure1_pages(context: Context) -> list[Drawing]:
+    return [Drawing(figure1_inputs(context), draw_figure1)]
+
+
+def figure1(context: Context) -> Figure:
+    """Figure 1 of the records in `context`."""
+    return draw_figure1(figure1_inputs(context))
+
+
+def draw_figure1(inputs: Figure1Inputs) -> Figure:
+    """Grouped bars: one group per model, one bar per convention, each with its 95% Wilson interval and n
+    (scored trials) above it, chance as a dashed line.  A model that fails the capability gate is drawn grey
+    and its label says so: its bars are shown, but they are no evidence about the convention."""
+    by_cell = dict(inputs.cells)
     models = sorted({model for model, _ in by_cell})
     figure = Figure(figsize=(max(6.0, 1.6 * len(models) + 2), 4.4), layout="constrained")
     axes = figure.subplots()
-    conventions = ordered({convention for _, convention in by_cell}, FIGURE1_CONVENTIONS)
-    handles = accuracy_bars(axes, by_cell, conventions, dict(failing), 100 * chance(records))
+    handles = accuracy_bars(axes, by_cell, inputs.conventions, dict(inputs.ungated), inputs.chance)
     axes.set_ylabel("locate accuracy on scored trials (%)")
-    status = context.registry.status("cross_model", "accuracy_figure")
     axes.set_title(
         "Figure 1: COCO locate accuracy per model and convention, 95% intervals"
-        + (f" ({status})" if status == POST_HOC else "")
+        + (f" ({inputs.status})" if inputs.status == POST_HOC else "")
     )
     axes.legend(handles=handles, frameon=False, fontsize="small", loc="upper left", bbox_to_anchor=(1.0, 1.0))
     return figure
 
 
 def accuracy_bars(
-    axes: Axes, by_cell: dict[tuple, list[Record]], conventions: Sequence[str], ungated: dict[str, str], chance: float
+    axes: Axes, by_cell: dict[tuple, Accuracy], conventions: Sequence[str], ungated: dict[str, str], chance: float
 ) -> list[Artist]:
     """Draw one bar group per model (`by_cell` is keyed (model, convention)), each bar with its 95% Wilson
     interval and n, chance (in points) as a dashed line; a model in `ungated` (model -> why) is grey.  Returns
@@ -68,8 +111,8 @@ def accuracy_bars(
     for index, convention in enumerate(conventions):
         offsets = np.arange(len(models)) + (index - (len(conventions) - 1) / 2) * width
         for offset, model in zip(offsets, models, strict=True):
-            result = accuracy(by_cell.get((model, convention), []))
-            if result.rate is None:
+            result = by_cell.get((model, convention))
+            if result is None or result.rate is None:
                 continue
             low, high = proportion_confint(result.correct, result.scored, alpha=0.05, method="wilson")
             rate = 100 * result.rate
@@ -99,30 +142,49 @@ def accuracy_bars(
 
 
 @figure("figure_color_wheels")
-def color_wheels(context: Context) -> Figure:
+def color_wheels(context: Context) -> list[Drawing]:
+    """The calibrated vocabularies, WHEELS_PER_PAGE to a page in model order."""
     if not context.vocabularies:
         raise MissingInput("no vocabulary files (vocabulary*.json or *.vocab.json)")
-    return wheel_figure(context.vocabularies)
+    vocabularies = context.vocabularies
+    return [
+        Drawing(tuple(vocabularies[start : start + WHEELS_PER_PAGE]), wheel_figure)
+        for start in range(0, len(vocabularies), WHEELS_PER_PAGE)
+    ]
 
 
 def wheel_figure(vocabularies: Sequence[Vocabulary]) -> Figure:
     """One wheel per model, at most WHEELS_PER_ROW to a row: retained angles in the color the wheel draws, kept
-    runs labelled at their anchors.  The constrained layout spaces the panels by their tick labels' extents, so
-    one wheel's 0° never runs into its neighbour's 180°."""
+    runs labelled at their anchors.  Each wheel sits at the same place in a cell of WHEEL_CELL inches, which
+    holds its tick labels and title, so one wheel's 0° never runs into its neighbour's 180°; with the layout
+    fixed, drawing the page is one pass of each format's renderer."""
     count = len(vocabularies)
     columns = min(count, WHEELS_PER_ROW)
     rows = math.ceil(count / columns)
-    figure = Figure(figsize=(3.6 * columns, 3.8 * rows + 0.4), layout="constrained")
-    for index, vocabulary in enumerate(vocabularies, start=1):
-        axes = figure.add_subplot(rows, columns, index, projection="polar")
+    cell_width, cell_height = WHEEL_CELL
+    width, height = cell_width * columns, cell_height * rows + SUPTITLE_HEIGHT
+    figure = Figure(figsize=(width, height))
+    for index, vocabulary in enumerate(vocabularies):
+        row, column = divmod(index, columns)
+        left = column * cell_width + (cell_width - WHEEL_SIDE) / 2
+        bottom = height - SUPTITLE_HEIGHT - (row + 1) * cell_height + WHEEL_BOTTOM
+        axes = figure.add_axes(
+            (left / width, bottom / height, WHEEL_SIDE / width, WHEEL_SIDE / height), projection="polar"
+        )
         step = np.radians(_grid_step(vocabulary))
         colors = [
             np.asarray(vocabulary.wheel.rgb(naming.angle)) / 255 if naming.name is not None else (0.85, 0.85, 0.85)
             for naming in vocabulary.namings
         ]
-        angles = np.radians([naming.angle for naming in vocabulary.namings])
-        axes.bar(angles, 1.0, width=step, bottom=1.0, color=colors, edgecolor="none")
         half_step = step / 2
+        # One collection of annular sectors (edges along theta drawn as arcs, as a polar bar's are), not a
+        # patch per angle: a single draw call per wheel.
+        sectors = [
+            Path([(theta - half_step, 1.0), (theta + half_step, 1.0), (theta + half_step, 2.0),
+                  (theta - half_step, 2.0), (theta - half_step, 1.0)], closed=True, _interpolation_steps=100)
+            for theta in np.radians([naming.angle for naming in vocabulary.namings])
+        ]  # fmt: skip
+        axes.add_collection(PathCollection(sectors, facecolors=colors, edgecolors="none"), autolim=False)
         for run in vocabulary.runs:
             if run.kept:  # the run's edges, so neighbouring runs of similar color stay apart
                 for edge in (np.radians(run.angles[0]) - half_step, np.radians(run.angles[-1]) + half_step):
@@ -135,11 +197,13 @@ def wheel_figure(vocabularies: Sequence[Vocabulary]) -> Figure:
         axes.set_yticks([])
         axes.set_xticks(np.radians(np.arange(0, 360, 45)))
         axes.tick_params(labelsize=6)
-        axes.set_title(vocabulary_label(vocabulary), fontsize=8, pad=14)
+        axes.set_title("\n".join(textwrap.wrap(vocabulary_label(vocabulary), WHEEL_TITLE_WIDTH)), fontsize=8, pad=14)
     figure.suptitle(
         "Calibrated vocabularies: unanimously named angles in their wheel color (gray: not retained), "
         "kept runs and anchors",
         fontsize=9,
+        y=1 - 0.1 / height,
+        va="top",
     )
     return figure
 

@@ -4,11 +4,13 @@ A builder whose inputs are missing is skipped with a message; one that meets a
 problem in the records (two copies of a trial that disagree, a crossover pair
 that does not swap) fails with the problem named, and the others still run.
 Either way any file it wrote on an earlier run is removed, so that no stale
-number survives in the output folder for `check-numbers` to find.
+number survives in the output folder for `check-numbers` to find.  Without
+figures, a figure page is kept only where its inputs are those it was drawn from.
 
-Everything is written first into a folder beside the output folder and moved
-in only once the whole set is written: a write that fails (a full disk) stops
-the command with one line and leaves the output folder as it was.
+Tables are written first into a folder beside the output folder and moved in
+only once the whole set is written, and each figure page replaces its old files
+only once whole: a write that fails (a full disk) stops the command with one
+line and leaves the output folder as it was.
 """
 
 from __future__ import annotations
@@ -23,7 +25,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TextIO
 
-from convswap.analysis.builders import registered
+from tqdm import tqdm
+
+from convswap.analysis.builders import Registered, RegisteredFigure, registered
 from convswap.analysis.context import Context, MissingInput
 from convswap.analysis.loading import load_vocabularies, read_log_folder
 from convswap.analysis.numbers import write_numbers
@@ -32,6 +36,7 @@ from convswap.analysis.report import Table
 from convswap.analysis.stats import MIN_RESAMPLES
 from convswap.core import ConvswapError
 from convswap.fileio import WriteError, atomic_write_text
+from convswap.long_lived import long_lived
 
 
 @dataclass
@@ -55,9 +60,11 @@ def generate(
     resamples: int = MIN_RESAMPLES,
     messages: TextIO | None = None,
     unregistered: frozenset[str] = frozenset(),
+    figures: bool = True,
 ) -> Summary:
     """Every table and figure from the records under `logdir`; `unregistered` names the experiments whose records
-    include some not of their registered plan, so that every row of theirs says so."""
+    include some not of their registered plan, so that every row of theirs says so.  Without `figures` no figure
+    is drawn, and a figure left from other records is removed."""
     messages = messages or sys.stderr
     folder = read_log_folder(logdir)
     records, unreadable = folder.readable()
@@ -80,30 +87,47 @@ def generate(
         print(f"refused: {len(summary.refused) - SHOWN} more record(s), listed in {out / 'index.md'}", file=messages)
     for line in summary.missing:
         print(f"missing: {line}", file=messages)
+    with long_lived(), _staged(out) as stage:
+        stale = _write_all(context, out, stage, summary, messages, figures)
+        atomic_write_text(stage / "index.md", _index(summary, logdir, plan_dir, seed, resamples))
+    for builder in stale:
+        builder.remove(out)
+    return summary
+
+
+def _write_all(
+    context: Context, out: Path, stage: Path, summary: Summary, messages: TextIO, figures: bool
+) -> list[Registered]:
+    """Every builder's tables into `stage` and its figures into `out` (a page replaced only when its inputs changed,
+    and then only once whole), then the numbers of every table written; the builders skipped or failed this time,
+    whose earlier outputs are to go."""
     tables: list[Table] = []
-    stale: list[str] = []  # earlier outputs of builders skipped or failed this time
-    with _staged(out) as stage:
-        for builder in registered():
-            names = ", ".join(builder.names)
-            try:
+    stale: list[Registered] = []
+    # disable=None: a bar on a terminal only, so piped reports stay clean.
+    bar = tqdm(registered(), desc="tables", unit="builder", leave=False, disable=None)
+    for builder in bar:
+        names = ", ".join(builder.names)
+        bar.set_postfix_str(names, refresh=False)
+        try:
+            if isinstance(builder, RegisteredFigure):
+                written, built = builder.write(context, out, draw=figures)
+                summary.written.extend(written)
+            else:
                 written, built = builder.write(context, stage)
                 summary.written.extend(out / path.name for path in written)
-                tables.extend(built)
-            except WriteError:
-                raise
-            except MissingInput as missing:
-                summary.skipped.append((names, str(missing)))
-                print(f"skipped {names}: {missing}", file=messages)
-                stale += [f"{name}{suffix}" for name in builder.names for suffix in builder.suffixes]
-            except ConvswapError as problem:
-                summary.failed.append((names, str(problem)))
-                print(f"failed {names}: {problem}", file=messages)
-                stale += [f"{name}{suffix}" for name in builder.names for suffix in builder.suffixes]
-        summary.written.extend(out / path.name for path in write_numbers(tables, stage))
-        atomic_write_text(stage / "index.md", _index(summary, logdir, plan_dir, seed, resamples))
-    for name in stale:
-        (out / name).unlink(missing_ok=True)
-    return summary
+            tables.extend(built)
+        except WriteError:
+            raise
+        except MissingInput as missing:
+            summary.skipped.append((names, str(missing)))
+            tqdm.write(f"skipped {names}: {missing}", file=messages)
+            stale.append(builder)
+        except ConvswapError as problem:
+            summary.failed.append((names, str(problem)))
+            tqdm.write(f"failed {names}: {problem}", file=messages)
+            stale.append(builder)
+    summary.written.extend(out / path.name for path in write_numbers(tables, stage))
+    return stale
 
 
 @contextlib.contextmanager

@@ -18,6 +18,7 @@ not tell them apart; `numbers.json` keeps them, every one, under `ambiguous`.
 
 from __future__ import annotations
 
+import functools
 import json
 import re
 from collections.abc import Sequence
@@ -59,11 +60,14 @@ class Number:
 
 
 def macro_name(*parts: str) -> str:
-    words = []
-    for part in parts:
-        for word in re.findall(r"[A-Za-z]+|\d", part.replace("Δ", " Delta ").replace("%", " Percent ")):
-            words.append(DIGIT_WORDS[int(word)] if word.isdigit() else word[0].upper() + word[1:])
-    return "cs" + "".join(words)
+    return "cs" + "".join(map(_macro_words, parts))
+
+
+@functools.cache
+def _macro_words(part: str) -> str:
+    # A table repeats its labels and headers on every row: each is spelled once.
+    words = re.findall(r"[A-Za-z]+|\d", part.replace("Δ", " Delta ").replace("%", " Percent "))
+    return "".join(DIGIT_WORDS[int(word)] if word.isdigit() else word[0].upper() + word[1:] for word in words)
 
 
 def latex_math(text: str) -> str | None:
@@ -109,19 +113,30 @@ def named_numbers(tables: Sequence[Table]) -> tuple[dict[str, Number], dict[str,
 
 
 def write_numbers(tables: Sequence[Table], out_dir: Path) -> list[Path]:
+    """`numbers.tex` and `numbers.json`, from one pass over the named numbers.  The JSON holds one number to a
+    line, each line written by the C encoder (an indented document would be written by the pure-Python one)."""
     named, ambiguous = named_numbers(tables)
-    tex = [
-        "% Every number of the generated tables as a macro; see convswap.analysis.numbers for the names.",
-        *(f"\\newcommand{{\\{name}}}{{{number.latex}}}" for name, number in sorted(named.items())),
-    ]
-    document = {
-        "numbers": {name: number.to_json() for name, number in sorted(named.items())},
-        "ambiguous": {name: [number.to_json() for number in numbers] for name, numbers in sorted(ambiguous.items())},
-    }
+    tex = ["% Every number of the generated tables as a macro; see convswap.analysis.numbers for the names."]
+    entries = []
+    for name, number in sorted(named.items()):
+        entry = number.to_json()
+        tex.append(f"\\newcommand{{\\{name}}}{{{entry['latex']}}}")
+        entries.append(f"{_json(name)}: {_json(entry)}")
+    shared = [f"{_json(name)}: [{', '.join(_json(n.to_json()) for n in numbers)}]"
+              for name, numbers in sorted(ambiguous.items())]  # fmt: skip
+    document = f'{{"numbers": {_json_object(entries)},\n"ambiguous": {_json_object(shared)}}}\n'
     paths = [out_dir / "numbers.tex", out_dir / "numbers.json"]
     atomic_write_text(paths[0], "\n".join(tex) + "\n")
-    atomic_write_text(paths[1], json.dumps(document, indent=1, ensure_ascii=False) + "\n")
+    atomic_write_text(paths[1], document)
     return paths
+
+
+def _json(value: object) -> str:
+    return json.dumps(value, ensure_ascii=False)
+
+
+def _json_object(members: list[str]) -> str:
+    return "{\n" + ",\n".join(f" {member}" for member in members) + "\n}" if members else "{}"
 
 
 def read_numbers(out_dir: Path) -> tuple[dict[str, dict[str, Any]], list[tuple[str, dict[str, Any]]]]:

@@ -11,6 +11,7 @@ from convswap.audits.held_out import Vocabularies, find_vocabularies, held_out
 from convswap.audits.pixel_checks import kept_images, pixel_reparse, source_marks
 from convswap.conventions.declarations import CONVENTIONS, Catalog
 from convswap.core import ConvswapError, Record
+from convswap.long_lived import long_lived
 from convswap.protocols import PROTOCOLS, Protocol
 
 
@@ -79,6 +80,7 @@ def audit_log_folder(
         if not Path(path).is_file():
             raise ConvswapError(f"vocabulary file not found: {path}")
     vocabulary_files = find_vocabularies(logdir, vocabularies)
-    return folder, audit_records(
-        folder.records, vocabulary_files, seed, conventions, kept_images(Path(logdir)), protocols
-    )
+    with long_lived():
+        return folder, audit_records(
+            folder.records, vocabulary_files, seed, conventions, kept_images(Path(logdir)), protocols
+        )

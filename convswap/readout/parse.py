@@ -39,6 +39,7 @@ punctuation ("**Green.**", "Answer: the green").
 
 from __future__ import annotations
 
+import functools
 import re
 from typing import Literal, get_args
 
@@ -63,6 +64,9 @@ _NON_WORD = re.compile(r"[^\w']+|_")
 _ARTICLES = frozenset({"a", "an", "the"})
 
 
+# A calibration names every swatch under several renders, and reading a vocabulary back re-derives each name:
+# the same few answers, reduced again and again.
+@functools.lru_cache(maxsize=4096)
 def normalize_word(text: str) -> str:
     """A free response reduced to the color word(s) it says: the rule calibration and parsing share.
 

@@ -45,6 +45,7 @@ from __future__ import annotations
 
 import hashlib
 import math
+import re
 from dataclasses import asdict, dataclass
 from functools import lru_cache
 from pathlib import Path
@@ -85,21 +86,15 @@ class SimTokenizer:
         tokens += FILLERS
         self.tokens = tuple(dict.fromkeys(tokens))
         self.ids = {token: index for index, token in enumerate(self.tokens)}
-        self.longest = max(len(token) for token in self.tokens)
+        # Longest first: an alternation takes its first branch that matches, so this is the longest token at each
+        # place, found by the regex engine rather than one dictionary probe per candidate length.
+        by_length = sorted(self.tokens, key=len, reverse=True)
+        self._pattern = re.compile("(" + "|".join(map(re.escape, by_length)) + ")|.", re.DOTALL)
 
     def encode(self, text: str) -> list[int]:
-        ids, start = [], 0
-        while start < len(text):
-            for length in range(min(self.longest, len(text) - start), 0, -1):
-                token_id = self.ids.get(text[start : start + length])
-                if token_id is not None:
-                    ids.append(token_id)
-                    start += length
-                    break
-            else:
-                ids.append(self.ids[UNKNOWN])
-                start += 1
-        return ids
+        """Greedy longest-match token ids; a character no token starts is UNKNOWN."""
+        unknown = self.ids[UNKNOWN]
+        return [self.ids[match[1]] if match[1] is not None else unknown for match in self._pattern.finditer(text)]
 
     def decode(self, token_id: int) -> str:
         if not 0 <= token_id < len(self.tokens):

@@ -11,6 +11,7 @@ from pathlib import Path
 from convswap.analysis.commands import ALLOW_UNREGISTERED_HELP
 from convswap.core import ConvswapError
 from convswap.experiments.plan_commands import PLAN_DIR_HELP, plan_folder
+from convswap.long_lived import long_lived
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -65,7 +66,8 @@ def view_command(args: argparse.Namespace) -> int:
               file=sys.stderr)  # fmt: skip
     with tempfile.TemporaryDirectory(prefix="convswap-view-") as temporary:
         site = args.out if args.out is not None else Path(temporary) / "site"
-        built = build_site(view, args.logdir, site, tables, tables_given=args.tables is not None)
+        with long_lived():
+            built = build_site(view, args.logdir, site, tables, tables_given=args.tables is not None)
         if built.unavailable:
             print(
                 f"warning: {len(built.unavailable)} of {built.images} images could not be re-rendered, so their "

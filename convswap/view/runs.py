@@ -151,13 +151,16 @@ def record_row(record: Record, failures: list[tuple[str, str]]) -> dict[str, Any
 
 def record_detail(record: Record, failures: list[tuple[str, str]]) -> dict[str, Any]:
     """Everything a trial's page shows about one record, exactly as logged."""
+    keys_at: dict[int, list[str]] = {}  # each option's keys, from one pass over the keys rather than one per option
+    for name, key_slot in record.keys.items():
+        keys_at.setdefault(key_slot, []).append(name)
     options = [
         {
             "slot": slot,
             "answer": record.alphabet[slot - 1] if record.alphabet else str(slot),
             "referent": referent,
             "gloss": record.glosses[slot - 1] if record.glosses else "",
-            "keys": followed_keys(record, slot),
+            "keys": list(keys_at.get(slot, ())),
         }
         for slot, referent in enumerate(record.slots, start=1)
     ]

@@ -17,6 +17,7 @@ page as data and is put in the DOM as text; the index escapes it here.
 
 from __future__ import annotations
 
+import functools
 import json
 import shutil
 from dataclasses import asdict, dataclass
@@ -24,6 +25,8 @@ from html import escape
 from importlib import resources
 from pathlib import Path
 from typing import Any
+
+from tqdm import tqdm
 
 from convswap.analysis.builders import FIGURE_SUFFIXES, TABLE_SUFFIXES
 from convswap.analysis.stats import Accuracy
@@ -33,7 +36,7 @@ from convswap.audits.report import verdict_text
 from convswap.core import ConvswapError, Trial
 from convswap.fileio import atomic_write_text
 from convswap.view.drawings import Drawings
-from convswap.view.images import Thumbnails
+from convswap.view.images import ImageCheck, Thumbnails
 from convswap.view.runs import LOW_MASS, LogView, Run, record_detail, record_row, run_title
 
 TRIALS_PER_PART = 50
@@ -75,7 +78,8 @@ def build_site(view: LogView, logdir: Path, out: Path, tables: Path, tables_give
         (out / name).write_bytes((static / name).read_bytes())
     thumbnails = Thumbnails(out / "images")
     drawings = Drawings(out / "drawings", kept_images(logdir), view.protocols)
-    for run in view.runs:
+    # disable=None: a bar on a terminal only, so piped output stays clean.
+    for run in tqdm(view.runs, desc="site pages", unit="run", leave=False, disable=None):
         write_run(run, view, thumbnails, out / "data", drawings)
     thumbnails.save_manifest()
     table_files = copy_tables(tables, out / "tables") if tables.is_dir() else []
@@ -107,7 +111,7 @@ def write_run(run: Run, view: LogView, thumbnails: Thumbnails, data: Path, drawi
         part = part_of_trial[record.trial_id]
         rows.append({**record_row(record, failures), "part": part})
         shown = parts[part][record.trial_id]
-        image = asdict(thumbnails.check(record))
+        image = image_data(thumbnails.check(record))
         if image not in shown["images"]:
             shown["images"].append(image)
         detail = record_detail(record, failures)
@@ -127,6 +131,12 @@ def write_run(run: Run, view: LogView, thumbnails: Thumbnails, data: Path, drawi
     write_data(data / f"run-{run.number}.js", summary)
     for number, trials in enumerate(parts):
         write_data(data / f"run-{run.number}-{number}.js", {**summary_header(run), "part": number, "trials": trials})
+
+
+@functools.cache
+def image_data(check: ImageCheck) -> dict[str, Any]:
+    # Every convention's record of a trial shows one image: its check is converted once, not per record.
+    return asdict(check)
 
 
 def summary_header(run: Run) -> dict[str, Any]:
