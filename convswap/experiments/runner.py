@@ -382,6 +382,10 @@ def _run_trials(
                     stopped.append(error)
         if stopped:
             raise stopped[0]
+        # A cache that failed on the last replies stops no further query, yet the run must not end as if whole.
+        deferred = backend.deferred_failure()
+        if deferred is not None:
+            raise ConvswapError(deferred)
     except KeyboardInterrupt:
         backend.cancel()  # no further request; every record written so far is whole, so a rerun resumes
         for model in readers.values():

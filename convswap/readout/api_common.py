@@ -499,6 +499,9 @@ class ApiBackend(Backend):
         self._cancelled.set()
         self._pool.shutdown(wait=False, cancel_futures=True)
 
+    def deferred_failure(self) -> str | None:
+        return self._cache_failure
+
     def _answer(self, request: dict[str, Any]) -> Generation:
         try:
             reply = self._reply(request, lambda: self._send(request), self._malformed)

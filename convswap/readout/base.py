@@ -142,6 +142,11 @@ class Backend(ABC):
         """Start no more work (Ctrl-C).  A backend that works only in its caller's thread has nothing to stop."""
         return None
 
+    def deferred_failure(self) -> str | None:
+        """A failure the backend held back so that the answers already come could be recorded (an API response
+        cache that could not be written), which stops the run once they are; None when there is none."""
+        return None
+
     def next_token_logits(self, query: Query) -> np.ndarray:
         """Full-vocabulary logits of the first answer token, shape [len(query.prompts), vocab], float32."""
         raise LogitsUnavailable(f"{self.spec} exposes no first-token distribution")
