@@ -21,6 +21,7 @@ from test_batch import MODELS, endpoint, responder
 pytestmark = pytest.mark.slow
 
 KILLS = 8
+ROUNDS = 4  # drills at most, each on a fresh folder and server
 UNITS = 40  # four synthetic spatial trials x two conditions x five conventions
 TESTS = Path(__file__).resolve().parent
 
@@ -47,8 +48,19 @@ run_experiment(request, backend=backend, progress=False)
 @pytest.mark.parametrize("api", ["openai", "gemini"])
 def test_kill_9_at_random_moments_never_submits_or_records_a_unit_twice(api, tmp_path, vocabulary):
     rng = random.Random(f"batch-kill-{api}")
-    out = tmp_path / "runs"
-    out.parent.mkdir(exist_ok=True)
+    # A run that ends on its own ends its drill; on a loaded machine one may end after few kills, so the drill is
+    # run again on a fresh folder and server, each checked whole, until enough kills have landed (bounded).
+    kills = rounds = 0
+    while kills < KILLS and rounds < ROUNDS:
+        kills += _drill(api, tmp_path / f"round{rounds}", vocabulary, rng)
+        rounds += 1
+    assert kills >= 3, f"only {kills} kills landed before their runs finished, in {rounds} drills"
+
+
+def _drill(api: str, folder: Path, vocabulary: Path, rng: random.Random) -> int:
+    """Runs of one folder killed at random moments, then one run to the end; its invariants checked; the kills."""
+    out = folder / "runs"
+    folder.mkdir()
     env = {**os.environ, "OPENAI_API_KEY": "sk-test-batches", "GEMINI_API_KEY": "AIza-test-batches-key",
            "PYTHONPATH": str(TESTS.parent)}  # fmt: skip
     with BatchServer(api, responder(api)) as server:
@@ -65,7 +77,6 @@ def test_kill_9_at_random_moments_never_submits_or_records_a_unit_twice(api, tmp
         assert final.returncode == 0, final.stderr
 
     records = records_in(next((out / "synthetic_spatial").iterdir()))
-    assert kills >= 3, f"only {kills} of {runs} runs were killed before they finished"
     assert len(records) == UNITS and set(Counter(record.unit for record in records).values()) == {1}
     assert {record.parse_status for record in records} == {"ok"}
     submissions = server.submissions()
@@ -74,6 +85,7 @@ def test_kill_9_at_random_moments_never_submits_or_records_a_unit_twice(api, tmp
     # Each unit is recorded from the batch that carried it, under its custom id there.
     carried = {line["id"]: batch.id for batch in server.batches.values() for line in batch.lines}
     assert all(carried[record.extra.batch["custom_id"]] == record.extra.batch["id"] for record in records)
+    return kills
 
 
 def _kill_at_random(child: subprocess.Popen, server: BatchServer, rng: random.Random) -> int:
