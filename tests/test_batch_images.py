@@ -101,3 +101,16 @@ def test_a_batch_run_killed_after_creating_its_batch_collects_it_without_resubmi
     assert len(server.batches) == 1 and set(server.submissions().values()) == {1}
     assert len(records) == len(server.submissions()) == len({record.unit for record in records})
     assert server.ordinary == 0
+
+
+def test_openai_image_under_batch_is_refused_in_one_line_naming_why_before_anything_is_written(tmp_path, capsys):
+    command = ["run", EXPERIMENT, "--model", "openai-image:gpt-image-1", "--interface", "image", "--coco",
+               str(COCO_MINI), "--limit", "2", "--out", str(tmp_path / "runs"), "--batch"]  # fmt: skip
+    assert main(command) == 2
+    error = [line for line in capsys.readouterr().err.splitlines() if "error:" in line]
+    assert error == [
+        "convswap run: error: --batch: openai-image:gpt-image-1 has no batch API: its edits send the source image as "
+        "a multipart file, and no documented JSON body of a /v1/images/edits batch line carries one (batches run on "
+        "openai:, gemini:, gemini-image:); run it without --batch"
+    ]
+    assert not (tmp_path / "runs").exists()

@@ -7,13 +7,17 @@ A batch run
    answers (an ordinary run's, or an earlier batch's), and leaves alone the
    units of batches still live;
 3. writes the other units' requests, exactly those an ordinary run sends
-   (`ApiBackend.requests`), as the provider's JSONL, split at the provider's
-   limits, and submits each file;
+   (`ApiBackend.requests`; a visual protocol's prompts as the image backend
+   draws them, `ImageAnswers.image_requests` with the body its ordinary call
+   sends), as the provider's JSONL, split at the provider's limits, and
+   submits each file;
 4. polls the live batches (a progress bar on a terminal) and collects each
    finished one: every answer goes into the response cache, and its records
    are made by the runner's own reading path, answered from that cache, so
    they are what an ordinary run writes, plus the batch's id and the unit's
-   custom id (`extra.batch`).
+   custom id (`extra.batch`).  A drawn answer is read by the image backend's
+   own reading of a reply (`ImageAnswers.remember_drawn`): its image kept once
+   by content, a reply without one a generation failure.
 
 State on disk before money.  `<folder>/batches.json` (one per shard) holds, per
 batch, its name, its units' custom ids and request keys, and the provider's

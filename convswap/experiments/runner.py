@@ -447,10 +447,6 @@ def _check_request(plan: Plan, request: RunRequest, backend: Backend | None = No
         if plan.design.stimuli == CALIBRATION_EXPERIMENT:
             raise ConvswapError(f"--batch: batches run the trials of an experiment; run the {plan.id} "
                                 "experiment without --batch")  # fmt: skip
-        if plan.protocols and request.interface != "text" and not BATCH_APIS[prefix].draws:
-            raise ConvswapError(f"--batch: the batch API of {prefix}: answers in text, and {plan.id} also asks for "
-                                f"{', '.join(sorted(plan.protocols))}; add --interface text to batch its text "
-                                "conventions")  # fmt: skip
     if plan.design.stimuli == CALIBRATION_EXPERIMENT:
         if request.limit is not None:
             raise ConvswapError(

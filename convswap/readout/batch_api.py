@@ -29,18 +29,18 @@ class BatchApiEntry:
     module: str
     cls: str
     url: str  # the endpoint every request of one batch goes to: one request kind per batch
-    draws: bool = False  # its requests also carry a backend's image requests (a visual protocol's answers)
 
 
 BATCH_APIS: dict[str, BatchApiEntry] = {
     "openai": BatchApiEntry("convswap.readout.openai_batch", "OpenAIBatches", "/v1/chat/completions"),
     "gemini": BatchApiEntry("convswap.readout.gemini_batch", "GeminiBatches", "generateContent"),
     # An image request of gemini-image is an ordinary generate_content request (response_modalities IMAGE).
-    "gemini-image": BatchApiEntry("convswap.readout.gemini_batch", "GeminiBatches", "generateContent", draws=True),
+    "gemini-image": BatchApiEntry("convswap.readout.gemini_batch", "GeminiBatches", "generateContent"),
 }
 # Backends whose requests no batch API takes, and why (said in the refusal).
 NOT_BATCHED: dict[str, str] = {
-    "openai-image": "its edits send the source image as a multipart file upload, and a Batch API line is a JSON body",
+    "openai-image": "its edits send the source image as a multipart file, and no documented JSON body of a "
+    "/v1/images/edits batch line carries one",
 }
 
 
