@@ -114,3 +114,14 @@ def test_openai_image_under_batch_is_refused_in_one_line_naming_why_before_anyth
         "openai:, gemini:, gemini-image:); run it without --batch"
     ]
     assert not (tmp_path / "runs").exists()
+
+
+def test_dry_run_batch_counts_the_drawn_requests_it_would_submit(server, tmp_path, capsys, monkeypatch):
+    monkeypatch.setenv("GOOGLE_GEMINI_BASE_URL", server.url)
+    command = ["run", EXPERIMENT, "--model", MODEL, "--coco", str(COCO_MINI), "--limit", str(LIMIT), "--out",
+               str(tmp_path / "dry"), "--batch", "--dry-run"]  # fmt: skip
+    assert main(command) == 0
+    printed = capsys.readouterr().out
+    assert server.seen == [] and not (tmp_path / "dry").exists()
+    run(server, tmp_path)
+    assert f"batch: {len(server.submissions())} requests in 1 batch(es) to gemini-image (0 file(s) to upload" in printed
