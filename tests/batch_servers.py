@@ -223,9 +223,12 @@ class BatchServer:
                 return 200, {}, {"x-goog-upload-url": self.url + upload, "x-goog-upload-status": "active"}
         match = re.fullmatch(r"/upload-session/(\d+)", path)
         if match and method == "POST":
+            assert int(headers["x-goog-upload-offset"]) == len(self.files[path]), headers
+            self.files[path] += body
+            if "finalize" not in headers.get("x-goog-upload-command", ""):  # one chunk of a larger file (8 MiB each)
+                return 200, {}, {"x-goog-upload-status": "active"}
             name = f"files/f{match[1]}"
-            self.files[name] = self.files.pop(path) + body
-            assert "finalize" in headers.get("x-goog-upload-command", ""), headers
+            self.files[name] = self.files.pop(path)
             file = {"name": name, "mimeType": "jsonl", "sizeBytes": str(len(self.files[name])), "state": "ACTIVE"}
             return 200, {"file": file}, {"x-goog-upload-status": "final"}
         if method == "GET" and path == "/v1beta/batches":

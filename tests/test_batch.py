@@ -318,7 +318,8 @@ def test_batch_is_refused_for_a_backend_without_a_batch_api(tmp_path, vocabulary
                "--limit", "2", "--out", str(tmp_path / "runs"), "--batch"]  # fmt: skip
     assert main(command) == 2
     assert capsys.readouterr().err.splitlines()[-1] == (
-        "convswap run: error: --batch: sim:qwen3vl-like has no batch API (batches run on openai:, gemini:)"
+        "convswap run: error: --batch: sim:qwen3vl-like has no batch API (batches run on openai:, gemini:, "
+        "gemini-image:); run it without --batch"
     )
     assert not (tmp_path / "runs").exists()
 

@@ -7,13 +7,17 @@ A batch run
    answers (an ordinary run's, or an earlier batch's), and leaves alone the
    units of batches still live;
 3. writes the other units' requests, exactly those an ordinary run sends
-   (`ApiBackend.requests`), as the provider's JSONL, split at the provider's
-   limits, and submits each file;
+   (`ApiBackend.requests`; a visual protocol's prompts as the image backend
+   draws them, `ImageAnswers.image_requests` with the body its ordinary call
+   sends), as the provider's JSONL, split at the provider's limits, and
+   submits each file;
 4. polls the live batches (a progress bar on a terminal) and collects each
    finished one: every answer goes into the response cache, and its records
    are made by the runner's own reading path, answered from that cache, so
    they are what an ordinary run writes, plus the batch's id and the unit's
-   custom id (`extra.batch`).
+   custom id (`extra.batch`).  A drawn answer is read by the image backend's
+   own reading of a reply (`ImageAnswers.remember_drawn`): its image kept once
+   by content, a reply without one a generation failure.
 
 State on disk before money.  `<folder>/batches.json` (one per shard) holds, per
 batch, its name, its units' custom ids and request keys, and the provider's
@@ -52,9 +56,10 @@ from tqdm import tqdm
 from convswap.core import Condition, ConvswapError, Generation, Prompt, Record, Trial, canonical_json, sha256_hex
 from convswap.experiments.logs import Unit
 from convswap.fileio import atomic_write_text
-from convswap.readout.api_common import ApiBackend
-from convswap.readout.base import DEFAULT_MAX_NEW_TOKENS, Backend, ModelInfo, Query
+from convswap.readout.api_common import ApiBackend, png_bytes
+from convswap.readout.base import DEFAULT_MAX_NEW_TOKENS, Backend, Drawing, ModelInfo, Query
 from convswap.readout.batch_api import BatchApi, BatchStatus, Limits, LineResult, batch_api
+from convswap.readout.image_common import ImageAnswers
 from convswap.stimuli.render import render_image
 
 DEFAULT_POLL_S = 60.0
@@ -173,6 +178,7 @@ class BatchJob:
     max_new_tokens: int = DEFAULT_MAX_NEW_TOKENS
     options: BatchOptions = BatchOptions()
     progress: bool = True
+    drawn: frozenset[str] = frozenset()  # the visual protocols among the units' conventions: their prompts are drawn
 
 
 def run_in_batches(job: BatchJob) -> BatchOutcome:
@@ -194,11 +200,11 @@ def run_in_batches(job: BatchJob) -> BatchOutcome:
                 continue
             query = Query(render_image(trial.image), tuple(new), condition, trial)
             cached = []
-            for prompt, request in zip(new, job.backend.requests(query, budget), strict=True):
-                if job.backend.cached_generation(request, budget) is not None:
-                    cached.append(prompt)
+            for line in _lines(job.backend, query, job.drawn, budget):
+                if line.cached:
+                    cached.append(line.prompt)
                 else:
-                    drafts.add(_unit_of(job.model, condition, prompt), request)
+                    drafts.add(_unit_of(job.model, condition, line.prompt), line)
             if cached:
                 for record in job.read(_Answered(job.backend, {}), trial, condition, cached):
                     job.write(record)
@@ -252,9 +258,9 @@ class _Drafts:
         self.limits = job.options.limits or api.limits
         self._open: _Draft | None = None
 
-    def add(self, unit: Unit, request: dict[str, Any]) -> None:
+    def add(self, unit: Unit, request: _Line) -> None:
         cid = custom_id(unit)
-        line = self.api.line(cid, request)
+        line = self.api.line(cid, request.wire)
         if len(line) > self.limits.max_bytes:
             raise ConvswapError(f"{' '.join(unit)}: its request is {len(line)} bytes, more than a batch file takes "
                                 f"({self.limits.max_bytes})")  # fmt: skip
@@ -265,7 +271,7 @@ class _Drafts:
             draft = None
         if draft is None:
             draft = self._open = _Draft(self.job.folder / REQUESTS_FOLDER, self.api.inline_bytes)
-        draft.add(cid, unit, self.job.backend.cache_key(request), request, line)
+        draft.add(cid, unit, request, line)
 
     def flush(self) -> None:
         draft, self._open = self._open, None
@@ -318,13 +324,13 @@ class _Draft:
         self.inline: list[tuple[str, dict[str, Any]]] = []
         self.count = self.size = 0
 
-    def add(self, cid: str, unit: Unit, key: str, request: dict[str, Any], line: bytes) -> None:
+    def add(self, cid: str, unit: Unit, request: _Line, line: bytes) -> None:
         self._handle.write(line)
-        self.units[cid] = {"unit": list(unit), "key": key}
+        self.units[cid] = {"unit": list(unit), "key": request.key, "drawn": request.drawn}
         self.count += 1
         self.size += len(line)
         if self.size <= self._inline_bytes:
-            self.inline.append((cid, request))
+            self.inline.append((cid, request.wire))
         else:
             self.inline = []
 
@@ -390,8 +396,11 @@ def _collect(
         outcome.pending[reason] = outcome.pending.get(reason, 0) + count
     failures: dict[str, str] = {}
     for cid, result in answered.items():
-        key = batch.units[cid]["key"]
-        problem = job.backend.remember(key, result.reply) if result.reply is not None else None
+        key, drawn = batch.units[cid]["key"], batch.units[cid].get("drawn", False)
+        problem = None
+        if result.reply is not None:
+            problem = _drawer(job.backend).remember_drawn(key, result.reply) if drawn else \
+                job.backend.remember(key, result.reply)  # fmt: skip
         if result.reply is None or problem is not None:
             why = result.error if result.reply is None else f"a malformed reply ({problem})"
             failures[key] = f"{why} (batch {batch.batch_id}, request {cid})"
@@ -454,6 +463,7 @@ class _Answered(Backend):
     def __init__(self, backend: ApiBackend, failures: dict[str, str]) -> None:
         self.backend = backend
         self.spec = backend.spec
+        self.interfaces = backend.interfaces
         self.failures = failures
 
     def info(self) -> ModelInfo:
@@ -463,18 +473,66 @@ class _Answered(Backend):
         budget = self.backend.budget(max_new_tokens)
         return [self._answer(request, budget) for request in self.backend.requests(query, budget)]
 
+    def draw(self, query: Query) -> list[Drawing]:
+        drawer = _drawer(self.backend)
+        size = drawer.asked_size(query.image.size)
+        drawings = []
+        for request in drawer.image_requests(query):
+            key = drawer.cache_key(request)
+            drawing = drawer.failed_drawing(self.failures[key], size) if key in self.failures else \
+                drawer.cached_drawing(request, size)  # fmt: skip
+            drawings.append(drawing if drawing is not None else self._unknown())
+        return drawings
+
     def _answer(self, request: dict[str, Any], budget: int) -> Generation:
         key = self.backend.cache_key(request)
         if key in self.failures:
             return self.backend.error_generation(self.failures[key], budget)
         generation = self.backend.cached_generation(request, budget)
-        if generation is None:
-            raise ConvswapError(
-                f"{self.spec}: a batch answered requests other than the ones this run builds (were --max-new-tokens "
-                "or the backend's options changed since it was submitted?); run with the options it was submitted "
-                "with, or cancel it"
-            )
-        return generation
+        return generation if generation is not None else self._unknown()
+
+    def _unknown(self) -> Any:
+        raise ConvswapError(
+            f"{self.spec}: a batch answered requests other than the ones this run builds (were --max-new-tokens "
+            "or the backend's options changed since it was submitted?); run with the options it was submitted "
+            "with, or cancel it"
+        )
+
+
+@dataclass(frozen=True)
+class _Line:
+    """One pending request of a query as a batch carries it: the request the cache keys, the body sent."""
+
+    prompt: Prompt
+    key: str
+    wire: dict[str, Any]
+    cached: bool
+    drawn: bool  # a visual protocol's image request, whose reply the backend reads as `draw` does
+
+
+def _lines(backend: ApiBackend, query: Query, drawn: frozenset[str], budget: int) -> list[_Line]:
+    """The requests of a query's prompts, in prompt order: text prompts as `generate` sends them, those under a
+    visual protocol (named in `drawn`) as `draw` does."""
+    spoken = tuple(prompt for prompt in query.prompts if prompt.convention not in drawn)
+    pictured = tuple(prompt for prompt in query.prompts if prompt.convention in drawn)
+    lines = {}
+    if spoken:
+        for prompt, request in zip(spoken, backend.requests(replace(query, prompts=spoken), budget), strict=True):
+            cached = backend.cached_generation(request, budget) is not None
+            lines[prompt.convention] = _Line(prompt, backend.cache_key(request), request, cached, drawn=False)
+    if pictured:
+        drawer = _drawer(backend)
+        source = png_bytes(query.image)
+        for prompt, request in zip(pictured, drawer.image_requests(replace(query, prompts=pictured)), strict=True):
+            cached = drawer.cached_drawing(request, None) is not None
+            lines[prompt.convention] = _Line(prompt, drawer.cache_key(request), drawer.batch_image_request(request, source),
+                                  cached, drawn=True)  # fmt: skip
+    return [lines[prompt.convention] for prompt in query.prompts]
+
+
+def _drawer(backend: ApiBackend) -> ImageAnswers:
+    assert isinstance(backend, ImageAnswers)  # the runner asks a batch to draw only on a backend that answers in pixels
+    return backend
 
 
 def _unit_of(model: str, condition: Condition, prompt: Prompt) -> Unit:
@@ -490,7 +548,7 @@ def _unit(entry: dict[str, Any]) -> Unit:
 
 
 def batch_plan(backend: ApiBackend, model: str, work: Work, folder: Path, shard: tuple[int, int],
-               max_new_tokens: int, limits: Limits | None = None) -> str:  # fmt: skip
+               max_new_tokens: int, limits: Limits | None = None, drawn: frozenset[str] = frozenset()) -> str:  # fmt: skip
     """What a batch run would submit: requests, batches, files and bytes; nothing is sent or written."""
     api = batch_api(backend)
     limits = limits or api.limits
@@ -506,11 +564,11 @@ def batch_plan(backend: ApiBackend, model: str, work: Work, folder: Path, shard:
             if not new:
                 continue
             query = Query(render_image(trial.image), tuple(new), condition, trial)
-            for prompt, request in zip(new, backend.requests(query, budget), strict=True):
-                if backend.cached_generation(request, budget) is not None:
+            for line in _lines(backend, query, drawn, budget):
+                if line.cached:
                     cached += 1
                     continue
-                size = len(api.line(custom_id(_unit_of(model, condition, prompt)), request))
+                size = len(api.line(custom_id(_unit_of(model, condition, line.prompt)), line.wire))
                 if (
                     not batches
                     or len(batches[-1]) + 1 > limits.max_requests

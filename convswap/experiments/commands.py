@@ -92,9 +92,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     run.add_argument(
         "--batch",
         action="store_true",
-        help="submit the pending requests through the provider's batch API (openai:, gemini:; about half the "
-        "price, answers within 24 h) and poll until they are answered; a run killed at any moment and started "
-        "again resumes polling and never submits a request twice (see `convswap batch --help`)",
+        help="submit the pending requests through the provider's batch API (openai:, gemini:, gemini-image:; about "
+        "half the price, answers within 24 h) and poll until they are answered; a run killed at any moment and "
+        "started again resumes polling and never submits a request twice (see `convswap batch --help`)",
     )
     run.add_argument(
         "--poll",

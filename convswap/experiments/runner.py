@@ -85,7 +85,7 @@ from convswap.fileio import why_not_a_folder
 from convswap.protocols import Protocol
 from convswap.readout.api_common import ApiBackend
 from convswap.readout.base import DEFAULT_DTYPE, DEFAULT_MAX_NEW_TOKENS, Backend, ModelInfo, Query, check_max_new_tokens
-from convswap.readout.batch_api import BATCH_APIS, batch_prefixes
+from convswap.readout.batch_api import BATCH_APIS, no_batch_api
 from convswap.readout.registry import backend_entry, backend_options, check_local_model, load_backend, split_spec
 from convswap.stimuli.render import image_sha256, render_image
 
@@ -358,7 +358,7 @@ def _run_trials(
         context = RecordContext(plan, plan_hash, request.model, request.quant, reading, shard, image_sha256(image),
                                 vocabulary_owner, result.folder)  # fmt: skip
         query = Query(image, tuple(prompts), condition, trial)
-        return Reader(reading, plan.design.readout, request.max_new_tokens).read(query, context)
+        return Reader(reading, plan.design.readout, request.max_new_tokens, readers).read(query, context)
 
     # Once the backend stops, no further trial starts, and those in flight are still written: every reply that
     # came back reaches the log before the run stops.
@@ -367,7 +367,7 @@ def _run_trials(
         if request.batch is not None:
             assert isinstance(backend, ApiBackend)  # _check_request admits only backends with a batch API
             job = BatchJob(backend, request.model, result.folder, shard, work, read_query, write,
-                           request.max_new_tokens, request.batch, progress)  # fmt: skip
+                           request.max_new_tokens, request.batch, progress, frozenset(plan.protocols))  # fmt: skip
             result.batch = run_in_batches(job)
         with tqdm(
             total=pending, desc=_describe(plan.id, request.model, shard), unit="answer",
@@ -441,15 +441,12 @@ def _check_request(plan: Plan, request: RunRequest, backend: Backend | None = No
     check_registered_model(plan, request.model)
     check_interfaces(plan, request.model, backend.interfaces if backend else backend_entry(request.model).interfaces)
     if request.batch is not None:
-        if split_spec(request.model)[0] not in BATCH_APIS:
-            raise ConvswapError(f"--batch: {request.model} has no batch API (batches run on {batch_prefixes()})")
+        prefix = split_spec(request.model)[0]
+        if prefix not in BATCH_APIS:
+            raise ConvswapError(no_batch_api(request.model, prefix))
         if plan.design.stimuli == CALIBRATION_EXPERIMENT:
             raise ConvswapError(f"--batch: batches run the trials of an experiment; run the {plan.id} "
                                 "experiment without --batch")  # fmt: skip
-        if plan.protocols and request.interface != "text":
-            raise ConvswapError(f"--batch: the batch APIs answer in text, and {plan.id} also asks for "
-                                f"{', '.join(sorted(plan.protocols))}; add --interface text to batch its text "
-                                "conventions")  # fmt: skip
     if plan.design.stimuli == CALIBRATION_EXPERIMENT:
         if request.limit is not None:
             raise ConvswapError(
@@ -778,7 +775,7 @@ def dry_run(request: RunRequest) -> str:
         assert isinstance(backend, ApiBackend)  # _check_request admits only backends with a batch API
         try:
             lines.append(batch_plan(backend, request.model, pending, folder, (0, 1), request.max_new_tokens,
-                                    request.batch.limits))  # fmt: skip
+                                    request.batch.limits, frozenset(plan.protocols)))  # fmt: skip
         finally:
             backend.close()
     return "\n".join(lines)

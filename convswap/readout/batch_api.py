@@ -4,7 +4,7 @@ A batch takes the very requests an ordinary run sends (`ApiBackend.requests`)
 at about half the price within a day.  Each provider module implements
 `BatchApi` with its own client; `BATCH_APIS` is the one registry, from a
 backend's spec prefix to the class and the request kind it submits (a chat
-completion today; an image edit is one more entry with its own URL).
+completion, or a generate_content request that may ask for an image).
 
 Every call goes through the backend's retry policy (`ApiBackend.call`), so a
 5xx or a dropped connection is retried as for an ordinary request, and a
@@ -34,6 +34,13 @@ class BatchApiEntry:
 BATCH_APIS: dict[str, BatchApiEntry] = {
     "openai": BatchApiEntry("convswap.readout.openai_batch", "OpenAIBatches", "/v1/chat/completions"),
     "gemini": BatchApiEntry("convswap.readout.gemini_batch", "GeminiBatches", "generateContent"),
+    # An image request of gemini-image is an ordinary generate_content request (response_modalities IMAGE).
+    "gemini-image": BatchApiEntry("convswap.readout.gemini_batch", "GeminiBatches", "generateContent"),
+}
+# Backends whose requests no batch API takes, and why (said in the refusal).
+NOT_BATCHED: dict[str, str] = {
+    "openai-image": "its edits send the source image as a multipart file, and no documented JSON body of a "
+    "/v1/images/edits batch line carries one",
 }
 
 
@@ -117,13 +124,19 @@ def batch_api(backend: ApiBackend) -> BatchApi:
     """The batch endpoints of a backend's provider; refused for a backend that has none."""
     entry = BATCH_APIS.get(backend.api)
     if entry is None:
-        raise ConvswapError(f"--batch: {backend.spec} has no batch API (batches run on {batch_prefixes()})")
+        raise ConvswapError(no_batch_api(backend.spec, backend.api))
     cls = getattr(importlib.import_module(entry.module), entry.cls)
     return cls(backend, entry.url)
 
 
 def batch_prefixes() -> str:
     return ", ".join(f"{prefix}:" for prefix in BATCH_APIS)
+
+
+def no_batch_api(spec: str, prefix: str) -> str:
+    """The refusal of --batch for a backend without a batch API, with why where it is known."""
+    why = f": {NOT_BATCHED[prefix]}" if prefix in NOT_BATCHED else ""
+    return f"--batch: {spec} has no batch API{why} (batches run on {batch_prefixes()}); run it without --batch"
 
 
 def first_line(texts: Iterable[str]) -> str:

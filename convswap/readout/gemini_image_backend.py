@@ -12,12 +12,13 @@ written instead of an image, kept whole in the record.
 
 from __future__ import annotations
 
+import base64
 from typing import Any
 
 from google.genai import types
 
 from convswap.readout.conversation import Turn
-from convswap.readout.gemini_backend import GeminiBackend
+from convswap.readout.gemini_backend import GeminiBackend, sdk_request
 from convswap.readout.image_common import DrawnReply, ImageAnswers, Size, closest_size, without_image
 
 # gemini-2.5-flash-image's aspect ratios and the size each one is drawn at (Gemini API image generation docs).
@@ -60,18 +61,25 @@ class GeminiImageBackend(ImageAnswers, GeminiBackend):
             "aspect_ratio": _RATIO_OF[size],
         }
 
+    def batch_image_request(self, request: dict[str, Any], source: bytes) -> dict[str, Any]:
+        return self._wire(request, source)
+
+    def _batch_drawn(self, reply: str) -> DrawnReply:
+        return self._drawn(types.GenerateContentResponse.model_validate_json(reply))
+
+    def _wire(self, request: dict[str, Any], source: bytes) -> dict[str, Any]:
+        """The generate_content request (as `sdk_request` takes it) of one image request: the one body an ordinary
+        call and a batch line send."""
+        image = {"inline_data": {"mime_type": "image/png", "data": base64.b64encode(source).decode("ascii")}}
+        config = {"response_modalities": request["response_modalities"],
+                  "image_config": {"aspect_ratio": request["aspect_ratio"]}}  # fmt: skip
+        contents = [{"role": "user", "parts": [image, {"text": request["prompt"]}]}]
+        return {"model": request["model"], "contents": contents, "config": config}
+
     def _send_image(self, request: dict[str, Any], source: bytes) -> DrawnReply:
-        parts = [
-            types.Part.from_bytes(data=source, mime_type="image/png"),
-            types.Part.from_text(text=request["prompt"]),
-        ]
-        config = types.GenerateContentConfig(
-            response_modalities=request["response_modalities"],
-            image_config=types.ImageConfig(aspect_ratio=request["aspect_ratio"]),
-        )
-        response = self._client.models.generate_content(
-            model=request["model"], contents=[types.Content(role="user", parts=parts)], config=config
-        )
+        return self._drawn(self._client.models.generate_content(**sdk_request(self._wire(request, source))))
+
+    def _drawn(self, response: types.GenerateContentResponse) -> DrawnReply:
         candidate = response.candidates[0] if response.candidates else None
         found = (
             [part for part in (candidate.content.parts or []) if not part.thought]

@@ -29,7 +29,7 @@ from typing import Any
 from PIL import Image, UnidentifiedImageError
 
 from convswap.core import ConvswapError, Generation, sha256_hex
-from convswap.readout.api_common import ApiBackend, RequestFailed, png_bytes
+from convswap.readout.api_common import ApiBackend, RequestFailed, png_bytes, scrub
 from convswap.readout.base import DEFAULT_MAX_NEW_TOKENS, Drawing, Query
 
 Size = tuple[int, int]
@@ -82,14 +82,52 @@ class ImageAnswers(ApiBackend):
     def draw(self, query: Query) -> list[Drawing]:
         source = png_bytes(query.image)
         size = self._asked_size(query.image.size)
-        requests = [self._image_request(text, sha256_hex(source), size) for text in query.texts]
-        return list(self._pool.map(lambda request: self._drawing(request, source, size), requests))
+        return list(self._pool.map(lambda request: self._drawing(request, source, size), self.image_requests(query)))
+
+    def image_requests(self, query: Query) -> list[dict[str, Any]]:
+        """The cache-keyed requests `draw` sends for a query, in prompt order."""
+        source = png_bytes(query.image)
+        size = self._asked_size(query.image.size)
+        return [self._image_request(text, sha256_hex(source), size) for text in query.texts]
+
+    def batch_image_request(self, request: dict[str, Any], source: bytes) -> dict[str, Any]:
+        """What a batch line carries for one image request: the body `_send_image` sends."""
+        raise ConvswapError(f"--batch: {self.spec} draws through an endpoint no batch API takes")
+
+    def remember_drawn(self, key: str, reply: str) -> str | None:
+        """Keep a batch's reply to an image request (the provider's response body) as `draw` would have kept it,
+        its image once by content; what keeps it from being read, else None."""
+        try:
+            drawn = self._batch_drawn(reply)
+        except ValueError as error:
+            return f"not a reply of {self.endpoint_kind} ({type(error).__name__})"
+        self._cache.put(key, self.api, self.model, drawn.to_json())
+        return None
+
+    def _batch_drawn(self, reply: str) -> DrawnReply:
+        """A batch's reply to an image request, read as `_send_image` reads the SDK's."""
+        raise ConvswapError(f"--batch: {self.spec} draws through an endpoint no batch API takes")
+
+    def cached_drawing(self, request: dict[str, Any], size: Size | None) -> Drawing | None:
+        """The drawing of a request from the cache alone, as `draw` reads it; None when it is not cached."""
+        reply = self._cache.get(self.cache_key(request))
+        return None if reply is None else self._read_drawing(DrawnReply.from_json(reply), size)
+
+    def failed_drawing(self, reason: str, size: Size | None) -> Drawing:
+        """A request that failed for good, as `draw` records one (an api_error a rerun sends again)."""
+        return Drawing(None, failure=f"{self.spec}: {scrub(reason, self._secrets)}", api_error=True, asked_size=size)
+
+    def asked_size(self, source: Size) -> Size | None:
+        return self._asked_size(source)
 
     def _drawing(self, request: dict[str, Any], source: bytes, size: Size | None) -> Drawing:
         try:
             reply = DrawnReply.from_json(self._reply(request, lambda: self._send_image(request, source).to_json()))
         except RequestFailed as failed:
             return Drawing(None, failure=self._failed(failed), api_error=True, asked_size=size)
+        return self._read_drawing(reply, size)
+
+    def _read_drawing(self, reply: DrawnReply, size: Size | None) -> Drawing:
         if reply.served_model:
             self._served_model = reply.served_model
         if reply.image_sha256 is None:
