@@ -119,8 +119,9 @@ def experiment_accuracy(context: Context) -> list[Table]:
                 "acc: correct of n scored records; unscored records (by parse status, or tie) are counted apart and "
                 "never as wrong; acc (unscored as wrong) counts them as not correct. Mispaired conventions are "
                 "scored on the coordinate key. Crossover pairs enter no accuracy.",
-                "readout: the readout a record was scored by, or tried and failed by; plan: the plan version the "
-                "experiment was read under.",
+                "readout: the readout a record was scored by, or tried and failed by, which names its interface: "
+                "first_token and generate answered in text, pixels in pixels under a visual protocol; plan: the plan "
+                "version the experiment was read under.",
             ),
             labels=6,
         )
