@@ -281,8 +281,9 @@ _EXACT: dict[Any, frozenset[type]] = {
 
 
 def _exact(hint: Any) -> frozenset[type] | None:
-    """The exact classes of `hint`'s values where each such value is one (a plain type or a union of them) and
-    a float among them is also held to being finite only where nothing else is among them; None otherwise."""
+    """The exact classes a value of `hint` may have, for a plain type or a union of plain types other than float
+    (a float must also be finite, which a list is tested for only where all its items are numbers); None for any
+    other hint."""
     if hint in _EXACT:
         return _EXACT[hint]
     if typing.get_origin(hint) in (Union, types.UnionType):
