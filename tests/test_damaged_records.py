@@ -58,6 +58,20 @@ DAMAGE = [
         first_token(candidate_logits=[float("nan")] * 9),
         "first_token.candidate_logits[0] nan is not a finite number",
     ),
+    # Lists are judged a whole list at a time where every item is plain: one odd item sends it item by item.
+    ("bool-logit", first_token(candidate_logits=[0.5] * 8 + [True]), "first_token.candidate_logits[8] True is not"),
+    (
+        "infinite-top-prob",
+        lambda record: first_token(
+            top=[*record["first_token"]["top"][:-1], {"token_id": 3, "text": "C", "prob": 1e999}]
+        )(record),
+        "first_token.top[9].prob inf is not a finite number",
+    ),
+    (
+        "bool-top-token-id",
+        lambda record: first_token(top=[{"token_id": False, "text": "A", "prob": 0.5}])(record),
+        "first_token.top[0].token_id False is not",
+    ),
     ("unknown-experiment-here", changed(experiment="coco_4x4"), "experiment 'coco_4x4' but the run of this folder"),
 ]
 IDS = [case[0] for case in DAMAGE]

@@ -315,9 +315,18 @@ def field_values(record: Record, names: tuple[str, ...]) -> tuple:
 
 def group_by(records: Iterable[Record], *fields: str) -> dict[tuple, list[Record]]:
     """Records grouped by the named fields, as `field_value` reads them."""
+    # Tables group every record many times: one attribute fetch per record where no field is the model label.
+    key: Callable[[Record], tuple]
+    if "model" in fields or not fields:
+        key = partial(field_values, names=fields)
+    elif len(fields) > 1:
+        key = attrgetter(*fields)
+    else:
+        (name,) = fields
+        key = lambda record: (getattr(record, name),)  # noqa: E731
     groups: dict[tuple, list[Record]] = {}
     for record in records:
-        groups.setdefault(field_values(record, fields), []).append(record)
+        groups.setdefault(key(record), []).append(record)
     return dict(sorted(groups.items(), key=lambda item: tuple(str(part) for part in item[0])))
 
 

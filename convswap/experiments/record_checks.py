@@ -14,6 +14,7 @@ from __future__ import annotations
 import dataclasses
 import functools
 import math
+import operator
 import re
 import types
 import typing
@@ -109,6 +110,8 @@ def shape_problem(value: Any, where: str = "") -> str | None:
     """The first field of a record (or of a part of it that loaded) whose value is not of its declared type, or a
     number that is not finite; its parts that did not load are the audit's to name."""
     declared: Any = type(value)  # a dataclass, hashable as every class is
+    if _fields_accepted(declared)(value):
+        return None
     for name, check in _field_checks(declared):
         field_value = getattr(value, name)
         if isinstance(field_value, UnreadablePart):
@@ -211,6 +214,133 @@ def _check(hint: Any) -> Check:
 
         return named_tuple
     return lambda value, name: None  # a kind no record field is declared as: not judged here
+
+
+# Every record of a large log is checked, and nearly all pass: `_accepts` answers only whether a value is of its
+# type, in one call per part, and the checks above, which name the field, run only where it says no.  It never says
+# yes where they would name a problem; a no where they find none (a part that did not load) costs only their time.
+_TESTS: dict[Any, Callable[[Any], bool]] = {
+    str: lambda value: isinstance(value, str),
+    bool: lambda value: isinstance(value, bool),
+    int: lambda value: isinstance(value, int) and not isinstance(value, bool),
+    float: lambda value: isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value),
+    type(None): lambda value: value is None,
+}
+
+
+@functools.cache
+def _accepts(hint: Any) -> Callable[[Any], bool]:
+    """Whether a value is a `hint` as `_check(hint)` judges it, without naming what is wrong."""
+    origin, arguments = typing.get_origin(hint), typing.get_args(hint)
+    if hint is Any:
+        return lambda value: True
+    if hint in _TESTS:
+        return _TESTS[hint]
+    if origin in (Union, types.UnionType):
+        optional = type(None) in arguments
+        options = tuple(_accepts(option) for option in arguments if option is not type(None))
+        if len(options) == 1:
+            (only,) = options
+            return lambda value: only(value) if value is not None else optional
+        return lambda value: optional if value is None else any(option(value) for option in options)
+    if origin is Literal:
+        return lambda value: value in arguments
+    if origin is tuple and len(arguments) == 2 and arguments[1] is Ellipsis:
+        return _list_accepts(arguments[0])
+    if origin is tuple:
+        items = tuple(_accepts(item) for item in arguments)
+        return lambda value: (
+            isinstance(value, tuple) and len(value) == len(items) and all(map(operator.call, items, value))
+        )
+    if origin is dict:
+        key, item = (_accepts(argument) for argument in arguments)
+        return lambda value: isinstance(value, dict) and all(map(key, value)) and all(map(item, value.values()))
+    if isinstance(hint, type) and dataclasses.is_dataclass(hint):
+        if hint in _SHARED:
+            shared = _check(hint)
+            return lambda value: shared(value, "") is None
+        # A subclass is judged by its own fields, as `shape_problem` judges it.
+        return lambda value: isinstance(value, hint) and _fields_accepted(value.__class__)(value)
+    if isinstance(hint, type) and issubclass(hint, tuple) and hasattr(hint, "_fields"):  # a named tuple
+        tests = tuple(_accepts(h) for h in typing.get_type_hints(hint).values())
+        return lambda value: (
+            isinstance(value, tuple) and len(value) == len(tests) and all(map(operator.call, tests, value))
+        )
+    return lambda value: True  # what `_check` does not judge
+
+
+# The exact classes a value of a plain declared type may have, as a set that a whole list's `set(map(type, ...))` is
+# held to in one call: a subclass (a numpy float) is not among them and takes the item-by-item way, which judges it.
+_EXACT: dict[Any, frozenset[type]] = {
+    str: frozenset({str}),
+    bool: frozenset({bool}),
+    int: frozenset({int}),
+    float: frozenset({int, float}),
+    type(None): frozenset({type(None)}),
+}
+
+
+def _exact(hint: Any) -> frozenset[type] | None:
+    """The exact classes a value of `hint` may have, for a plain type or a union of plain types other than float
+    (a float must also be finite, which a list is tested for only where all its items are numbers); None for any
+    other hint."""
+    if hint in _EXACT:
+        return _EXACT[hint]
+    if typing.get_origin(hint) in (Union, types.UnionType):
+        parts = [_exact(option) for option in typing.get_args(hint)]
+        if all(part is not None and float not in part for part in parts):
+            return frozenset().union(*parts)  # type: ignore[arg-type]
+    return None
+
+
+def _column_test(exact: frozenset[type]) -> Callable[[tuple], bool]:
+    if float in exact:  # exactly {int, float}
+        return lambda column: set(map(type, column)) <= exact and all(map(math.isfinite, column))
+    return lambda column: set(map(type, column)) <= exact
+
+
+def _list_accepts(item_hint: Any) -> Callable[[Any], bool]:
+    """`_accepts` of a list of `item_hint`, a whole list at a time where its items are plain values or rows of
+    them (the readout's most probable tokens), else item by item."""
+    item = _accepts(item_hint)
+    exact = _exact(item_hint)
+    if exact is not None:
+        whole = _column_test(exact)
+        return lambda value: isinstance(value, tuple) and (whole(value) or all(map(item, value)))
+    if typing.get_origin(item_hint) is tuple and Ellipsis not in typing.get_args(item_hint):
+        row, columns = frozenset({tuple}), [_exact(hint) for hint in typing.get_args(item_hint)]
+    elif isinstance(item_hint, type) and issubclass(item_hint, tuple) and hasattr(item_hint, "_fields"):
+        row, columns = (
+            frozenset({tuple, item_hint}),
+            [_exact(hint) for hint in typing.get_type_hints(item_hint).values()],
+        )
+    else:
+        return lambda value: isinstance(value, tuple) and all(map(item, value))
+    if not columns or any(column is None for column in columns):
+        return lambda value: isinstance(value, tuple) and all(map(item, value))
+    tests = tuple(_column_test(column) for column in columns)  # type: ignore[arg-type]
+    width = {len(tests)}
+
+    def rows(value: tuple) -> bool:
+        return (
+            set(map(type, value)) <= row
+            and set(map(len, value)) == width
+            and all(map(operator.call, tests, zip(*value, strict=True)))
+        )
+
+    return lambda value: isinstance(value, tuple) and (not value or rows(value) or all(map(item, value)))
+
+
+@functools.cache
+def _fields_accepted(cls: Any) -> Callable[[Any], bool]:
+    """Whether every field of a dataclass instance is of its declared type, as `_field_checks(cls)` judges them."""
+    hints = typing.get_type_hints(cls)
+    fields = dataclasses.fields(cls)
+    tests = tuple(_accepts(hints[item.name]) for item in fields)
+    if len(fields) < 2:  # an attrgetter of one name gives its value alone, not a tuple
+        return lambda value: all(test(getattr(value, item.name)) for test, item in zip(tests, fields, strict=True))
+    values = operator.attrgetter(*(item.name for item in fields))
+    return lambda value: all(map(operator.call, tests, values(value)))
 
 
 # Parts a folder reader shares among records (`SharedParts`): one trial is every convention's, one extra part
