@@ -33,8 +33,9 @@ def start_run(server: LoopbackServer, out, vocabulary, tmp_path) -> subprocess.P
 
 def interrupt_when_quiet(
     process: subprocess.Popen, server: LoopbackServer, sent: signal.Signals = signal.SIGINT
-) -> tuple[float, int]:
-    """`sent` once WORKERS requests have reached the server; returns (seconds to exit, requests seen at it)."""
+) -> tuple[float, int, int]:
+    """`sent` once WORKERS requests have reached the server; returns (seconds to exit, requests seen at it when
+    signalled, requests seen half a second after the exit: any request still queued would have arrived)."""
     deadline = time.monotonic() + 60
     while len(server.requests) < WORKERS:
         assert process.poll() is None, process.stderr.read()
@@ -49,7 +50,17 @@ def interrupt_when_quiet(
     except subprocess.TimeoutExpired:
         process.kill()
         process.wait()
-    return time.monotonic() - start, seen
+    took = time.monotonic() - start
+    time.sleep(0.5)
+    return took, seen, len(server.requests)
+
+
+def stderr_of(process: subprocess.Popen) -> str:
+    """What the exited process wrote on stderr, its pipes closed."""
+    stderr = process.stderr.read()
+    process.stdout.close()
+    process.stderr.close()
+    return stderr
 
 
 def hung(release: threading.Event):
@@ -68,13 +79,9 @@ def test_ctrl_c_exits_130_within_2_s_sends_nothing_more_and_the_next_run_resumes
     respond = hung(release) if server_kind == "hung" else lambda seen: openai_error(500, "down", {"retry-after": "30"})
     with LoopbackServer(respond) as server:
         process = start_run(server, out, vocabulary, tmp_path)
-        took, seen = interrupt_when_quiet(process, server)
-        time.sleep(0.5)
-        after = len(server.requests)
+        took, seen, after = interrupt_when_quiet(process, server)
         release.set()
-    stderr = process.stderr.read()
-    process.stdout.close()
-    process.stderr.close()
+    stderr = stderr_of(process)
     assert process.returncode == 130, stderr
     assert took < 2.0
     assert after == seen == WORKERS  # nothing sent after Ctrl-C: no retry, no queued request

@@ -6,13 +6,12 @@ import signal
 import subprocess
 import sys
 import threading
-import time
 
 import pytest
 from api_servers import LoopbackServer
 from plan_support import without_plan_folder
 from runner_support import REPO_ROOT, SPATIAL, records_in
-from test_cli_interrupt import WORKERS, hung, interrupt_when_quiet, start_run
+from test_cli_interrupt import WORKERS, hung, interrupt_when_quiet, start_run, stderr_of
 
 
 @pytest.mark.slow
@@ -21,13 +20,9 @@ def test_sigterm_stops_a_run_at_once_in_one_line_with_status_143_and_sends_nothi
     release = threading.Event()
     with LoopbackServer(hung(release)) as server:
         process = start_run(server, out, vocabulary, tmp_path)
-        took, seen = interrupt_when_quiet(process, server, signal.SIGTERM)
-        time.sleep(0.5)
-        after = len(server.requests)
+        took, seen, after = interrupt_when_quiet(process, server, signal.SIGTERM)
         release.set()
-    stderr = process.stderr.read()
-    process.stdout.close()
-    process.stderr.close()
+    stderr = stderr_of(process)
     assert process.returncode == 143, stderr
     assert took < 2.0 and after == seen == WORKERS
     assert without_plan_folder(stderr).splitlines() == ["convswap run: terminated"]
