@@ -19,7 +19,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from typing import Any
+from typing import Any, Self
 
 _GATE_TIMEOUT_S = 10.0
 
@@ -56,7 +56,29 @@ class _QuietHTTPServer(ThreadingHTTPServer):
         super().handle_error(request, client_address)
 
 
-class LoopbackServer:
+class ServedInThread:
+    """An HTTP server on 127.0.0.1 in a thread, as a context manager: `_serve` it the handler class."""
+
+    def _serve(self, handler: type[BaseHTTPRequestHandler]) -> None:
+        self._http = _QuietHTTPServer(("127.0.0.1", 0), handler)
+        # A short poll interval so that closing the server does not wait half a second.
+        self._thread = threading.Thread(target=self._http.serve_forever, args=(0.01,), daemon=True)
+
+    @property
+    def url(self) -> str:
+        host, port = self._http.server_address[:2]
+        return f"http://{host}:{port}"
+
+    def __enter__(self) -> Self:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self._http.shutdown()
+        self._http.server_close()
+
+
+class LoopbackServer(ServedInThread):
     """An HTTP server in a thread.
 
     latency: seconds every request waits before its answer.
@@ -74,22 +96,7 @@ class LoopbackServer:
         self._gate = threading.Barrier(gate, timeout=_GATE_TIMEOUT_S) if gate > 1 else None
         self._in_flight = 0
         self._lock = threading.Lock()
-        self._http = _QuietHTTPServer(("127.0.0.1", 0), _handler_for(self))
-        # A short poll interval so that closing the server does not wait half a second.
-        self._thread = threading.Thread(target=self._http.serve_forever, args=(0.01,), daemon=True)
-
-    @property
-    def url(self) -> str:
-        host, port = self._http.server_address[:2]
-        return f"http://{host}:{port}"
-
-    def __enter__(self) -> LoopbackServer:
-        self._thread.start()
-        return self
-
-    def __exit__(self, *exc_info: object) -> None:
-        self._http.shutdown()
-        self._http.server_close()
+        self._serve(_handler_for(self))
 
     def _handle(self, seen: Seen) -> Reply:
         with self._lock:

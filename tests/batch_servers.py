@@ -27,7 +27,7 @@ from http.server import BaseHTTPRequestHandler
 from typing import Any
 from urllib.parse import parse_qs, urlparse
 
-from api_servers import Reply, Responder, Seen, _QuietHTTPServer
+from api_servers import Reply, Responder, Seen, ServedInThread
 
 
 @dataclass
@@ -58,7 +58,7 @@ class Batch:
     extra: dict[str, Any] = field(default_factory=dict)
 
 
-class BatchServer:
+class BatchServer(ServedInThread):
     def __init__(self, api: str, respond: Responder) -> None:
         assert api in ("openai", "gemini")
         self.api = api
@@ -70,21 +70,7 @@ class BatchServer:
         self.ordinary = 0  # ordinary (non-batch) requests answered
         self.on_request: Callable[[str, str], None] | None = None  # called before each request is handled
         self._lock = threading.Lock()
-        self._http = _QuietHTTPServer(("127.0.0.1", 0), _handler_for(self))
-        self._thread = threading.Thread(target=self._http.serve_forever, args=(0.01,), daemon=True)
-
-    @property
-    def url(self) -> str:
-        host, port = self._http.server_address[:2]
-        return f"http://{host}:{port}"
-
-    def __enter__(self) -> BatchServer:
-        self._thread.start()
-        return self
-
-    def __exit__(self, *exc_info: object) -> None:
-        self._http.shutdown()
-        self._http.server_close()
+        self._serve(_handler_for(self))
 
     def submissions(self) -> Counter[str]:
         """How many created batches carried each custom id."""
