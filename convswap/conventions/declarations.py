@@ -13,11 +13,11 @@ from __future__ import annotations
 
 import re
 import string
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from functools import cached_property
 from pathlib import Path
-from typing import Annotated, Any, get_args
+from typing import Annotated, Any, TypeVar, get_args
 
 from pydantic import BeforeValidator, ValidationError, ValidationInfo, field_validator, model_validator
 
@@ -29,6 +29,7 @@ SHIPPED_FILE = Path(__file__).with_name("conventions.toml")
 FILE_NAME = "conventions.toml"  # a plan folder's own declarations
 OUTPUTS: tuple[OutputFormat, ...] = get_args(OutputFormat)
 _NAME = re.compile(r"^[a-z][a-z0-9_]*$")
+T = TypeVar("T")
 
 
 def template_fields(template: str) -> tuple[str, ...]:
@@ -185,21 +186,28 @@ class Declaration(Table):
                           self.output)  # fmt: skip
 
 
-def load_conventions(path: str | Path) -> dict[str, Convention]:
-    """The conventions declared in one file, validated, in file order."""
+def read_declarations(path: str | Path, kind: str, build: Callable[[str, dict[str, Any]], T]) -> dict[str, T]:
+    """Every table of a declaration file (conventions, visual protocols), built by `build(name, table)`, in file
+    order; a name that is no lower-case identifier, or a table `build`'s validation refuses, is one line naming
+    the file, the declaration, its field and the value."""
     path = Path(path)
-    data, _ = read_toml(path, "conventions")
-    conventions = {}
+    data, _ = read_toml(path, f"{kind}s")
+    declared = {}
     for name, table in data.items():
         if not _NAME.match(name):
-            raise ConvswapError(f"{path}: {name}: a convention's name must be a lower-case identifier (a-z, 0-9, _)")
+            raise ConvswapError(f"{path}: {name}: a {kind}'s name must be a lower-case identifier (a-z, 0-9, _)")
         try:
-            conventions[name] = Declaration.model_validate(table).convention(name)
+            declared[name] = build(name, table)
         except ValidationError as error:
             field, reason, value = first_problem(error)
             where = f"{name}.{field}" if field else name
             raise ConvswapError(f"{path}: {where}: {reason}, got {value!r}") from None
-    return conventions
+    return declared
+
+
+def load_conventions(path: str | Path) -> dict[str, Convention]:
+    """The conventions declared in one file, validated, in file order."""
+    return read_declarations(path, "convention", lambda name, table: Declaration.model_validate(table).convention(name))
 
 
 # The spec's conventions: rendering by name, the per-task lists and the audits read them here.

@@ -16,11 +16,11 @@ from typing import Annotated, Any, Literal, get_args
 
 from pydantic import BeforeValidator, ValidationError, field_validator, model_validator
 
-from convswap.conventions.declarations import conventions_of, template_fields
+from convswap.conventions.declarations import conventions_of, read_declarations, template_fields
 from convswap.core import TASKS, ConvswapError, FrozenMapping, Task, canonical_json, freeze, sha256_hex
 from convswap.protocols.layouts import LAYOUTS, OUTER_CELLS
 from convswap.protocols.operations import OPERATIONS, check_pipeline
-from convswap.validation import Table, checked, first_problem, one_of, problem, read_toml
+from convswap.validation import Table, checked, first_problem, one_of, problem
 
 SHIPPED_FILE = Path(__file__).with_name("protocols.toml")
 FILE_NAME = "protocols.toml"  # a plan folder's own declarations
@@ -37,7 +37,6 @@ GUIDANCE_FIELDS = ("question", "options", "k", "layout", "color")
 # the question could answer it itself instead of reading the drawn answer), and it is sent the generated image only.
 READER_FIELDS = ("options", "k", "layout", "color")
 READER_INPUTS = ("generated",)
-_NAME = re.compile(r"^[a-z][a-z0-9_]*$")
 _HEX = re.compile(r"^#[0-9A-Fa-f]{6}$")
 
 
@@ -251,18 +250,9 @@ def _hue_of(color: str) -> int | None:
 
 def load_protocol_file(path: str | Path) -> dict[str, Protocol]:
     """The protocols declared in one file, validated, in file order."""
-    path = Path(path)
-    data, _ = read_toml(path, "protocols")
-    protocols = {}
-    for name, table in data.items():
-        if not _NAME.match(name):
-            raise ConvswapError(f"{path}: {name}: a protocol's name must be a lower-case identifier (a-z, 0-9, _)")
-        try:
-            protocols[name] = Declaration.model_validate(table).protocol(name, table)
-        except ValidationError as error:
-            field, reason, value = first_problem(error)
-            raise ConvswapError(f"{path}: {name}.{field}: {reason}, got {value!r}") from None
-    return protocols
+    return read_declarations(
+        path, "protocol", lambda name, table: Declaration.model_validate(table).protocol(name, table)
+    )
 
 
 PROTOCOLS: dict[str, Protocol] = load_protocol_file(SHIPPED_FILE)
