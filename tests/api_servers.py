@@ -131,7 +131,7 @@ def _handler_for(server: LoopbackServer) -> type[BaseHTTPRequestHandler]:
         def _answer(self, raw: bytes) -> None:
             headers = {name.lower(): value for name, value in self.headers.items()}
             if headers.get("content-type", "").startswith("multipart/form-data"):
-                body, files = _form(headers["content-type"], raw)
+                body, files = form_fields(headers["content-type"], raw)
                 reply = server._handle(Seen(self.path, headers, body, files))
             else:
                 reply = server._handle(Seen(self.path, headers, json.loads(raw or b"{}")))
@@ -150,7 +150,7 @@ def _handler_for(server: LoopbackServer) -> type[BaseHTTPRequestHandler]:
     return Handler
 
 
-def _form(content_type: str, raw: bytes) -> tuple[dict[str, Any], dict[str, bytes]]:
+def form_fields(content_type: str, raw: bytes) -> tuple[dict[str, Any], dict[str, bytes]]:
     """A multipart/form-data body as its text fields and its file fields (a repeated name keeps its last)."""
     message = email.parser.BytesParser(policy=email.policy.HTTP).parsebytes(
         f"Content-Type: {content_type}\r\n\r\n".encode() + raw

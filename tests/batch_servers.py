@@ -5,8 +5,11 @@ A `BatchServer` speaks one provider's wire format on 127.0.0.1: OpenAI's
 list, cancel) and `/v1/files/{id}/content`; Gemini's resumable upload under
 `/upload/v1beta/files`, `models/{model}:batchGenerateContent`, `batches/{id}`
 (get, list, `:cancel`) and the file download.  It also answers ordinary
-requests (`/v1/chat/completions`, `:generateContent`), so one server is both
-the batch and the ordinary endpoint of one model, as the real APIs are.
+requests (`/v1/chat/completions`, `/v1/images/edits` as multipart,
+`:generateContent`), so one server is both the batch and the ordinary endpoint
+of one model, as the real APIs are.  An image edit's batch line is the JSON
+body of `/v1/images/edits` (`images[0].image_url` a data URL); it reaches the
+responder as the multipart edit an ordinary request sends.
 
 Every request line of a batch is answered by the same `Responder` an ordinary
 request gets (`api_servers`), so a batch run and an ordinary run of one
@@ -17,6 +20,7 @@ RUNNING, SUCCEEDED) and its faults are set on `Fault`.
 
 from __future__ import annotations
 
+import base64
 import json
 import re
 import threading
@@ -27,7 +31,9 @@ from http.server import BaseHTTPRequestHandler
 from typing import Any
 from urllib.parse import parse_qs, urlparse
 
-from api_servers import Reply, Responder, Seen, ServedInThread
+from api_servers import Reply, Responder, Seen, ServedInThread, form_fields
+
+BATCHED_ENDPOINTS = ("/v1/chat/completions", "/v1/images/edits")
 
 
 @dataclass
@@ -88,6 +94,12 @@ class BatchServer(ServedInThread):
             return self._gemini(method, urlparse(path), headers, body)
 
     def _answer(self, path: str, request: dict[str, Any]) -> Reply:
+        if path == "/v1/images/edits":  # the JSON body of an edit, as EditImageBodyJsonParam documents it
+            assert "image" not in request and len(request["images"]) == 1, sorted(request)
+            found = re.fullmatch(r"data:image/png;base64,(.+)", request["images"][0]["image_url"], re.DOTALL)
+            assert found is not None, request["images"][0]["image_url"][:40]
+            fields = {name: value for name, value in request.items() if name != "images"}
+            return self.respond(Seen(path, {}, fields, {"image": base64.b64decode(found[1], validate=True)}))
         return self.respond(Seen(path, {}, request))
 
     def _take(self, name: str) -> bool:
@@ -101,9 +113,12 @@ class BatchServer(ServedInThread):
 
     def _openai(self, method: str, url: Any, headers: dict[str, str], body: bytes) -> tuple[int, Any, dict[str, str]]:
         path = url.path
-        if method == "POST" and path == "/v1/chat/completions":
+        if method == "POST" and path in BATCHED_ENDPOINTS:
             self.ordinary += 1
-            reply = self._answer(path, json.loads(body))
+            if headers.get("content-type", "").startswith("multipart/form-data"):
+                reply = self.respond(Seen(path, {}, *form_fields(headers["content-type"], body)))
+            else:
+                reply = self._answer(path, json.loads(body))
             return reply.status, reply.body, reply.headers
         if method == "POST" and path == "/v1/files":
             if self._take("fail_upload"):
@@ -115,7 +130,7 @@ class BatchServer(ServedInThread):
             return 200, _openai_file(file_id, fields["file"][0], len(fields["file"][1])), {}
         if method == "POST" and path == "/v1/batches":
             request = json.loads(body)
-            assert request["completion_window"] == "24h" and request["endpoint"] == "/v1/chat/completions", request
+            assert request["completion_window"] == "24h" and request["endpoint"] in BATCHED_ENDPOINTS, request
             lines = [json.loads(line) for line in self.files[request["input_file_id"]].splitlines()]
             for line in lines:
                 assert line["method"] == "POST" and line["url"] == request["endpoint"], line
@@ -125,7 +140,7 @@ class BatchServer(ServedInThread):
                 lines=[{"id": line["custom_id"], "body": line["body"]} for line in lines],
                 fault=Fault(**vars(self.fault)),
                 input_file=request["input_file_id"],
-                extra={"metadata": request.get("metadata")},
+                extra={"metadata": request.get("metadata"), "endpoint": request["endpoint"]},
             )
             self.batches[batch.id] = batch
             return 200, self._openai_batch(batch), {}
@@ -159,7 +174,7 @@ class BatchServer(ServedInThread):
         data: dict[str, Any] = {
             "id": batch.id,
             "object": "batch",
-            "endpoint": "/v1/chat/completions",
+            "endpoint": batch.extra["endpoint"],
             "input_file_id": batch.input_file,
             "completion_window": "24h",
             "status": status,
@@ -308,7 +323,9 @@ class BatchServer(ServedInThread):
 
     def _line_path(self, batch: Batch) -> str:
         return (
-            "/v1/chat/completions" if self.api == "openai" else f"/v1beta/models/{batch.extra['model']}:generateContent"
+            batch.extra["endpoint"]
+            if self.api == "openai"
+            else f"/v1beta/models/{batch.extra['model']}:generateContent"
         )
 
     def _output_line(self, custom_id: str, reply: Reply | None, number: int) -> dict[str, Any]:

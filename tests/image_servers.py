@@ -28,6 +28,8 @@ from PIL import Image
 from convswap.core import Prompt, Trial
 from convswap.protocols import PaintFaults, Protocol, paint
 
+CHAT_IMAGE_MODEL = "gateway/image-model-001"
+
 
 def png(image: Image.Image) -> bytes:
     buffer = io.BytesIO()
@@ -66,7 +68,9 @@ def moderation_refusal() -> Reply:
     return Reply(400, {"error": error})
 
 
-def chat_image_reply(data: bytes | None, text: str | None = None, model: str = "gateway/image-model-001") -> Reply:
+def chat_image_reply(
+    data: bytes | None, text: str | None = None, model: str = CHAT_IMAGE_MODEL, finish_reason: str = "stop"
+) -> Reply:
     message: dict = {"role": "assistant", "content": text}
     if data is not None:
         url = "data:image/png;base64," + base64.b64encode(data).decode("ascii")
@@ -76,7 +80,7 @@ def chat_image_reply(data: bytes | None, text: str | None = None, model: str = "
         "object": "chat.completion",
         "created": 1790000000,
         "model": model,
-        "choices": [{"index": 0, "message": message, "finish_reason": "stop"}],
+        "choices": [{"index": 0, "message": message, "finish_reason": finish_reason}],
     }
     return Reply(200, body)
 
@@ -188,13 +192,14 @@ class PlantedPainter:
         answer = target if u[1] < self.rates.p_right else target % k + 1
         if not wants_image(seen):
             said = asked.prompt.alphabet[answer - 1]
-            return openai_reply(said) if "messages" in seen.body else gemini_text_reply(said)
+            # One gateway model answers in words under the name it draws under.
+            return openai_reply(said, model=CHAT_IMAGE_MODEL) if "messages" in seen.body else gemini_text_reply(said)
         return self._drawn(seen, asked, source, answer, u[2], unit)
 
     def _drawn(self, seen: Seen, asked: Asked, source: Image.Image, answer: int, u: float, unit: str) -> Reply:
         reply_for = _IMAGE_REPLIES[_endpoint(seen)]
         if u < self.rates.p_refused:
-            return moderation_refusal() if _endpoint(seen) == "edit" else gemini_blocked("IMAGE_SAFETY")
+            return _REFUSALS[_endpoint(seen)]()
         if u < self.rates.p_refused + self.rates.p_empty:
             return reply_for(None)
         assert asked.protocol is not None
@@ -214,4 +219,11 @@ _IMAGE_REPLIES: dict[str, Callable[[bytes | None], Reply]] = {
     "edit": lambda data: image_edit_reply(data) if data is not None else image_edit_without_image(),
     "chat": lambda data: chat_image_reply(data, text=None if data is not None else "I cannot draw that."),
     "gemini": lambda data: gemini_image_reply(data, text=None if data is not None else "Here is my answer: 3."),
+}
+# How each endpoint refuses to draw: the Image API with a 400, a gateway with a filtered completion, Gemini with a
+# blocked candidate.
+_REFUSALS: dict[str, Callable[[], Reply]] = {
+    "edit": moderation_refusal,
+    "chat": lambda: chat_image_reply(None, finish_reason="content_filter"),
+    "gemini": lambda: gemini_blocked("IMAGE_SAFETY"),
 }

@@ -319,7 +319,7 @@ def test_batch_is_refused_for_a_backend_without_a_batch_api(tmp_path, vocabulary
     assert main(command) == 2
     assert capsys.readouterr().err.splitlines()[-1] == (
         "convswap run: error: --batch: sim:qwen3vl-like has no batch API (batches run on openai:, gemini:, "
-        "gemini-image:); run it without --batch"
+        "gemini-image:, openai-image:, openai-chat-image:); run it without --batch"
     )
     assert not (tmp_path / "runs").exists()
 

@@ -177,6 +177,28 @@ def test_a_reply_without_a_usable_image_is_a_generation_failure_with_its_reason_
     assert again == drawing and len(server.requests) == 1
 
 
+@pytest.mark.parametrize(
+    ("kind", "body", "reason"),
+    [
+        ("edit", {"created": 1, "data": "not a list"}, "not an images response"),
+        ("edit", {"created": 1, "data": [{"b64_json": 7}]}, "data[0].b64_json is int, not text"),
+        ("chat", {"id": "x", "object": "chat.completion", "created": 1, "model": "m", "choices": []},
+         "not a chat completion with a message"),
+        ("chat", {"id": "x", "object": "chat.completion", "created": 1, "model": "m",
+                  "choices": [{"index": 0, "message": None, "finish_reason": "stop"}]},
+         "not a chat completion with a message"),
+    ],
+)  # fmt: skip
+def test_a_malformed_reply_is_an_api_error_never_cached_and_asked_again(tmp_path, kind, body, reason):
+    _, _, with_image, _ = SETUPS[kind]
+    with LoopbackServer(lambda seen: Reply(200, body)) as server:
+        (drawing,) = draw(kind, server, tmp_path)
+        assert drawing.image is None and drawing.api_error and reason in drawing.failure
+        server.respond = lambda seen: with_image(png(DRAWN))
+        (fixed,) = draw(kind, server, tmp_path)
+    assert fixed.image is not None and len(server.requests) == 2  # not retried at once, and not cached
+
+
 @pytest.mark.parametrize("kind", sorted(SETUPS))
 def test_429_and_500_are_retried_and_a_request_that_keeps_failing_is_an_api_error(tmp_path, kind):
     spec, path, with_image, _ = SETUPS[kind]

@@ -443,7 +443,7 @@ def _check_request(plan: Plan, request: RunRequest, backend: Backend | None = No
     if request.batch is not None:
         prefix = split_spec(request.model)[0]
         if prefix not in BATCH_APIS:
-            raise ConvswapError(no_batch_api(request.model, prefix))
+            raise ConvswapError(no_batch_api(request.model))
         if plan.design.stimuli == CALIBRATION_EXPERIMENT:
             raise ConvswapError(f"--batch: batches run the trials of an experiment; run the {plan.id} "
                                 "experiment without --batch")  # fmt: skip

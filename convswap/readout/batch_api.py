@@ -3,8 +3,8 @@
 A batch takes the very requests an ordinary run sends (`ApiBackend.requests`)
 at about half the price within a day.  Each provider module implements
 `BatchApi` with its own client; `BATCH_APIS` is the one registry, from a
-backend's spec prefix to the class and the request kind it submits (a chat
-completion, or a generate_content request that may ask for an image).
+backend's spec prefix to the class and the endpoint its lines go to (chat
+completions, image edits, or generate_content, which may ask for an image).
 
 Every call goes through the backend's retry policy (`ApiBackend.call`), so a
 5xx or a dropped connection is retried as for an ordinary request, and a
@@ -36,11 +36,10 @@ BATCH_APIS: dict[str, BatchApiEntry] = {
     "gemini": BatchApiEntry("convswap.readout.gemini_batch", "GeminiBatches", "generateContent"),
     # An image request of gemini-image is an ordinary generate_content request (response_modalities IMAGE).
     "gemini-image": BatchApiEntry("convswap.readout.gemini_batch", "GeminiBatches", "generateContent"),
-}
-# Backends whose requests no batch API takes, and why (said in the refusal).
-NOT_BATCHED: dict[str, str] = {
-    "openai-image": "its edits send the source image as a multipart file, and no documented JSON body of a "
-    "/v1/images/edits batch line carries one",
+    # An edit's batch line is the JSON body of /v1/images/edits, the source image a data URL.
+    "openai-image": BatchApiEntry("convswap.readout.openai_batch", "OpenAIBatches", "/v1/images/edits"),
+    # Text and image answers alike are chat completions; a gateway without OpenAI's Batch API refuses at upload.
+    "openai-chat-image": BatchApiEntry("convswap.readout.openai_batch", "OpenAIBatches", "/v1/chat/completions"),
 }
 
 
@@ -124,7 +123,7 @@ def batch_api(backend: ApiBackend) -> BatchApi:
     """The batch endpoints of a backend's provider; refused for a backend that has none."""
     entry = BATCH_APIS.get(backend.api)
     if entry is None:
-        raise ConvswapError(no_batch_api(backend.spec, backend.api))
+        raise ConvswapError(no_batch_api(backend.spec))
     cls = getattr(importlib.import_module(entry.module), entry.cls)
     return cls(backend, entry.url)
 
@@ -133,10 +132,9 @@ def batch_prefixes() -> str:
     return ", ".join(f"{prefix}:" for prefix in BATCH_APIS)
 
 
-def no_batch_api(spec: str, prefix: str) -> str:
-    """The refusal of --batch for a backend without a batch API, with why where it is known."""
-    why = f": {NOT_BATCHED[prefix]}" if prefix in NOT_BATCHED else ""
-    return f"--batch: {spec} has no batch API{why} (batches run on {batch_prefixes()}); run it without --batch"
+def no_batch_api(spec: str) -> str:
+    """The refusal of --batch for a backend without a batch API."""
+    return f"--batch: {spec} has no batch API (batches run on {batch_prefixes()}); run it without --batch"
 
 
 def first_line(texts: Iterable[str]) -> str:

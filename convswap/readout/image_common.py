@@ -29,7 +29,7 @@ from typing import Any
 from PIL import Image, UnidentifiedImageError
 
 from convswap.core import ConvswapError, Generation, sha256_hex
-from convswap.readout.api_common import ApiBackend, RequestFailed, png_bytes, scrub
+from convswap.readout.api_common import ApiBackend, MalformedReply, RequestFailed, png_bytes, scrub
 from convswap.readout.base import DEFAULT_MAX_NEW_TOKENS, Drawing, Query
 
 Size = tuple[int, int]
@@ -99,6 +99,8 @@ class ImageAnswers(ApiBackend):
         its image once by content; what keeps it from being read, else None."""
         try:
             drawn = self._batch_drawn(reply)
+        except MalformedReply as error:
+            return f"not a reply of {self.endpoint_kind}: {error}"
         except ValueError as error:
             return f"not a reply of {self.endpoint_kind} ({type(error).__name__})"
         self._cache.put(key, self.api, self.model, drawn.to_json())

@@ -78,6 +78,11 @@ class OpenAIBackend(ApiBackend):
     def _malformed(self, reply: str) -> str | None:
         return malformed_completion(reply)
 
+    def refused_line(self, body: object) -> bool:
+        """Whether the body of a batch line that did not succeed is an answer all the same (a refusal the ordinary
+        path records as a reply), not a failure a rerun sends again."""
+        return False
+
     def _logprob_request(self, turns: tuple[Turn, ...], image_base64: str) -> dict[str, Any]:
         return top_logprobs_request(self._request(turns, image_base64, 1), TOP_LOGPROBS)
 

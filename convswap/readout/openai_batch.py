@@ -75,7 +75,8 @@ class OpenAIBatches(BatchApi):
         results = []
         for file_id in (batch.output_file_id, batch.error_file_id):
             if file_id:
-                results += [_result(json.loads(line)) for line in self._content(file_id).splitlines() if line.strip()]
+                lines = self._content(file_id).splitlines()
+                results += [_result(json.loads(line), self.backend.refused_line) for line in lines if line.strip()]
         return results
 
     def _content(self, file_id: str) -> str:
@@ -88,7 +89,7 @@ class OpenAIBatches(BatchApi):
         return self.backend.call(f"reading batch {batch_id}", lambda: self.backend.client.batches.retrieve(batch_id))
 
 
-def _result(line: dict[str, Any]) -> LineResult:
+def _result(line: dict[str, Any], refused: Callable[[object], bool]) -> LineResult:
     custom_id = str(line.get("custom_id"))
     error, response = line.get("error"), line.get("response")
     if error:
@@ -97,12 +98,12 @@ def _result(line: dict[str, Any]) -> LineResult:
         return LineResult(
             custom_id, error=first_line(str(error[name]) for name in ("code", "message") if error.get(name))
         )
-    if not isinstance(response, dict) or response.get("status_code") != 200:
-        status = response.get("status_code") if isinstance(response, dict) else None
-        body = response.get("body") if isinstance(response, dict) else None
+    status = response.get("status_code") if isinstance(response, dict) else None
+    body = response.get("body") if isinstance(response, dict) else None
+    if status != 200 and not refused(body):
         return LineResult(custom_id, error=http_failure(int(status or 0), _detail(body)).reason)
-    # The body is the chat completion an ordinary request returns, kept as the cache keeps one.
-    return LineResult(custom_id, reply=json.dumps(response["body"], ensure_ascii=False))
+    # The body is what an ordinary request returns (a chat completion, an edit, a refusal), for the backend to read.
+    return LineResult(custom_id, reply=json.dumps(body, ensure_ascii=False))
 
 
 def _first_error(batch: Batch) -> str | None:

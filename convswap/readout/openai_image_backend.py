@@ -1,7 +1,9 @@
 """`openai-image:<model>` (images.edit) and `openai-chat-image:<model>` (chat completions with an image modality).
 
 `openai-image` edits the trial's source image through the Image API (`/v1/images/edits`, multipart): the source
-PNG and the protocol's guidance prompt, one image (`n=1`), PNG output, read from `data[0].b64_json`.  The size
+PNG and the protocol's guidance prompt, one image (`n=1`), PNG output, read from `data[0].b64_json`.  A batch line
+cannot carry a multipart file, so under `--batch` the same options go as the endpoint's JSON body
+(`EditImageBodyJsonParam` in OpenAI's API reference), the source a data URL in `images[0].image_url`.  The size
 asked is the one the model accepts whose aspect ratio is closest to the source's: GPT Image 1 and 1.5 (and any
 model not known to take more) accept 1024x1024, 1536x1024 and 1024x1536; GPT Image 2 and later take any size whose
 edges are multiples of 16, long side at most 3:1 to the short one, and 655,360 to 8,294,400 pixels, so it is asked
@@ -30,7 +32,7 @@ from typing import Annotated, Any
 import openai
 
 from convswap.core import ConvswapError
-from convswap.readout.api_common import ApiSettings, scrub
+from convswap.readout.api_common import ApiSettings, MalformedReply, scrub
 from convswap.readout.base import ModelInfo
 from convswap.readout.conversation import conversation
 from convswap.readout.image_common import DrawnReply, ImageAnswers, ImageOnly, Size, closest_size, without_image
@@ -72,10 +74,9 @@ def _step(side: float) -> int:
     return max(FLEXIBLE_STEP, round(side / FLEXIBLE_STEP) * FLEXIBLE_STEP)
 
 
-def refusal_of(error: openai.BadRequestError) -> str | None:
-    """The server's reason when a 400 is a content-policy refusal, else None."""
-    body = error.body if isinstance(error.body, dict) else {}
-    found = body.get("error", body)
+def refusal_in(body: object) -> str | None:
+    """The server's reason when the body of a 400 is a content-policy refusal, else None."""
+    found = body.get("error", body) if isinstance(body, dict) else None
     if isinstance(found, dict) and found.get("code") in REFUSAL_CODES:
         return f"refused by the content policy: {_detail(body)}"
     return None
@@ -117,16 +118,42 @@ class OpenAIImageBackend(ImageOnly, OpenAIBackend):
             request["input_fidelity"] = self._input_fidelity
         return request
 
+    def batch_image_request(self, request: dict[str, Any], source: bytes) -> dict[str, Any]:
+        image_url = "data:image/png;base64," + base64.b64encode(source).decode("ascii")
+        return {**_edit_options(request), "images": [{"image_url": image_url}]}
+
+    def refused_line(self, body: object) -> bool:
+        return refusal_in(body) is not None
+
+    def _batch_drawn(self, reply: str) -> DrawnReply:
+        body = json.loads(reply)
+        refusal = refusal_in(body)
+        if refusal is not None:
+            return self._refused(refusal)
+        return self._drawn(body)
+
     def _send_image(self, request: dict[str, Any], source: bytes) -> DrawnReply:
-        options = {name: value for name, value in request.items() if name not in ("endpoint", "image_sha256")}
         try:
-            response = self._client.images.edit(image=("source.png", source, "image/png"), **options)
+            response = self._client.images.edit(image=("source.png", source, "image/png"), **_edit_options(request))
         except openai.BadRequestError as error:
-            refusal = refusal_of(error)
+            refusal = refusal_in(error.body)
             if refusal is None:
                 raise
-            return DrawnReply(None, refusal=scrub(refusal, self._secrets), served_model=self.model)
-        encoded = response.data[0].b64_json if response.data else None
+            return self._refused(refusal)
+        return self._drawn(response.model_dump(mode="json", warnings=False))
+
+    def _refused(self, refusal: str) -> DrawnReply:
+        return DrawnReply(None, refusal=scrub(refusal, self._secrets), served_model=self.model)
+
+    def _drawn(self, reply: Any) -> DrawnReply:
+        """An edit's drawing, from the reply as JSON (an ordinary call's or a batch line's); a body that is not an
+        images response is malformed (an api_error, never cached)."""
+        found = reply.get("data") if isinstance(reply, dict) else None
+        if not isinstance(found, list | None) or (found and not isinstance(found[0], dict)):
+            raise MalformedReply("not an images response (no list of images under data)")
+        encoded = found[0].get("b64_json") if found else None
+        if encoded is not None and not isinstance(encoded, str):
+            raise MalformedReply(f"data[0].b64_json is {type(encoded).__name__}, not text")
         data = _decoded(encoded) if encoded else None
         if data is None:
             reason = (
@@ -134,6 +161,11 @@ class OpenAIImageBackend(ImageOnly, OpenAIBackend):
             )
             return DrawnReply(None, refusal=reason, served_model=self.model)
         return DrawnReply(self._keep(data), served_model=self.model)
+
+
+def _edit_options(request: dict[str, Any]) -> dict[str, Any]:
+    """What an edit sends besides the source image: the cache-keyed request less its endpoint and image hash."""
+    return {name: value for name, value in request.items() if name not in ("endpoint", "image_sha256")}
 
 
 class OpenAIChatImageBackend(ImageAnswers, OpenAIBackend):
@@ -154,24 +186,42 @@ class OpenAIChatImageBackend(ImageAnswers, OpenAIBackend):
             "max_completion_tokens": self.settings.max_output_tokens,
         }
 
-    def _send_image(self, request: dict[str, Any], source: bytes) -> DrawnReply:
+    def batch_image_request(self, request: dict[str, Any], source: bytes) -> dict[str, Any]:
+        return self._wire(request, source)
+
+    def _batch_drawn(self, reply: str) -> DrawnReply:
+        return self._drawn(json.loads(reply))
+
+    def _wire(self, request: dict[str, Any], source: bytes) -> dict[str, Any]:
+        """The chat completion of one image request: the one body an ordinary call and a batch line send."""
         turns = conversation("visible", request["prompt"])
         wire = self._request(turns, base64.b64encode(source).decode("ascii"), request["max_completion_tokens"])
         del wire["temperature"]  # an image generator samples at its own default; the cache keeps what it drew
-        completion = self._client.chat.completions.create(**wire, modalities=request["modalities"])
-        reply = json.loads(completion.model_dump_json())
-        message = reply["choices"][0]["message"] if reply.get("choices") else {}
+        return {**wire, "modalities": request["modalities"]}
+
+    def _send_image(self, request: dict[str, Any], source: bytes) -> DrawnReply:
+        completion = self._client.chat.completions.create(**self._wire(request, source))
+        return self._drawn(json.loads(completion.model_dump_json()))
+
+    def _drawn(self, reply: Any) -> DrawnReply:
+        """A chat completion's drawing; one without a message is malformed (an api_error, never cached), whether it
+        came from an ordinary call or a batch line."""
+        choices = reply.get("choices") if isinstance(reply, dict) else None
+        first = choices[0] if isinstance(choices, list) and choices else None
+        message = first.get("message") if isinstance(first, dict) else None
+        if not isinstance(message, dict):
+            raise MalformedReply("not a chat completion with a message")
         text = message.get("content") if isinstance(message.get("content"), str) else None
         url = _image_url(message)
         if url is None:
             reason = f"the reply holds no image (finish reason {_finish(reply)})"
-            return DrawnReply(None, text=text, refusal=without_image(reason, text), served_model=completion.model)
+            return DrawnReply(None, text=text, refusal=without_image(reason, text), served_model=reply.get("model"))
         found = _DATA_URL.match(url)
         data = _decoded(found.group(1)) if found is not None else None
         if data is None:
             reason = f"the reply's image is not a base64 data URL ({url[:40]!r})"
-            return DrawnReply(None, text=text, refusal=without_image(reason, text), served_model=completion.model)
-        return DrawnReply(self._keep(data), text=text, served_model=completion.model)
+            return DrawnReply(None, text=text, refusal=without_image(reason, text), served_model=reply.get("model"))
+        return DrawnReply(self._keep(data), text=text, served_model=reply.get("model"))
 
 
 def _image_url(message: dict[str, Any]) -> str | None:
