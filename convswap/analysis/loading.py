@@ -22,7 +22,8 @@ from tqdm import tqdm
 
 from convswap.calibration.vocabulary import Vocabulary, load_vocabulary, model_owner
 from convswap.core import ConvswapError, PartType, Record, RecordExtra, Trial, load_part
-from convswap.experiments.logs import complete_lines, expected_name, parse_line, read_expected
+from convswap.experiments.logs import expected_name, parse_line, read_expected, whole_lines
+from convswap.experiments.provenance import ProvenanceCheck
 from convswap.experiments.record_checks import log_condition, log_problem, record_problem
 from convswap.experiments.scoring import is_scored, score_key
 
@@ -81,7 +82,7 @@ def load_records(logdir: str | Path) -> list[Record]:
     return folder.records
 
 
-def read_log_folder(logdir: str | Path) -> LogFolder:
+def read_log_folder(logdir: str | Path, provenance: ProvenanceCheck | None = None) -> LogFolder:
     """Every record under `logdir` (all `*.jsonl`, recursively: shards and merged files alike), checked.
 
     Each file is read as the runner reads it (a partial last line, what a killed
@@ -91,7 +92,8 @@ def read_log_folder(logdir: str | Path) -> LogFolder:
     naming both places, since no analysis could know which one to trust.  Each
     record is checked once (`record_checks`): one no run writes, or one out of
     place in its log, is refused by name; and each run's expected units are
-    counted against those present.
+    counted against those present.  With `provenance`, every log and line read is judged by it too (torn last
+    lines, records not of the registered plan), so that a command that needs both reads the logs once.
     """
     root = Path(logdir)
     if not root.is_dir():
@@ -101,13 +103,13 @@ def read_log_folder(logdir: str | Path) -> LogFolder:
     collecting = gc.isenabled()
     gc.disable()
     try:
-        return _read_folder(root)
+        return _read_folder(root, provenance)
     finally:
         if collecting:
             gc.enable()
 
 
-def _read_folder(root: Path) -> LogFolder:
+def _read_folder(root: Path, provenance: ProvenanceCheck | None) -> LogFolder:
     result = LogFolder()
     seen: dict[tuple, tuple[Path, int, bytes]] = {}
     shared = SharedParts()
@@ -121,8 +123,13 @@ def _read_folder(root: Path) -> LogFolder:
         run = path.parent / expected_name(condition) if condition else None
         expected = runs.get(run) if run is not None else None
         expected_units = units[run] if run is not None and run in units else frozenset()
-        lines = complete_lines(path)
+        data = path.read_bytes()
+        if provenance is not None:
+            provenance.log(path, data)
+        lines = whole_lines(data)
         for line_number, (line, record) in enumerate(zip(lines, _decode(path, lines, shared), strict=True), start=1):
+            if provenance is not None:
+                provenance.line(path, line_number, line, record)
             problem = record_problem(record) or log_problem(record, path, expected, expected_units)
             if problem is not None:
                 result.refused.append(f"{path}:{line_number}: {problem}")
