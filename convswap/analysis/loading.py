@@ -9,6 +9,7 @@ from __future__ import annotations
 import gc
 import hashlib
 import json
+import re
 import sys
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
@@ -18,6 +19,7 @@ from operator import attrgetter
 from pathlib import Path
 from typing import Any
 
+import orjson
 from tqdm import tqdm
 
 from convswap.calibration.vocabulary import Vocabulary, load_vocabulary, model_owner
@@ -29,7 +31,6 @@ from convswap.experiments.scoring import is_scored, score_key
 
 VOCABULARY_PATTERNS = ("vocabulary*.json", "*.vocab.json")
 EXPECTED_SUFFIX = expected_name("")
-DECODE_LINES = 256
 
 
 class NothingScored(ConvswapError):
@@ -162,17 +163,27 @@ def _read_folder(root: Path, provenance: ProvenanceCheck | None) -> LogFolder:
 
 
 def _decode(path: Path, lines: list[bytes], shared: SharedParts) -> Iterator[Record]:
-    """Every line of a log as a record.  Lines are decoded DECODE_LINES at a time as one JSON array, so that the
-    decoder keeps one copy of each key per batch rather than one per record, while only one batch of records
-    is held before `SharedParts` folds their common parts; a line that is not a record is found and named by
-    decoding its batch line by line."""
-    for start in range(0, len(lines), DECODE_LINES):
-        batch = lines[start : start + DECODE_LINES]
+    """Every line of a log as a record, its common parts folded by `SharedParts` as it is read; a line that is not
+    a record is found and named by the log reader's own `parse_line`."""
+    for number, line in enumerate(lines, start=1):
         try:
-            decoded = json.loads(b"[" + b",".join(batch) + b"]")
-            yield from [Record.from_dict(shared.parts_of(data)) for data in decoded]
+            yield Record.from_dict(shared.parts_of(_decoded(line)))
         except (UnicodeDecodeError, json.JSONDecodeError, TypeError, KeyError, ValueError, RecursionError):
-            yield from (parse_line(path, start + offset, line) for offset, line in enumerate(batch, start=1))
+            yield parse_line(path, number, line)
+
+
+def _decoded(line: bytes) -> Any:
+    """A line's JSON, by orjson, which reads an integer beyond 64 bits as a float where the standard library
+    keeps it whole: a line that may hold one is read by the standard library."""
+    if LONG_DIGITS in line.translate(DIGITS_AS_ZERO) and LONG_INTEGER.search(line):
+        return json.loads(line.decode("utf-8"))
+    return orjson.loads(line)
+
+
+DIGITS_AS_ZERO = bytes.maketrans(b"123456789", b"000000000")
+LONG_DIGITS = b"0" * 20  # 2**64 has 20 digits
+# A JSON integer of 20 digits or more; a run of digits inside a string can match too, and is then merely read slower.
+LONG_INTEGER = re.compile(rb"[:,\[]\s*-?[0-9]{20,}(?![0-9.eE])")
 
 
 class SharedParts:
@@ -181,7 +192,7 @@ class SharedParts:
     Every convention's and condition's record of a trial carries the same trial
     description, every record of an alphabet and condition the same extra part
     (its resolved surface, and a cached query's instruction), and many
-    records the same option tuples and the same short strings.  An equal part
+    records the same option tuples, token ids and short strings.  An equal part
     seen before is replaced by the earlier object (equality, not identity of
     origin, decides), so nothing is lost and nothing is recomputed: a trial or
     extra part logged as the same JSON as an earlier one is the part loaded then.
@@ -203,7 +214,23 @@ class SharedParts:
         model = (data["model"], data["quant"])
         data["trial"] = self._loaded(("trial", *model, data["experiment"], data["trial_id"]), Trial, data["trial"])
         data["extra"] = self._loaded(("extra", *model, data["condition"], data["alphabet"]), RecordExtra, data["extra"])
+        self._share_readout(data.get("first_token"), data.get("generation"))
         return data
+
+    def _share_readout(self, first_token: Any, generation: Any) -> None:
+        """The short texts of the readouts (the surface, the top tokens, why a generation stopped) and the
+        candidates' token ids as one copy each: every record of an alphabet names the same few tokens."""
+        if isinstance(generation, dict) and type(reason := generation.get("finish_reason")) is str:
+            generation["finish_reason"] = sys.intern(reason)
+        if not isinstance(first_token, dict):
+            return
+        if type(surface := first_token.get("surface")) is str:
+            first_token["surface"] = sys.intern(surface)
+        if type(ids := first_token.get("candidate_token_ids")) is list:
+            first_token["candidate_token_ids"] = self._one(tuple(ids))
+        for score in first_token.get("top") or ():
+            if type(score) is dict and type(text := score.get("text")) is str:
+                score["text"] = sys.intern(text)
 
     def _one(self, value: tuple) -> tuple:
         return self._parts.setdefault(value, value)
