@@ -18,7 +18,7 @@ import numpy as np
 from matplotlib import rcParams
 from matplotlib.artist import Artist
 from matplotlib.axes import Axes
-from matplotlib.collections import PathCollection
+from matplotlib.collections import LineCollection, PathCollection
 from matplotlib.figure import Figure
 from matplotlib.patches import Patch
 from matplotlib.path import Path
@@ -40,6 +40,7 @@ WHEELS_PER_PAGE = 2 * WHEELS_PER_ROW
 WHEEL_CELL = (3.6, 3.8)
 WHEEL_SIDE = 2.8  # the polar axes' square
 WHEEL_BOTTOM = 0.3  # below the axes, within the cell
+WHEEL_RADIUS = 2.9  # the r limit: the ring runs from 1 to 2, the anchors' words sit at 2.5
 WHEEL_TITLE_WIDTH = 44  # characters per line of a panel's title
 SUPTITLE_HEIGHT = 0.4
 UNGATED_GREY = (0.7, 0.7, 0.7)
@@ -171,29 +172,32 @@ def wheel_figure(vocabularies: Sequence[Vocabulary]) -> Figure:
         axes = figure.add_axes(
             (left / width, bottom / height, WHEEL_SIDE / width, WHEEL_SIDE / height), projection="polar"
         )
-        step = np.radians(_grid_step(vocabulary))
+        half_step = _grid_step(vocabulary) / 2
         colors = [
             np.asarray(vocabulary.wheel.rgb(naming.angle)) / 255 if naming.name is not None else (0.85, 0.85, 0.85)
             for naming in vocabulary.namings
         ]
-        half_step = step / 2
-        # One collection of annular sectors (edges along theta drawn as arcs, as a polar bar's are), not a
-        # patch per angle: a single draw call per wheel.
-        sectors = [
-            Path([(theta - half_step, 1.0), (theta + half_step, 1.0), (theta + half_step, 2.0),
-                  (theta - half_step, 2.0), (theta - half_step, 1.0)], closed=True, _interpolation_steps=100)
-            for theta in np.radians([naming.angle for naming in vocabulary.namings])
-        ]  # fmt: skip
-        axes.add_collection(PathCollection(sectors, facecolors=colors, edgecolors="none"), autolim=False)
-        for run in vocabulary.runs:
-            if run.kept:  # the run's edges, so neighbouring runs of similar color stay apart
-                for edge in (np.radians(run.angles[0]) - half_step, np.radians(run.angles[-1]) + half_step):
-                    axes.plot([edge, edge], [1.0, 2.0], color="white", linewidth=1.5)
+        # The annular sectors, and the lines of the run edges and anchors, are laid out in the axes' own
+        # coordinates, where a path is drawn as it is: a path in (theta, r) is converted to arcs, one path at a
+        # time, in every format.  One collection each: a single draw call per kind of mark.
+        sectors = [_sector(naming.angle - half_step, naming.angle + half_step) for naming in vocabulary.namings]
+        axes.add_collection(
+            PathCollection(sectors, facecolors=colors, edgecolors="none", transform=axes.transAxes), autolim=False
+        )
+        # The run's edges, so neighbouring runs of similar color stay apart.
+        edges = [angle for run in vocabulary.runs if run.kept
+                 for angle in (run.angles[0] - half_step, run.angles[-1] + half_step)]  # fmt: skip
+        spokes = (([_wheel_point(angle, 1.0), _wheel_point(angle, 2.0)] for angle in edges), "white", 1.5)
+        anchors = (([_wheel_point(a.angle, 0.9), _wheel_point(a.angle, 2.1)] for a in vocabulary.anchors), "black", 1.2)
+        for segments, color, linewidth in (spokes, anchors):
+            lines = LineCollection(list(segments), colors=color, linewidths=linewidth, transform=axes.transAxes)
+            lines.set_capstyle(rcParams["lines.solid_capstyle"])  # as a line of `plot` ends
+            axes.add_collection(lines, autolim=False)
         for anchor in vocabulary.anchors:
-            theta = np.radians(anchor.angle)
-            axes.plot([theta, theta], [0.9, 2.1], color="black", linewidth=1.2)
-            axes.text(theta, 2.5, f"{anchor.word}\n{anchor.angle}°", ha="center", va="center", fontsize=7)
-        axes.set_ylim(0, 2.9)
+            axes.text(
+                np.radians(anchor.angle), 2.5, f"{anchor.word}\n{anchor.angle}°", ha="center", va="center", fontsize=7
+            )
+        axes.set_ylim(0, WHEEL_RADIUS)
         axes.set_yticks([])
         axes.set_xticks(np.radians(np.arange(0, 360, 45)))
         axes.tick_params(labelsize=6)
@@ -206,6 +210,25 @@ def wheel_figure(vocabularies: Sequence[Vocabulary]) -> Figure:
         va="top",
     )
     return figure
+
+
+def _wheel_point(angle: float, radius: float) -> tuple[float, float]:
+    """Where (angle in degrees, radius) of a wheel lies in its polar axes' coordinates: the full circle fills the
+    axes' square, WHEEL_RADIUS at its edge."""
+    scale = 0.5 * radius / WHEEL_RADIUS
+    theta = math.radians(angle)
+    return 0.5 + scale * math.cos(theta), 0.5 + scale * math.sin(theta)
+
+
+def _sector(start: float, end: float) -> Path:
+    """The wheel's ring, radius 1 to 2, from `start` to `end` degrees, in its axes' coordinates: the outer arc, then
+    the inner one back, each the cubic Bézier arc matplotlib draws a circle's arc with."""
+    arc = np.asarray(Path.arc(start, end).vertices)
+    outer = 0.5 + 0.5 * 2.0 / WHEEL_RADIUS * arc
+    inner = 0.5 + 0.5 * 1.0 / WHEEL_RADIUS * arc[::-1]
+    curves = [Path.CURVE4] * (len(arc) - 1)
+    codes = [Path.MOVETO, *curves, Path.LINETO, *curves, Path.CLOSEPOLY]
+    return Path(np.concatenate([outer, inner, outer[:1]]), codes)
 
 
 def _grid_step(vocabulary: Vocabulary) -> float:
