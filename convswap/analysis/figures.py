@@ -13,16 +13,9 @@ import math
 import textwrap
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import numpy as np
-from matplotlib import rcParams
-from matplotlib.artist import Artist
-from matplotlib.axes import Axes
-from matplotlib.collections import LineCollection, PathCollection
-from matplotlib.figure import Figure
-from matplotlib.patches import Patch
-from matplotlib.path import Path
-from statsmodels.stats.proportion import proportion_confint
 
 from convswap.analysis.builders import Drawing, figure
 from convswap.analysis.context import Context, MissingInput, experiment_records, ordered
@@ -31,6 +24,14 @@ from convswap.analysis.loading import chance, group_by, vocabulary_label
 from convswap.analysis.registration import POST_HOC
 from convswap.calibration.vocabulary import Vocabulary
 from convswap.experiments.scoring import Accuracy, accuracy
+
+# matplotlib is imported where a page is drawn: `tables --no-figures`, and a run whose pages are all current, never
+# load it.
+if TYPE_CHECKING:
+    from matplotlib.artist import Artist
+    from matplotlib.axes import Axes
+    from matplotlib.figure import Figure
+    from matplotlib.path import Path
 
 FIGURE1_CONVENTIONS = ("cell_name", "normalized", "pixels")
 WHEELS_PER_ROW = 4
@@ -86,6 +87,8 @@ def draw_figure1(inputs: Figure1Inputs) -> Figure:
     """Grouped bars: one group per model, one bar per convention, each with its 95% Wilson interval and n
     (scored trials) above it, chance as a dashed line.  A model that fails the capability gate is drawn grey
     and its label says so: its bars are shown, but they are no evidence about the convention."""
+    from matplotlib.figure import Figure
+
     by_cell = dict(inputs.cells)
     models = sorted({model for model, _ in by_cell})
     figure = Figure(figsize=(max(6.0, 1.6 * len(models) + 2), 4.4), layout="constrained")
@@ -106,6 +109,10 @@ def accuracy_bars(
     """Draw one bar group per model (`by_cell` is keyed (model, convention)), each bar with its 95% Wilson
     interval and n, chance (in points) as a dashed line; a model in `ungated` (model -> why) is grey.  Returns
     the legend's handles."""
+    from matplotlib import rcParams
+    from matplotlib.patches import Patch
+    from statsmodels.stats.proportion import proportion_confint
+
     models = sorted({model for model, _ in by_cell})
     width = 0.8 / len(conventions)
     colors = dict(zip(conventions, itertools.cycle(rcParams["axes.prop_cycle"].by_key()["color"]), strict=False))
@@ -159,6 +166,10 @@ def wheel_figure(vocabularies: Sequence[Vocabulary]) -> Figure:
     runs labelled at their anchors.  Each wheel sits at the same place in a cell of WHEEL_CELL inches, which
     holds its tick labels and title, so one wheel's 0° never runs into its neighbour's 180°; with the layout
     fixed, drawing the page is one pass of each format's renderer."""
+    from matplotlib import rcParams
+    from matplotlib.collections import LineCollection, PathCollection
+    from matplotlib.figure import Figure
+
     count = len(vocabularies)
     columns = min(count, WHEELS_PER_ROW)
     rows = math.ceil(count / columns)
@@ -223,6 +234,8 @@ def _wheel_point(angle: float, radius: float) -> tuple[float, float]:
 def _sector(start: float, end: float) -> Path:
     """The wheel's ring, radius 1 to 2, from `start` to `end` degrees, in its axes' coordinates: the outer arc, then
     the inner one back, each the cubic Bézier arc matplotlib draws a circle's arc with."""
+    from matplotlib.path import Path
+
     arc = np.asarray(Path.arc(start, end).vertices)
     outer = 0.5 + 0.5 * 2.0 / WHEEL_RADIUS * arc
     inner = 0.5 + 0.5 * 1.0 / WHEEL_RADIUS * arc[::-1]
