@@ -43,6 +43,10 @@ WHEEL_SIDE = 2.8  # the polar axes' square
 WHEEL_BOTTOM = 0.3  # below the axes, within the cell
 WHEEL_RADIUS = 2.9  # the r limit: the ring runs from 1 to 2, the anchors' words sit at 2.5
 WHEEL_TITLE_WIDTH = 44  # characters per line of a panel's title
+# Where a panel's title stands (its pad above that): 17 points above the axes, where the 90° tick label ends.  It is
+# where matplotlib's automatic placement puts it, at the cost of laying out every tick label of every panel again
+# in each format.
+WHEEL_TITLE_Y = 1 + 17 / 72 / WHEEL_SIDE
 SUPTITLE_HEIGHT = 0.4
 UNGATED_GREY = (0.7, 0.7, 0.7)
 MODEL_LABEL_WIDTH = 32  # characters per line of a model's tick label
@@ -212,7 +216,12 @@ def wheel_figure(vocabularies: Sequence[Vocabulary]) -> Figure:
         axes.set_yticks([])
         axes.set_xticks(np.radians(np.arange(0, 360, 45)))
         axes.tick_params(labelsize=6)
-        axes.set_title("\n".join(textwrap.wrap(vocabulary_label(vocabulary), WHEEL_TITLE_WIDTH)), fontsize=8, pad=14)
+        axes.set_title(
+            "\n".join(textwrap.wrap(vocabulary_label(vocabulary), WHEEL_TITLE_WIDTH)),
+            fontsize=8,
+            pad=14,
+            y=WHEEL_TITLE_Y,
+        )
     figure.suptitle(
         "Calibrated vocabularies: unanimously named angles in their wheel color (gray: not retained), "
         "kept runs and anchors",
