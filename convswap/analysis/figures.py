@@ -216,6 +216,9 @@ def wheel_figure(vocabularies: Sequence[Vocabulary]) -> Figure:
         axes.set_yticks([])
         axes.set_xticks(np.radians(np.arange(0, 360, 45)))
         axes.tick_params(labelsize=6)
+        # The axes have no axis labels: placed, matplotlib no longer finds them room beside every tick label.
+        axes.xaxis.set_label_coords(0.5, 0.0)
+        axes.yaxis.set_label_coords(0.0, 0.5)
         axes.set_title(
             "\n".join(textwrap.wrap(vocabulary_label(vocabulary), WHEEL_TITLE_WIDTH)),
             fontsize=8,
