@@ -17,10 +17,8 @@ from collections.abc import Iterator
 
 from convswap.analysis.builders import table
 from convswap.analysis.context import Context, MissingInput
-from convswap.analysis.cue_crossover import report_records
-from convswap.analysis.experiment_results import design_of
+from convswap.analysis.experiment_results import convention_groups, design_of
 from convswap.analysis.layouts import OUTCOME_HEADERS, PAIR_HEADERS, complementarity_layout, outcomes_layout
-from convswap.analysis.loading import group_by
 from convswap.analysis.report import Row, Table, count, points, pvalue
 from convswap.analysis.stats import mcnemar
 from convswap.core import OUTCOMES, Record
@@ -31,10 +29,9 @@ def _groups(context: Context) -> Iterator[tuple[str, str, Row, dict[tuple, list[
     """(experiment, plan label, row labels, records by convention) per experiment, model, condition and task."""
     for experiment in context.experiments:
         design = design_of(context, experiment)
-        records = report_records(context.of_experiment(experiment))
-        for (model, condition, task), group in group_by(records, "model", "condition", "task").items():
+        for (model, condition, task), by_convention in convention_groups(context, experiment).items():
             labels = {"experiment": experiment, "model": model, "condition": condition, "task": task}
-            yield experiment, design.plan_label, labels, group_by(group, "convention")
+            yield experiment, design.plan_label, labels, by_convention
 
 
 def outcome_counts(records: list[Record]) -> Counter[str]:
