@@ -41,7 +41,8 @@ WHEELS_PER_PAGE = 2 * WHEELS_PER_ROW
 WHEEL_CELL = (3.6, 3.8)
 WHEEL_SIDE = 2.8  # the polar axes' square
 WHEEL_BOTTOM = 0.3  # below the axes, within the cell
-WHEEL_RADIUS = 2.9  # the r limit: the ring runs from 1 to 2, the anchors' words sit at 2.5
+WHEEL_RADIUS = 2.9  # the r limit; the anchors' words sit at 2.5
+WHEEL_RING = (1.0, 2.0)  # the ring's inner and outer radius
 WHEEL_TITLE_WIDTH = 44  # characters per line of a panel's title
 # Where a panel's title stands (its pad above that): 17 points above the axes, where the 90° tick label ends.  It is
 # where matplotlib's automatic placement puts it, at the cost of laying out every tick label of every panel again
@@ -202,7 +203,7 @@ def wheel_figure(vocabularies: Sequence[Vocabulary]) -> Figure:
         # The run's edges, so neighbouring runs of similar color stay apart.
         edges = [angle for run in vocabulary.runs if run.kept
                  for angle in (run.angles[0] - half_step, run.angles[-1] + half_step)]  # fmt: skip
-        spokes = (([_wheel_point(angle, 1.0), _wheel_point(angle, 2.0)] for angle in edges), "white", 1.5)
+        spokes = (([_wheel_point(angle, radius) for radius in WHEEL_RING] for angle in edges), "white", 1.5)
         anchors = (([_wheel_point(a.angle, 0.9), _wheel_point(a.angle, 2.1)] for a in vocabulary.anchors), "black", 1.2)
         for segments, color, linewidth in (spokes, anchors):
             lines = LineCollection(list(segments), colors=color, linewidths=linewidth, transform=axes.transAxes)
@@ -244,13 +245,14 @@ def _wheel_point(angle: float, radius: float) -> tuple[float, float]:
 
 
 def _sector(start: float, end: float) -> Path:
-    """The wheel's ring, radius 1 to 2, from `start` to `end` degrees, in its axes' coordinates: the outer arc, then
-    the inner one back, each the cubic Bézier arc matplotlib draws a circle's arc with."""
+    """The wheel's ring from `start` to `end` degrees, in its axes' coordinates: the outer arc, then the inner one
+    back, each the cubic Bézier arc matplotlib draws a circle's arc with."""
     from matplotlib.path import Path
 
     arc = np.asarray(Path.arc(start, end).vertices)
-    outer = 0.5 + 0.5 * 2.0 / WHEEL_RADIUS * arc
-    inner = 0.5 + 0.5 * 1.0 / WHEEL_RADIUS * arc[::-1]
+    inner_radius, outer_radius = WHEEL_RING
+    outer = 0.5 + 0.5 * outer_radius / WHEEL_RADIUS * arc
+    inner = 0.5 + 0.5 * inner_radius / WHEEL_RADIUS * arc[::-1]
     curves = [Path.CURVE4] * (len(arc) - 1)
     codes = [Path.MOVETO, *curves, Path.LINETO, *curves, Path.CLOSEPOLY]
     return Path(np.concatenate([outer, inner, outer[:1]]), codes)
