@@ -214,9 +214,9 @@ def wheel_figure(vocabularies: Sequence[Vocabulary]) -> Figure:
                 np.radians(anchor.angle), 2.5, f"{anchor.word}\n{anchor.angle}°", ha="center", va="center", fontsize=7
             )
         axes.set_ylim(0, WHEEL_RADIUS)
+        axes.tick_params(labelsize=6)  # before the ticks are set, so that each is made at its size, not made again
         axes.set_yticks([])
         axes.set_xticks(np.radians(np.arange(0, 360, 45)))
-        axes.tick_params(labelsize=6)
         # The axes have no axis labels: placed, matplotlib no longer finds them room beside every tick label.
         axes.xaxis.set_label_coords(0.5, 0.0)
         axes.yaxis.set_label_coords(0.0, 0.5)
