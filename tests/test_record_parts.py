@@ -63,6 +63,14 @@ def test_the_folder_reader_shares_parts_and_still_writes_the_same_bytes(tmp_path
     assert len(ladder) == 2 and ladder[0].trial is ladder[1].trial  # two conventions' records share one trial
 
 
+def test_the_folder_reader_keeps_an_integer_beyond_64_bits_whole(tmp_path):
+    logged = json.loads(LINES[0])
+    logged["trial"]["meta"]["seed"] = 2**70 + 1  # a float would read it as 2**70
+    (tmp_path / "log.jsonl").write_text(canonical_json(logged) + "\n", encoding="utf-8")
+    (record,) = load_records(tmp_path)
+    assert record.trial.meta_value("seed") == 2**70 + 1 and record.to_json() == canonical_json(logged)
+
+
 def test_each_field_reads_as_logged():
     for line in LINES:
         logged = json.loads(line)

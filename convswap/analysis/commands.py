@@ -62,11 +62,17 @@ def run_tables(args: argparse.Namespace) -> int:
         raise ConvswapError(f"--resamples must be at least {MIN_RESAMPLES}, got {args.resamples}")
     plan_dir = plan_folder(args.plan_dir)
     from convswap.analysis.generate import generate
+    from convswap.analysis.loading import read_log_folder
+    from convswap.experiments.provenance import ProvenanceCheck
 
-    provenance = checked_provenance(args.logdir, plan_dir, args.allow_unregistered)
+    # One reading of the logs serves the provenance check and the tables.
+    check = ProvenanceCheck(plan_dir)
+    folder = read_log_folder(args.logdir, check)
+    provenance = reported_provenance(check.result, args.allow_unregistered)
     summary = generate(
         args.logdir,
         args.out,
+        folder=folder,
         plan_dir=plan_dir,
         seed=args.seed,
         resamples=args.resamples,
@@ -94,7 +100,11 @@ def checked_provenance(logdir: Path, plan_dir: Path | None, allow_unregistered: 
 
     if not logdir.is_dir():
         raise ConvswapError(f"log folder {logdir} does not exist")
-    provenance = check_logs(logdir, plan_dir)
+    return reported_provenance(check_logs(logdir, plan_dir), allow_unregistered)
+
+
+def reported_provenance(provenance: Provenance, allow_unregistered: bool) -> Provenance:
+    """`checked_provenance` of a folder already checked."""
     for problem in provenance.torn:
         print(problem, file=sys.stderr)
     if provenance.unregistered and not allow_unregistered:

@@ -15,7 +15,7 @@ results, so a number the two show is computed once.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 from functools import partial
 
@@ -126,14 +126,28 @@ def convention_results(context: Context, experiment: str, control: str) -> list[
     )
 
 
+ConventionGroups = dict[tuple, dict[tuple, list[Record]]]
+
+
+def convention_groups(
+    context: Context, experiment: str, which: Callable[[list[Record]], list[Record]] = report_records
+) -> ConventionGroups:
+    """The experiment's records that count (`which` picks them: its report trials by default, or all) by model,
+    condition and task, and within each by convention: what every table of conventions groups, grouped once per
+    experiment and `which`."""
+
+    def grouped() -> ConventionGroups:
+        groups = group_by(which(context.of_experiment(experiment)), "model", "condition", "task")
+        return {labels: group_by(group, "convention") for labels, group in groups.items()}
+
+    return context.computed(("convention groups", experiment, which), grouped)
+
+
 def _convention_results(context: Context, experiment: str, control: str) -> list[ConventionResult]:
     design = design_of(context, experiment)
     threshold = design.gate_threshold if control == design.control else None
     results = []
-    for (model, condition, task), group in group_by(
-        report_records(context.of_experiment(experiment)), "model", "condition", "task"
-    ).items():
-        by_convention = group_by(group, "convention")
+    for (model, condition, task), by_convention in convention_groups(context, experiment).items():
         control_records = by_convention.get((control,), [])
         for convention in design.order({name for (name,) in by_convention}):
             members = by_convention[(convention,)]

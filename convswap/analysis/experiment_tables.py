@@ -19,6 +19,7 @@ from convswap.analysis.experiment_results import (
     ConventionResult,
     ExperimentDesign,
     breakdown_results,
+    convention_groups,
     convention_results,
     design_of,
 )
@@ -55,9 +56,7 @@ def _convention_groups(
     """(design, row labels, records) per experiment, model, condition, task and convention, conventions in the
     design's order; `which` picks the records of an experiment that count (its report trials, or all)."""
     for design in _designs(context):
-        groups = group_by(which(context.of_experiment(design.experiment)), "model", "condition", "task")
-        for (model, condition, task), group in groups.items():
-            by_convention = group_by(group, "convention")
+        for (model, condition, task), by_convention in convention_groups(context, design.experiment, which).items():
             for convention in design.order({name for (name,) in by_convention}):
                 labels = {"experiment": design.experiment, "model": model, "condition": condition, "task": task,
                           "convention": convention}  # fmt: skip

@@ -13,16 +13,9 @@ import math
 import textwrap
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import numpy as np
-from matplotlib import rcParams
-from matplotlib.artist import Artist
-from matplotlib.axes import Axes
-from matplotlib.collections import PathCollection
-from matplotlib.figure import Figure
-from matplotlib.patches import Patch
-from matplotlib.path import Path
-from statsmodels.stats.proportion import proportion_confint
 
 from convswap.analysis.builders import Drawing, figure
 from convswap.analysis.context import Context, MissingInput, experiment_records, ordered
@@ -32,6 +25,14 @@ from convswap.analysis.registration import POST_HOC
 from convswap.calibration.vocabulary import Vocabulary
 from convswap.experiments.scoring import Accuracy, accuracy
 
+# matplotlib is imported where a page is drawn: `tables --no-figures`, and a run whose pages are all current, never
+# load it.
+if TYPE_CHECKING:
+    from matplotlib.artist import Artist
+    from matplotlib.axes import Axes
+    from matplotlib.figure import Figure
+    from matplotlib.path import Path
+
 FIGURE1_CONVENTIONS = ("cell_name", "normalized", "pixels")
 WHEELS_PER_ROW = 4
 WHEELS_PER_PAGE = 2 * WHEELS_PER_ROW
@@ -40,7 +41,13 @@ WHEELS_PER_PAGE = 2 * WHEELS_PER_ROW
 WHEEL_CELL = (3.6, 3.8)
 WHEEL_SIDE = 2.8  # the polar axes' square
 WHEEL_BOTTOM = 0.3  # below the axes, within the cell
+WHEEL_RADIUS = 2.9  # the r limit; the anchors' words sit at 2.5
+WHEEL_RING = (1.0, 2.0)  # the ring's inner and outer radius
 WHEEL_TITLE_WIDTH = 44  # characters per line of a panel's title
+# Where a panel's title stands (its pad above that): 17 points above the axes, where the 90° tick label ends.  It is
+# where matplotlib's automatic placement puts it, at the cost of laying out every tick label of every panel again
+# in each format.
+WHEEL_TITLE_Y = 1 + 17 / 72 / WHEEL_SIDE
 SUPTITLE_HEIGHT = 0.4
 UNGATED_GREY = (0.7, 0.7, 0.7)
 MODEL_LABEL_WIDTH = 32  # characters per line of a model's tick label
@@ -85,6 +92,8 @@ def draw_figure1(inputs: Figure1Inputs) -> Figure:
     """Grouped bars: one group per model, one bar per convention, each with its 95% Wilson interval and n
     (scored trials) above it, chance as a dashed line.  A model that fails the capability gate is drawn grey
     and its label says so: its bars are shown, but they are no evidence about the convention."""
+    from matplotlib.figure import Figure
+
     by_cell = dict(inputs.cells)
     models = sorted({model for model, _ in by_cell})
     figure = Figure(figsize=(max(6.0, 1.6 * len(models) + 2), 4.4), layout="constrained")
@@ -105,6 +114,10 @@ def accuracy_bars(
     """Draw one bar group per model (`by_cell` is keyed (model, convention)), each bar with its 95% Wilson
     interval and n, chance (in points) as a dashed line; a model in `ungated` (model -> why) is grey.  Returns
     the legend's handles."""
+    from matplotlib import rcParams
+    from matplotlib.patches import Patch
+    from statsmodels.stats.proportion import proportion_confint
+
     models = sorted({model for model, _ in by_cell})
     width = 0.8 / len(conventions)
     colors = dict(zip(conventions, itertools.cycle(rcParams["axes.prop_cycle"].by_key()["color"]), strict=False))
@@ -158,6 +171,10 @@ def wheel_figure(vocabularies: Sequence[Vocabulary]) -> Figure:
     runs labelled at their anchors.  Each wheel sits at the same place in a cell of WHEEL_CELL inches, which
     holds its tick labels and title, so one wheel's 0° never runs into its neighbour's 180°; with the layout
     fixed, drawing the page is one pass of each format's renderer."""
+    from matplotlib import rcParams
+    from matplotlib.collections import LineCollection, PathCollection
+    from matplotlib.figure import Figure
+
     count = len(vocabularies)
     columns = min(count, WHEELS_PER_ROW)
     rows = math.ceil(count / columns)
@@ -171,33 +188,44 @@ def wheel_figure(vocabularies: Sequence[Vocabulary]) -> Figure:
         axes = figure.add_axes(
             (left / width, bottom / height, WHEEL_SIDE / width, WHEEL_SIDE / height), projection="polar"
         )
-        step = np.radians(_grid_step(vocabulary))
+        half_step = _grid_step(vocabulary) / 2
         colors = [
             np.asarray(vocabulary.wheel.rgb(naming.angle)) / 255 if naming.name is not None else (0.85, 0.85, 0.85)
             for naming in vocabulary.namings
         ]
-        half_step = step / 2
-        # One collection of annular sectors (edges along theta drawn as arcs, as a polar bar's are), not a
-        # patch per angle: a single draw call per wheel.
-        sectors = [
-            Path([(theta - half_step, 1.0), (theta + half_step, 1.0), (theta + half_step, 2.0),
-                  (theta - half_step, 2.0), (theta - half_step, 1.0)], closed=True, _interpolation_steps=100)
-            for theta in np.radians([naming.angle for naming in vocabulary.namings])
-        ]  # fmt: skip
-        axes.add_collection(PathCollection(sectors, facecolors=colors, edgecolors="none"), autolim=False)
-        for run in vocabulary.runs:
-            if run.kept:  # the run's edges, so neighbouring runs of similar color stay apart
-                for edge in (np.radians(run.angles[0]) - half_step, np.radians(run.angles[-1]) + half_step):
-                    axes.plot([edge, edge], [1.0, 2.0], color="white", linewidth=1.5)
+        # The annular sectors, and the lines of the run edges and anchors, are laid out in the axes' own
+        # coordinates, where a path is drawn as it is: a path in (theta, r) is converted to arcs, one path at a
+        # time, in every format.  One collection each: a single draw call per kind of mark.
+        sectors = [_sector(naming.angle - half_step, naming.angle + half_step) for naming in vocabulary.namings]
+        axes.add_collection(
+            PathCollection(sectors, facecolors=colors, edgecolors="none", transform=axes.transAxes), autolim=False
+        )
+        # The run's edges, so neighbouring runs of similar color stay apart.
+        edges = [angle for run in vocabulary.runs if run.kept
+                 for angle in (run.angles[0] - half_step, run.angles[-1] + half_step)]  # fmt: skip
+        spokes = (([_wheel_point(angle, radius) for radius in WHEEL_RING] for angle in edges), "white", 1.5)
+        anchors = (([_wheel_point(a.angle, 0.9), _wheel_point(a.angle, 2.1)] for a in vocabulary.anchors), "black", 1.2)
+        for segments, color, linewidth in (spokes, anchors):
+            lines = LineCollection(list(segments), colors=color, linewidths=linewidth, transform=axes.transAxes)
+            lines.set_capstyle(rcParams["lines.solid_capstyle"])  # as a line of `plot` ends
+            axes.add_collection(lines, autolim=False)
         for anchor in vocabulary.anchors:
-            theta = np.radians(anchor.angle)
-            axes.plot([theta, theta], [0.9, 2.1], color="black", linewidth=1.2)
-            axes.text(theta, 2.5, f"{anchor.word}\n{anchor.angle}°", ha="center", va="center", fontsize=7)
-        axes.set_ylim(0, 2.9)
+            axes.text(
+                np.radians(anchor.angle), 2.5, f"{anchor.word}\n{anchor.angle}°", ha="center", va="center", fontsize=7
+            )
+        axes.set_ylim(0, WHEEL_RADIUS)
+        axes.tick_params(labelsize=6)  # before the ticks are set, so that each is made at its size, not made again
         axes.set_yticks([])
         axes.set_xticks(np.radians(np.arange(0, 360, 45)))
-        axes.tick_params(labelsize=6)
-        axes.set_title("\n".join(textwrap.wrap(vocabulary_label(vocabulary), WHEEL_TITLE_WIDTH)), fontsize=8, pad=14)
+        # The axes have no axis labels: placed, matplotlib no longer finds them room beside every tick label.
+        axes.xaxis.set_label_coords(0.5, 0.0)
+        axes.yaxis.set_label_coords(0.0, 0.5)
+        axes.set_title(
+            "\n".join(textwrap.wrap(vocabulary_label(vocabulary), WHEEL_TITLE_WIDTH)),
+            fontsize=8,
+            pad=14,
+            y=WHEEL_TITLE_Y,
+        )
     figure.suptitle(
         "Calibrated vocabularies: unanimously named angles in their wheel color (gray: not retained), "
         "kept runs and anchors",
@@ -206,6 +234,28 @@ def wheel_figure(vocabularies: Sequence[Vocabulary]) -> Figure:
         va="top",
     )
     return figure
+
+
+def _wheel_point(angle: float, radius: float) -> tuple[float, float]:
+    """Where (angle in degrees, radius) of a wheel lies in its polar axes' coordinates: the full circle fills the
+    axes' square, WHEEL_RADIUS at its edge."""
+    scale = 0.5 * radius / WHEEL_RADIUS
+    theta = math.radians(angle)
+    return 0.5 + scale * math.cos(theta), 0.5 + scale * math.sin(theta)
+
+
+def _sector(start: float, end: float) -> Path:
+    """The wheel's ring from `start` to `end` degrees, in its axes' coordinates: the outer arc, then the inner one
+    back, each the cubic Bézier arc matplotlib draws a circle's arc with."""
+    from matplotlib.path import Path
+
+    arc = np.asarray(Path.arc(start, end).vertices)
+    inner_radius, outer_radius = WHEEL_RING
+    outer = 0.5 + 0.5 * outer_radius / WHEEL_RADIUS * arc
+    inner = 0.5 + 0.5 * inner_radius / WHEEL_RADIUS * arc[::-1]
+    curves = [Path.CURVE4] * (len(arc) - 1)
+    codes = [Path.MOVETO, *curves, Path.LINETO, *curves, Path.CLOSEPOLY]
+    return Path(np.concatenate([outer, inner, outer[:1]]), codes)
 
 
 def _grid_step(vocabulary: Vocabulary) -> float:

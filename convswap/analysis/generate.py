@@ -29,7 +29,7 @@ from tqdm import tqdm
 
 from convswap.analysis.builders import Registered, RegisteredFigure, registered
 from convswap.analysis.context import Context, MissingInput
-from convswap.analysis.loading import load_vocabularies, read_log_folder
+from convswap.analysis.loading import LogFolder, load_vocabularies, read_log_folder
 from convswap.analysis.numbers import write_numbers
 from convswap.analysis.registration import Registry
 from convswap.analysis.report import Table
@@ -61,12 +61,15 @@ def generate(
     messages: TextIO | None = None,
     unregistered: frozenset[str] = frozenset(),
     figures: bool = True,
+    folder: LogFolder | None = None,
 ) -> Summary:
     """Every table and figure from the records under `logdir`; `unregistered` names the experiments whose records
     include some not of their registered plan, so that every row of theirs says so.  Without `figures` no figure
-    is drawn, and a figure left from other records is removed."""
+    is drawn, and a figure left from other records is removed.  `folder` is `logdir` as `read_log_folder` read it,
+    where the caller has read it already."""
     messages = messages or sys.stderr
-    folder = read_log_folder(logdir)
+    if folder is None:
+        folder = read_log_folder(logdir)
     records, unreadable = folder.readable()
     vocabularies = load_vocabularies(logdir)
     if not records and not vocabularies:

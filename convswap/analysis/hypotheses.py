@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
+from functools import cached_property
 
 from convswap.analysis.builders import table
 from convswap.analysis.context import Context, MissingInput
@@ -203,17 +204,28 @@ PER_MODEL_TESTS: dict[str, Callable[[Context, Hypothesis, Sequence[Record]], lis
 }
 
 
-def _results(
-    context: Context, plan: Plan, hypothesis: Hypothesis, records: Sequence[Record]
-) -> list[tuple[str, str, Result]]:
+@dataclass
+class Scope:
+    """The records of one task (and condition, where a hypothesis names one), and their groups by model and
+    condition with each group's report trials: what every hypothesis of that scope tests, grouped once."""
+
+    records: list[Record]
+
+    @cached_property
+    def groups(self) -> list[tuple[tuple, list[Record], list[Record]]]:
+        return [
+            (key, group, report_records(group)) for key, group in group_by(self.records, "model", "condition").items()
+        ]
+
+
+def _results(context: Context, plan: Plan, hypothesis: Hypothesis, scope: Scope) -> list[tuple[str, str, Result]]:
     """(model, condition, result) rows; a model that fails the plan's gate is reported as uninformative."""
     if hypothesis.test == "inversion_search":
-        return inversion_results(context, plan.id, hypothesis, records)
+        return inversion_results(context, plan.id, hypothesis, scope.records)
     if hypothesis.test not in PER_MODEL_TESTS:
         raise ConvswapError(f"hypothesis {hypothesis.id} of {plan.id} uses a test this analysis lacks")
     results: list[tuple[str, str, Result]] = []
-    for (model, condition), group in group_by(records, "model", "condition").items():
-        report = report_records(group)
+    for (model, condition), group, report in scope.groups:
         tested = group if hypothesis.test == "crossover_sign_reversal" else report
         try:
             found = PER_MODEL_TESTS[hypothesis.test](context, hypothesis, tested)
@@ -250,11 +262,15 @@ def hypotheses_table(context: Context) -> list[Table]:
     rows: list[Row] = []
     for plan in context.registry.plans:
         records = context.of_experiment(plan.id)
+        scopes: dict[tuple[str, str | None], Scope] = {}
         for hypothesis in plan.hypotheses:
-            scoped = select(records, task=hypothesis.task)
-            if hypothesis.condition is not None:
-                scoped = select(scoped, condition=hypothesis.condition)
-            for model, condition, result in _results(context, plan, hypothesis, scoped):
+            scope = scopes.get((hypothesis.task, hypothesis.condition))
+            if scope is None:
+                scoped = select(records, task=hypothesis.task)
+                if hypothesis.condition is not None:
+                    scoped = select(scoped, condition=hypothesis.condition)
+                scope = scopes[(hypothesis.task, hypothesis.condition)] = Scope(scoped)
+            for model, condition, result in _results(context, plan, hypothesis, scope):
                 rows.append(
                     {
                         "experiment": plan.id,

@@ -9,6 +9,7 @@ from __future__ import annotations
 import gc
 import hashlib
 import json
+import re
 import sys
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
@@ -18,17 +19,18 @@ from operator import attrgetter
 from pathlib import Path
 from typing import Any
 
+import orjson
 from tqdm import tqdm
 
 from convswap.calibration.vocabulary import Vocabulary, load_vocabulary, model_owner
 from convswap.core import ConvswapError, PartType, Record, RecordExtra, Trial, load_part
-from convswap.experiments.logs import complete_lines, expected_name, parse_line, read_expected
+from convswap.experiments.logs import expected_name, parse_line, read_expected, whole_lines
+from convswap.experiments.provenance import ProvenanceCheck
 from convswap.experiments.record_checks import log_condition, log_problem, record_problem
 from convswap.experiments.scoring import is_scored, score_key
 
 VOCABULARY_PATTERNS = ("vocabulary*.json", "*.vocab.json")
 EXPECTED_SUFFIX = expected_name("")
-DECODE_LINES = 256
 
 
 class NothingScored(ConvswapError):
@@ -81,7 +83,7 @@ def load_records(logdir: str | Path) -> list[Record]:
     return folder.records
 
 
-def read_log_folder(logdir: str | Path) -> LogFolder:
+def read_log_folder(logdir: str | Path, provenance: ProvenanceCheck | None = None) -> LogFolder:
     """Every record under `logdir` (all `*.jsonl`, recursively: shards and merged files alike), checked.
 
     Each file is read as the runner reads it (a partial last line, what a killed
@@ -91,7 +93,8 @@ def read_log_folder(logdir: str | Path) -> LogFolder:
     naming both places, since no analysis could know which one to trust.  Each
     record is checked once (`record_checks`): one no run writes, or one out of
     place in its log, is refused by name; and each run's expected units are
-    counted against those present.
+    counted against those present.  With `provenance`, every log and line read is judged by it too (torn last
+    lines, records not of the registered plan), so that a command that needs both reads the logs once.
     """
     root = Path(logdir)
     if not root.is_dir():
@@ -101,13 +104,13 @@ def read_log_folder(logdir: str | Path) -> LogFolder:
     collecting = gc.isenabled()
     gc.disable()
     try:
-        return _read_folder(root)
+        return _read_folder(root, provenance)
     finally:
         if collecting:
             gc.enable()
 
 
-def _read_folder(root: Path) -> LogFolder:
+def _read_folder(root: Path, provenance: ProvenanceCheck | None) -> LogFolder:
     result = LogFolder()
     seen: dict[tuple, tuple[Path, int, bytes]] = {}
     shared = SharedParts()
@@ -121,8 +124,13 @@ def _read_folder(root: Path) -> LogFolder:
         run = path.parent / expected_name(condition) if condition else None
         expected = runs.get(run) if run is not None else None
         expected_units = units[run] if run is not None and run in units else frozenset()
-        lines = complete_lines(path)
+        data = path.read_bytes()
+        if provenance is not None:
+            provenance.log(path, data)
+        lines = whole_lines(data)
         for line_number, (line, record) in enumerate(zip(lines, _decode(path, lines, shared), strict=True), start=1):
+            if provenance is not None:
+                provenance.line(path, line_number, line, record)
             problem = record_problem(record) or log_problem(record, path, expected, expected_units)
             if problem is not None:
                 result.refused.append(f"{path}:{line_number}: {problem}")
@@ -155,17 +163,27 @@ def _read_folder(root: Path) -> LogFolder:
 
 
 def _decode(path: Path, lines: list[bytes], shared: SharedParts) -> Iterator[Record]:
-    """Every line of a log as a record.  Lines are decoded DECODE_LINES at a time as one JSON array, so that the
-    decoder keeps one copy of each key per batch rather than one per record, while only one batch of records
-    is held before `SharedParts` folds their common parts; a line that is not a record is found and named by
-    decoding its batch line by line."""
-    for start in range(0, len(lines), DECODE_LINES):
-        batch = lines[start : start + DECODE_LINES]
+    """Every line of a log as a record, its common parts folded by `SharedParts` as it is read; a line that is not
+    a record is found and named by the log reader's own `parse_line`."""
+    for number, line in enumerate(lines, start=1):
         try:
-            decoded = json.loads(b"[" + b",".join(batch) + b"]")
-            yield from [Record.from_dict(shared.parts_of(data)) for data in decoded]
+            yield Record.from_dict(shared.parts_of(_decoded(line)))
         except (UnicodeDecodeError, json.JSONDecodeError, TypeError, KeyError, ValueError, RecursionError):
-            yield from (parse_line(path, start + offset, line) for offset, line in enumerate(batch, start=1))
+            yield parse_line(path, number, line)
+
+
+def _decoded(line: bytes) -> Any:
+    """A line's JSON, by orjson, which reads an integer beyond 64 bits as a float where the standard library
+    keeps it whole: a line that may hold one is read by the standard library."""
+    if LONG_DIGITS in line.translate(DIGITS_AS_ZERO) and LONG_INTEGER.search(line):
+        return json.loads(line.decode("utf-8"))
+    return orjson.loads(line)
+
+
+DIGITS_AS_ZERO = bytes.maketrans(b"123456789", b"000000000")
+LONG_DIGITS = b"0" * 20  # 2**64 has 20 digits
+# A JSON integer of 20 digits or more; a run of digits inside a string can match too, and is then merely read slower.
+LONG_INTEGER = re.compile(rb"[:,\[]\s*-?[0-9]{20,}(?![0-9.eE])")
 
 
 class SharedParts:
@@ -174,7 +192,7 @@ class SharedParts:
     Every convention's and condition's record of a trial carries the same trial
     description, every record of an alphabet and condition the same extra part
     (its resolved surface, and a cached query's instruction), and many
-    records the same option tuples and the same short strings.  An equal part
+    records the same option tuples, token ids and short strings.  An equal part
     seen before is replaced by the earlier object (equality, not identity of
     origin, decides), so nothing is lost and nothing is recomputed: a trial or
     extra part logged as the same JSON as an earlier one is the part loaded then.
@@ -196,7 +214,23 @@ class SharedParts:
         model = (data["model"], data["quant"])
         data["trial"] = self._loaded(("trial", *model, data["experiment"], data["trial_id"]), Trial, data["trial"])
         data["extra"] = self._loaded(("extra", *model, data["condition"], data["alphabet"]), RecordExtra, data["extra"])
+        self._share_readout(data.get("first_token"), data.get("generation"))
         return data
+
+    def _share_readout(self, first_token: Any, generation: Any) -> None:
+        """The short texts of the readouts (the surface, the top tokens, why a generation stopped) and the
+        candidates' token ids as one copy each: every record of an alphabet names the same few tokens."""
+        if isinstance(generation, dict) and type(reason := generation.get("finish_reason")) is str:
+            generation["finish_reason"] = sys.intern(reason)
+        if not isinstance(first_token, dict):
+            return
+        if type(surface := first_token.get("surface")) is str:
+            first_token["surface"] = sys.intern(surface)
+        if type(ids := first_token.get("candidate_token_ids")) is list:
+            first_token["candidate_token_ids"] = self._one(tuple(ids))
+        for score in first_token.get("top") or ():
+            if type(score) is dict and type(text := score.get("text")) is str:
+                score["text"] = sys.intern(text)
 
     def _one(self, value: tuple) -> tuple:
         return self._parts.setdefault(value, value)

@@ -24,10 +24,10 @@ import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import IO, Any
 
 from convswap.analysis.report import Quantity, Table, label_columns, text
-from convswap.fileio import atomic_write_text
+from convswap.fileio import atomic_open
 
 DIGIT_WORDS = ("Zero", "One", "Two", "Three", "Four", "Five", "Six", "Seven", "Eight", "Nine")
 SCIENTIFIC_TEXT = re.compile(r"^(?P<mantissa>[-+]?\d+(?:\.\d+)?)e(?P<exponent>[-+]\d+)(?P<marks>\**)$")
@@ -113,21 +113,27 @@ def named_numbers(tables: Sequence[Table]) -> tuple[dict[str, Number], dict[str,
 
 
 def write_numbers(tables: Sequence[Table], out_dir: Path) -> list[Path]:
-    """`numbers.tex` and `numbers.json`, from one pass over the named numbers.  The JSON holds one number to a
-    line, each line written by the C encoder (an indented document would be written by the pure-Python one)."""
+    """`numbers.tex` and `numbers.json`, from one pass over the named numbers, each written as it is made (a study
+    of many models has tens of thousands).  The JSON holds one number to a line, each line written by the C encoder
+    (an indented document would be written by the pure-Python one)."""
     named, ambiguous = named_numbers(tables)
-    tex = ["% Every number of the generated tables as a macro; see convswap.analysis.numbers for the names."]
-    entries = []
-    for name, number in sorted(named.items()):
-        entry = number.to_json()
-        tex.append(f"\\newcommand{{\\{name}}}{{{entry['latex']}}}")
-        entries.append(f"{_json(name)}: {_json(entry)}")
-    shared = [f"{_json(name)}: [{', '.join(_json(n.to_json()) for n in numbers)}]"
-              for name, numbers in sorted(ambiguous.items())]  # fmt: skip
-    document = f'{{"numbers": {_json_object(entries)},\n"ambiguous": {_json_object(shared)}}}\n'
     paths = [out_dir / "numbers.tex", out_dir / "numbers.json"]
-    atomic_write_text(paths[0], "\n".join(tex) + "\n")
-    atomic_write_text(paths[1], document)
+    with atomic_open(paths[0]) as tex, atomic_open(paths[1]) as document:
+        tex.write("% Every number of the generated tables as a macro; see convswap.analysis.numbers for the names.")
+        document.write('{"numbers": ')
+        members = _Members(document)
+        for name, number in sorted(named.items()):
+            entry = number.to_json()
+            tex.write(f"\n\\newcommand{{\\{name}}}{{{entry['latex']}}}")
+            members.write(f"{_json(name)}: {_json(entry)}")
+        members.close()
+        tex.write("\n")
+        document.write(',\n"ambiguous": ')
+        members = _Members(document)
+        for name, numbers in sorted(ambiguous.items()):
+            members.write(f"{_json(name)}: [{', '.join(_json(n.to_json()) for n in numbers)}]")
+        members.close()
+        document.write("}\n")
     return paths
 
 
@@ -135,8 +141,19 @@ def _json(value: object) -> str:
     return json.dumps(value, ensure_ascii=False)
 
 
-def _json_object(members: list[str]) -> str:
-    return "{\n" + ",\n".join(f" {member}" for member in members) + "\n}" if members else "{}"
+class _Members:
+    """A JSON object written member by member, one to a line: `{}` when it has none."""
+
+    def __init__(self, handle: IO[str]) -> None:
+        self._handle = handle
+        self._written = False
+
+    def write(self, member: str) -> None:
+        self._handle.write(f",\n {member}" if self._written else f"{{\n {member}")
+        self._written = True
+
+    def close(self) -> None:
+        self._handle.write("\n}" if self._written else "{}")
 
 
 def read_numbers(out_dir: Path) -> tuple[dict[str, dict[str, Any]], list[tuple[str, dict[str, Any]]]]:

@@ -17,24 +17,31 @@ from collections.abc import Iterator
 
 from convswap.analysis.builders import table
 from convswap.analysis.context import Context, MissingInput
-from convswap.analysis.cue_crossover import report_records
-from convswap.analysis.experiment_results import design_of
+from convswap.analysis.experiment_results import convention_groups, design_of
 from convswap.analysis.layouts import OUTCOME_HEADERS, PAIR_HEADERS, complementarity_layout, outcomes_layout
-from convswap.analysis.loading import group_by
 from convswap.analysis.report import Row, Table, count, points, pvalue
 from convswap.analysis.stats import mcnemar
 from convswap.core import OUTCOMES, Record
 from convswap.experiments.scoring import score_key
 
+GROUP_COLUMNS = ("experiment", "model", "condition", "task")
 
-def _groups(context: Context) -> Iterator[tuple[str, str, Row, dict[tuple, list[Record]]]]:
-    """(experiment, plan label, row labels, records by convention) per experiment, model, condition and task."""
+
+def _groups(context: Context, entry: str) -> Iterator[tuple[Row, Row, dict[tuple, list[Record]]]]:
+    """(row labels, plan and status cells, records by convention) per experiment, model, condition and task; the
+    status is the registry's of the plan's `entry`."""
     for experiment in context.experiments:
         design = design_of(context, experiment)
-        records = report_records(context.of_experiment(experiment))
-        for (model, condition, task), group in group_by(records, "model", "condition", "task").items():
-            labels = {"experiment": experiment, "model": model, "condition": condition, "task": task}
-            yield experiment, design.plan_label, labels, group_by(group, "convention")
+        plan = {"plan": design.plan_label, "status": context.registry.status(experiment, entry)}
+        for (model, condition, task), by_convention in convention_groups(context, experiment).items():
+            yield {"experiment": experiment, "model": model, "condition": condition, "task": task}, plan, by_convention
+
+
+def _table(rows: list[Row], missing: str, title: str, columns: tuple[str, ...], note: str, labels: int) -> list[Table]:
+    """The table of `rows`: the groups' labels, `columns`, then the plan and status; `missing` where it has none."""
+    if not rows:
+        raise MissingInput(missing)
+    return [Table(title, (*GROUP_COLUMNS, *columns, "plan", "status"), tuple(rows), (note,), labels=labels)]
 
 
 def outcome_counts(records: list[Record]) -> Counter[str]:
@@ -45,7 +52,7 @@ def outcome_counts(records: list[Record]) -> Counter[str]:
 @table("protocol_outcomes", demo=True, layout=outcomes_layout)
 def protocol_outcomes(context: Context) -> list[Table]:
     rows: list[Row] = []
-    for experiment, plan_label, labels, by_convention in _groups(context):
+    for labels, plan, by_convention in _groups(context, "outcome_table"):
         for (convention,), records in by_convention.items():
             if records[0].pixels is None:
                 continue
@@ -59,39 +66,20 @@ def protocol_outcomes(context: Context) -> list[Table]:
                     **{OUTCOME_HEADERS[outcome]: count(found[outcome]) for outcome in OUTCOMES[::-1]},
                     "acc": points(found["correct"] / scored if scored else None),
                     "acc (unscored as wrong)": points(found["correct"] / len(records)),
-                    "plan": plan_label,
-                    "status": context.registry.status(experiment, "outcome_table"),
+                    **plan,
                 }
             )
-    if not rows:
-        raise MissingInput("no pixel answers")
-    return [
-        Table(
-            "Outcomes of every pixel answer -- per model, condition, task and protocol",
-            (
-                "experiment",
-                "model",
-                "condition",
-                "task",
-                "protocol",
-                "N",
-                *OUTCOME_HEADERS.values(),
-                "acc",
-                "acc (unscored as wrong)",
-                "plan",
-                "status",
-            ),  # fmt: skip
-            tuple(rows),
-            (
-                "Each pixel answer has exactly one outcome, the first that applies: generation failure (no image "
-                "came back), noncompliance (an image that breaks the protocol's contract: no mark, several marks, a "
-                "mark outside its layout), parser failure (the parser could not run on it), then incorrect or "
-                "correct. The first three are unscored: acc counts correct of correct + incorrect, acc (unscored as "
-                "wrong) counts correct of N.",
-            ),
-            labels=5,
-        )
-    ]
+    return _table(
+        rows,
+        "no pixel answers",
+        "Outcomes of every pixel answer -- per model, condition, task and protocol",
+        ("protocol", "N", *OUTCOME_HEADERS.values(), "acc", "acc (unscored as wrong)"),
+        "Each pixel answer has exactly one outcome, the first that applies: generation failure (no image came back), "
+        "noncompliance (an image that breaks the protocol's contract: no mark, several marks, a mark outside its "
+        "layout), parser failure (the parser could not run on it), then incorrect or correct. The first three are "
+        "unscored: acc counts correct of correct + incorrect, acc (unscored as wrong) counts correct of N.",
+        labels=5,
+    )
 
 
 def _right(record: Record) -> bool:
@@ -101,7 +89,7 @@ def _right(record: Record) -> bool:
 @table("interface_complementarity", demo=True, layout=complementarity_layout)
 def interface_complementarity(context: Context) -> list[Table]:
     rows: list[Row] = []
-    for experiment, plan_label, labels, by_convention in _groups(context):
+    for labels, plan, by_convention in _groups(context, "complementarity_table"):
         texts = [name for (name,), records in by_convention.items() if records[0].pixels is None]
         protocols = [name for (name,), records in by_convention.items() if records[0].pixels is not None]
         for text_name in texts:
@@ -130,38 +118,18 @@ def interface_complementarity(context: Context) -> list[Table]:
                         "either right": points((both + text_only + pixels_only) / len(shared)),
                         "p": pvalue(mcnemar(text_only, pixels_only).pvalue),
                         "pairs with an unscored side": count(unscored),
-                        "plan": plan_label,
-                        "status": context.registry.status(experiment, "complementarity_table"),
+                        **plan,
                     }
                 )
-    if not rows:
-        raise MissingInput("no trial answered under both a text convention and a protocol")
-    return [
-        Table(
-            "Text against pixels -- every text convention and protocol answered on the same trials",
-            (
-                "experiment",
-                "model",
-                "condition",
-                "task",
-                "text convention",
-                "protocol",
-                "n trials",
-                *PAIR_HEADERS,
-                "either right",
-                "p",
-                "pairs with an unscored side",
-                "plan",
-                "status",
-            ),  # fmt: skip
-            tuple(rows),
-            (
-                "n trials: trials answered under both. both right, text only, pixels only, neither: the trials each "
-                "interface got right on its own score key; an unscored answer (a parse failure, a pixel answer that "
-                "is not correct or incorrect) is not right, as ProVisE counts its failures zero. either right: the "
-                "share an oracle choosing the interface per trial would get. p: exact two-sided McNemar of text "
-                "only against pixels only.",
-            ),
-            labels=6,
-        )
-    ]
+    return _table(
+        rows,
+        "no trial answered under both a text convention and a protocol",
+        "Text against pixels -- every text convention and protocol answered on the same trials",
+        ("text convention", "protocol", "n trials", *PAIR_HEADERS, "either right", "p", "pairs with an unscored side"),
+        "n trials: trials answered under both. both right, text only, pixels only, neither: the trials each "
+        "interface got right on its own score key; an unscored answer (a parse failure, a pixel answer that "
+        "is not correct or incorrect) is not right, as ProVisE counts its failures zero. either right: the "
+        "share an oracle choosing the interface per trial would get. p: exact two-sided McNemar of text "
+        "only against pixels only.",
+        labels=6,
+    )

@@ -5,6 +5,7 @@ Rates are proportions (0..1) here; tables convert to points.
 
 from __future__ import annotations
 
+import functools
 from collections import Counter
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
@@ -33,6 +34,12 @@ class McNemar:
     pvalue: float
 
 
+# The tables of one run test the same counts and resample the same outcomes again and again (a contrast is a row of
+# the hypotheses, of its experiment's table and of its model's): each test is computed once per set of arguments.
+CACHED_TESTS = 4096
+
+
+@functools.lru_cache(maxsize=CACHED_TESTS)
 def mcnemar(b: int, c: int) -> McNemar:
     """Exact two-sided McNemar p from the discordant counts, through statsmodels (spec §4, Tables 2, 4)."""
     if b < 0 or c < 0 or int(b) != b or int(c) != c:
@@ -62,6 +69,7 @@ class Binomial:
         return self.k / self.n
 
 
+@functools.lru_cache(maxsize=CACHED_TESTS)
 def binomial_test(k: int, n: int, p: float, alternative: Alternative = "two-sided") -> Binomial:
     """Exact binomial test through scipy (spec §6, Appendix A); `alternative="less"` is the below-chance test."""
     if n <= 0 or not 0 <= k <= n:
@@ -102,6 +110,13 @@ def bootstrap_diff(
     if resamples < MIN_RESAMPLES:
         raise ConvswapError(f"a bootstrap interval needs at least {MIN_RESAMPLES} resamples, got {resamples}")
     first_array, second_array = _paired_arrays(first, second)
+    return _bootstrap(first_array.tobytes(), second_array.tobytes(), seed, resamples, confidence)
+
+
+@functools.lru_cache(maxsize=CACHED_TESTS)
+def _bootstrap(first: bytes, second: bytes, seed: int, resamples: int, confidence: float) -> Interval:
+    """`bootstrap_diff` of two paired boolean arrays, given as their bytes so that a repeated call is found."""
+    first_array, second_array = np.frombuffer(first, dtype=bool), np.frombuffer(second, dtype=bool)
     difference = float(first_array.mean() - second_array.mean())
     if np.array_equal(first_array, second_array) or len(first_array) < 2:
         return Interval(difference, difference, difference, confidence, resamples, seed)

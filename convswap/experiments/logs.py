@@ -94,7 +94,11 @@ def read_records(path: Path, *, repair: bool = False) -> list[Record]:
 
 def complete_lines(path: Path) -> list[bytes]:
     """The whole lines of a log, as bytes, without the partial last line a killed writer leaves."""
-    data = path.read_bytes()
+    return whole_lines(path.read_bytes())
+
+
+def whole_lines(data: bytes) -> list[bytes]:
+    """The whole lines of a log's contents, without the partial last line a killed writer leaves."""
     return data[: data.rfind(b"\n") + 1].splitlines()
 
 
@@ -139,7 +143,11 @@ def set_aside_failed(log: Path) -> int:
 
 def torn_line(path: Path) -> int | None:
     """The line number of a partial last line (what a killed writer leaves), or None when the log ends whole."""
-    data = path.read_bytes()
+    return torn_line_of(path.read_bytes())
+
+
+def torn_line_of(data: bytes) -> int | None:
+    """`torn_line` of a log's contents."""
     return data.count(b"\n") + 1 if data and not data.endswith(b"\n") else None
 
 

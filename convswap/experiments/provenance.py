@@ -14,9 +14,9 @@ import json
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from convswap.core import ConvswapError
+from convswap.core import ConvswapError, Record
 from convswap.experiments.ledger import Ledger
-from convswap.experiments.logs import torn_line
+from convswap.experiments.logs import torn_line_of, whole_lines
 from convswap.experiments.plan import plan_files
 
 SHOWN = 5  # distinct reasons named in a refusal; the count says how many more
@@ -64,24 +64,40 @@ def registered_hashes(plan_dir: Path) -> dict[str, str | ConvswapError]:
 
 def check_logs(logdir: Path, plan_dir: Path | None) -> Provenance:
     """Every torn last line under `logdir`, and with a plan folder every record not registered in it."""
-    result = Provenance(checked_against=plan_dir)
-    expected = registered_hashes(plan_dir) if plan_dir is not None else {}
+    check = ProvenanceCheck(plan_dir)
     for path in sorted(Path(logdir).rglob("*.jsonl")):
-        torn = torn_line(path)
+        data = path.read_bytes()
+        check.log(path, data)
+        if plan_dir is not None:
+            for number, line in enumerate(whole_lines(data), start=1):
+                check.line(path, number, line)
+    return check.result
+
+
+class ProvenanceCheck:
+    """`check_logs` one log and one line at a time, for a reader that reads every line anyway: the folder reader
+    hands it each line with the record it decoded, so that the logs are read and decoded once."""
+
+    def __init__(self, plan_dir: Path | None) -> None:
+        self.result = Provenance(checked_against=plan_dir)
+        self._plan_dir = plan_dir
+        self._expected = registered_hashes(plan_dir) if plan_dir is not None else {}
+
+    def log(self, path: Path, data: bytes) -> None:
+        """Name the log's torn last line, if it has one; `data` is the whole file."""
+        torn = torn_line_of(data)
         if torn is not None:
-            result.torn.append(f"{path}:{torn}: a partial last record (left by a killed writer), not read")
-        if plan_dir is None:
-            continue
-        with open(path, "rb") as handle:
-            for number, line in enumerate(handle, start=1):
-                if not line.endswith(b"\n"):
-                    break
-                problem = _unregistered(line, expected, plan_dir)
-                if problem is not None:
-                    experiment, why = problem
-                    result.unregistered.append((f"{path}:{number}", why))
-                    result.unregistered_experiments.add(experiment)
-    return result
+            self.result.torn.append(f"{path}:{torn}: a partial last record (left by a killed writer), not read")
+
+    def line(self, path: Path, number: int, line: bytes, record: Record | None = None) -> None:
+        """Judge one whole line, with the record it was decoded as when the caller decoded it."""
+        if self._plan_dir is None:
+            return
+        problem = _unregistered(line, self._expected, self._plan_dir, record)
+        if problem is not None:
+            experiment, why = problem
+            self.result.unregistered.append((f"{path}:{number}", why))
+            self.result.unregistered_experiments.add(experiment)
 
 
 EXPERIMENT_KEY = b'"experiment":"'
@@ -92,7 +108,7 @@ def _registered_at_a_glance(line: bytes, expected: dict[str, str | ConvswapError
     """Whether the raw line names a registered experiment and its registered plan hash, each key once.  A quote
     inside a JSON string is escaped, so a key seen once in the raw bytes is the record's own key; anything
     else (a key twice, an escaped name, another hash) is left to the full decode.  Decoding every line of a
-    large log only to find these two values would double the time `convswap tables` spends reading it."""
+    large log only to find these two values would double the time of a command that decodes the log after it."""
     if line.count(EXPERIMENT_KEY) != 1 or line.count(PLAN_HASH_KEY) != 1:
         return False
     start = line.index(EXPERIMENT_KEY) + len(EXPERIMENT_KEY)
@@ -102,14 +118,19 @@ def _registered_at_a_glance(line: bytes, expected: dict[str, str | ConvswapError
     return isinstance(wanted, str) and line[start : line.index(b'"', start)] == wanted.encode()
 
 
-def _unregistered(line: bytes, expected: dict[str, str | ConvswapError], plan_dir: Path) -> tuple[str, str] | None:
-    if _registered_at_a_glance(line, expected):
+def _unregistered(
+    line: bytes, expected: dict[str, str | ConvswapError], plan_dir: Path, record: Record | None
+) -> tuple[str, str] | None:
+    if record is not None:
+        experiment, plan_hash = str(record.experiment), str(record.plan_hash)
+    elif _registered_at_a_glance(line, expected):
         return None
-    try:
-        record = json.loads(line)
-        experiment, plan_hash = str(record["experiment"]), str(record["plan_hash"])
-    except (UnicodeDecodeError, json.JSONDecodeError, KeyError, TypeError, ValueError, RecursionError):
-        return None  # not a record: the reader that parses it names the line
+    else:
+        try:
+            data = json.loads(line)
+            experiment, plan_hash = str(data["experiment"]), str(data["plan_hash"])
+        except (UnicodeDecodeError, json.JSONDecodeError, KeyError, TypeError, ValueError, RecursionError):
+            return None  # not a record: the reader that parses it names the line
     wanted = expected.get(experiment)
     if wanted is None:
         return experiment, f"experiment {experiment} has no plan file in {plan_dir}"
