@@ -79,10 +79,9 @@ def build_site(view: LogView, logdir: Path, out: Path, tables: Path, tables_give
         (out / name).write_bytes((static / name).read_bytes())
     thumbnails = Thumbnails(out / "images")
     drawings = Drawings(out / "drawings", kept_images(logdir), view.protocols)
-    with thumbnails.rendering_ahead(record for run in view.runs for record in run.records):
-        # disable=None: a bar on a terminal only, so piped output stays clean.
-        for run in tqdm(view.runs, desc="site pages", unit="run", leave=False, disable=None):
-            write_run(run, view, thumbnails, out / "data", drawings)
+    # disable=None: a bar on a terminal only, so piped output stays clean.
+    for run in tqdm(view.runs, desc="site pages", unit="run", leave=False, disable=None):
+        write_run(run, view, thumbnails, out / "data", drawings)
     thumbnails.save_manifest()
     table_files = copy_tables(tables, out / "tables") if tables.is_dir() else []
     shown = thumbnails.shown()
