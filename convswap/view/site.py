@@ -36,6 +36,7 @@ from convswap.audits.pixel_checks import kept_images
 from convswap.audits.report import verdict_text
 from convswap.core import ConvswapError, Trial
 from convswap.fileio import atomic_write_bytes, atomic_write_text
+from convswap.long_lived import collector_paused
 from convswap.view.drawings import Drawings
 from convswap.view.images import ImageCheck, Thumbnails
 from convswap.view.runs import LOW_MASS, LogView, Run, record_detail, record_row, run_title
@@ -79,9 +80,10 @@ def build_site(view: LogView, logdir: Path, out: Path, tables: Path, tables_give
         (out / name).write_bytes((static / name).read_bytes())
     thumbnails = Thumbnails(out / "images")
     drawings = Drawings(out / "drawings", kept_images(logdir), view.protocols)
-    # disable=None: a bar on a terminal only, so piped output stays clean.
-    for run in tqdm(view.runs, desc="site pages", unit="run", leave=False, disable=None):
-        write_run(run, view, thumbnails, out / "data", drawings)
+    with collector_paused():
+        # disable=None: a bar on a terminal only, so piped output stays clean.
+        for run in tqdm(view.runs, desc="site pages", unit="run", leave=False, disable=None):
+            write_run(run, view, thumbnails, out / "data", drawings)
     thumbnails.save_manifest()
     table_files = copy_tables(tables, out / "tables") if tables.is_dir() else []
     shown = thumbnails.shown()
