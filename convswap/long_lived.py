@@ -23,3 +23,16 @@ def long_lived() -> Iterator[None]:
         yield
     finally:
         gc.unfreeze()
+
+
+@contextlib.contextmanager
+def collector_paused() -> Iterator[None]:
+    """Within the block, no collector pass at all: for work that allocates a great many objects in no cycle (a
+    site's page data), each freed by its reference count or kept, which every pass would walk for nothing."""
+    collecting = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if collecting:
+            gc.enable()

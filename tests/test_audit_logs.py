@@ -12,6 +12,7 @@ from convswap.analysis.loading import load_records
 from convswap.audits import checks
 from convswap.audits.held_out import find_vocabularies, held_out
 from convswap.audits.log_audit import audit_records
+from convswap.audits.prompt_text import read_options
 from convswap.cli import main
 from convswap.core import ColorAnchor, Record, canonical_json
 
@@ -86,7 +87,7 @@ def test_a_coordinate_outside_the_target_cell_fails_prompt_target(records):
     record = one(records, convention="pixels", task="locate")
     key = record.keys["target"]
     other = record.keys["target"] % len(record.slots) + 1
-    options = checks.read_options(record.prompt, record.trial, "pixels")
+    options = read_options(record.prompt, record.trial, "pixels")
     text = record.prompt.replace(f"{key}={options[key - 1].description}", f"{key}={options[other - 1].description}")
     result = checks.prompt_target([replace(record, prompt=text)])
     assert reasons(result) == [
@@ -110,7 +111,7 @@ def test_a_name_key_whose_gloss_is_not_the_target_fails_prompt_target(records):
     coord = record.keys["coord"]
     result = checks.prompt_target([replace(record, keys={"coord": coord, "name": coord})])
     assert reasons(result) == [
-        f"key name={coord}: option {checks.read_options(record.prompt, record.trial, 'pixels')[coord - 1].description!r} "
+        f"key name={coord}: option {read_options(record.prompt, record.trial, 'pixels')[coord - 1].description!r} "
         f"is glossed {record.glosses[coord - 1]!r}, not the target {record.trial.target!r}"
     ]
 
@@ -119,6 +120,23 @@ def test_an_unreadable_prompt_fails_instead_of_stopping_the_audit(records):
     record = one(records, convention="hue_bare")
     result = checks.prompt_target([replace(record, prompt="Which one?")])
     assert reasons(result) == ["record unreadable: PromptUnreadable: no option list found"]
+
+
+def test_one_prompt_text_is_read_against_each_record_own_trial(records):
+    # Records that share a prompt's words are read once per distinct trial: an equal trial reads it alike, a trial
+    # of another size puts the same pixel coordinates in another cell.
+    record = next(
+        r for r in records if r.convention == "pixels" and r.task == "locate" and r.trial.target != "top-left"
+    )
+    equal = replace(record, trial=replace(record.trial))
+    larger = replace(record, trial=replace(record.trial, width=2 * record.trial.width, height=2 * record.trial.height))
+    unreadable = [replace(r, prompt="Which one?") for r in (record, equal)]
+    result = checks.prompt_target([record, equal, larger, *unreadable])
+    assert [failure.record for failure in result.failures] == [larger, *unreadable]
+    key = record.keys["target"]
+    assert result.failures[0].reason.startswith(f"key target={key}: option ")
+    assert result.failures[0].reason.endswith(f"not the target {record.trial.target!r}")
+    assert reasons(result)[1:] == ["record unreadable: PromptUnreadable: no option list found"] * 2
 
 
 # --- relabel -----------------------------------------------------------------------------------------
@@ -311,7 +329,7 @@ def test_a_scored_truncation_fails_truncation(records):
 
 def test_an_option_glossed_with_its_own_name_fails_derangement(records):
     record = one(records, convention="pixels_mispaired", task="locate")
-    options = checks.read_options(record.prompt, record.trial, "pixels")
+    options = read_options(record.prompt, record.trial, "pixels")
     own = f"1={options[0].description.split(' [')[0]} [{record.slots[0]}]"
     text = record.prompt.replace(f"1={options[0].description}", own)
     result = checks.derangement([replace(record, prompt=text)])

@@ -113,6 +113,32 @@ def test_site_data_carries_log_text_escaped(logs, tmp_path):
     assert {path: path.stat().st_mtime_ns for path in (site / "images").glob("*.png")} == images
 
 
+def test_a_record_the_fast_encoder_refuses_still_reaches_its_page(logs, tmp_path):
+    # A lone surrogate (escaped in the log's JSON) and a count past 64 bits are what a log may hold and no UTF-8
+    # text or 64-bit integer can: the page reads them back as logged.
+    copied = tmp_path / "logs"
+    shutil.copytree(logs, copied)
+    path = copied / PLANTED_LOG
+    lines = path.read_text(encoding="utf-8").splitlines()
+    record = json.loads(lines[-1])
+    record["generation"]["text"] = "answer \ud800 <b>2</b>"
+    record["generation"]["prompt_tokens"] = 2**70
+    path.write_text("\n".join([*lines[:-1], json.dumps(record)]) + "\n", encoding="utf-8")
+    site = tmp_path / "site"
+    assert main(["view", str(copied), "--out", str(site)]) == 0
+    shown = []
+    for data in (site / "data").glob("run-*-*.js"):
+        text = data.read_text(encoding="utf-8")
+        assert text.startswith("convswapLoaded(") and text.endswith(");\n")
+        for trial in json.loads(text.removeprefix("convswapLoaded(").removesuffix(");\n"))["trials"].values():
+            shown += [
+                r["generation"]
+                for r in trial["records"]
+                if r["generation"] and r["generation"]["prompt_tokens"] == 2**70
+            ]
+    assert [generation["text"] for generation in shown] == ["answer \ud800 <b>2</b>"]
+
+
 def one_error_line(capsys) -> str:
     captured = capsys.readouterr()
     lines = without_plan_folder(captured.err).strip().splitlines()

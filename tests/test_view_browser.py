@@ -7,6 +7,7 @@ under the test's temporary folder.
 
 from __future__ import annotations
 
+import json
 from urllib.parse import quote
 
 import pytest
@@ -222,6 +223,11 @@ def test_low_candidate_mass_and_disagreeing_readouts_are_shown(page, site, plant
     card = page.locator(f"[id='visible/{planted.low_mass['convention']}']")
     assert card.locator(".candidate-mass.low-mass").inner_text() == f"{LOW_MASS:.3f}"
     assert "disagrees with the generation" in card.inner_text()
+    # Every candidate as logged, the least likely among them (under 1e-4) included.
+    top = planted.low_mass["first_token"]["top"]
+    assert any(token["prob"] < 1e-4 for token in top)
+    shown = [row.split("\t") for row in card.locator("table.top-tokens tr").all_inner_texts()[1:]]
+    assert shown == [[json.dumps(t["text"], ensure_ascii=False), str(t["token_id"]), f"{t['prob']:.4f}"] for t in top]
 
 
 def test_a_record_permalink_opens_its_trial_at_that_record(page, site, planted):

@@ -18,7 +18,7 @@ import numpy as np
 from scipy.stats import binomtest
 
 from convswap.analysis.loading import group_by
-from convswap.audits.prompt_text import PromptUnreadable, question_position, read_options, referent_of, split_gloss
+from convswap.audits.prompt_text import PromptReader, PromptUnreadable, question_position, referent_of, split_gloss
 from convswap.calibration.surfaces import MIN_CANDIDATE_MASS
 from convswap.conventions.declarations import CONVENTIONS, Catalog, Convention
 from convswap.core import PART_ERRORS, ConvswapError, Generation, Prompt, Record, score_answer
@@ -143,13 +143,14 @@ def _not_read_back(result: CheckResult, records: Sequence[Record], conventions: 
 
 def prompt_target(records: Sequence[Record], conventions: Catalog = CONVENTIONS) -> CheckResult:
     """The option at each stored key, read from the prompt text itself, names the target referent."""
+    reader = PromptReader()
     result = per_record("prompt-target", "the option at each stored key names the target in the prompt text",
-                        records, lambda record: _prompt_target_problem(record, conventions),
+                        records, lambda record: _prompt_target_problem(record, conventions, reader),
                         applies=lambda record: reads_back(record, conventions))  # fmt: skip
     return _not_read_back(result, records, conventions)
 
 
-def _prompt_target_problem(record: Record, conventions: Catalog) -> str | None:
+def _prompt_target_problem(record: Record, conventions: Catalog, reader: PromptReader) -> str | None:
     trial = record.trial
     reading = convention(record, conventions).reading
     if record.task == "identify":
@@ -158,7 +159,7 @@ def _prompt_target_problem(record: Record, conventions: Catalog) -> str | None:
         if described != trial.cell:
             return f"the question's position {position!r} denotes {described!r}, not the object's cell {trial.cell!r}"
         reading = "word"  # the options are plain category names
-    options = read_options(record.prompt, trial, reading)
+    options = reader.options(record.prompt, trial, reading)
     for key, slot in record.keys.items():
         if not 1 <= slot <= len(options):
             return f"key {key}={slot} is not an option of the prompt (1..{len(options)})"
@@ -425,13 +426,14 @@ def derangement(records: Sequence[Record], conventions: Catalog = CONVENTIONS) -
         known = conventions.get(record.convention)
         return known is not None and known.mispaired
 
+    reader = PromptReader()
     result = per_record("derangement", "mispaired glosses have no fixed point and distinct keys", records,
-                        lambda record: _derangement_problem(record, conventions),
+                        lambda record: _derangement_problem(record, conventions, reader),
                         applies=lambda record: mispaired(record) and reads_back(record, conventions))  # fmt: skip
     return _not_read_back(result, [record for record in records if mispaired(record)], conventions)
 
 
-def _derangement_problem(record: Record, conventions: Catalog) -> str | None:
+def _derangement_problem(record: Record, conventions: Catalog, reader: PromptReader) -> str | None:
     trial = record.trial
     if record.task == "identify":
         position, gloss = split_gloss(question_position(record.prompt))
@@ -440,7 +442,7 @@ def _derangement_problem(record: Record, conventions: Catalog) -> str | None:
         return None
     if record.keys.get("coord") == record.keys.get("name"):
         return f"coord and name keys coincide at slot {record.keys.get('coord')}"
-    options = read_options(record.prompt, trial, convention(record, conventions).reading)
+    options = reader.options(record.prompt, trial, convention(record, conventions).reading)
     fixed = [slot for slot, option in enumerate(options, start=1) if option.referent == option.gloss]
     if fixed:
         return f"slot(s) {fixed} glossed with their own name: {[options[s - 1].description for s in fixed]}"

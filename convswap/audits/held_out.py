@@ -24,7 +24,7 @@ from convswap.calibration.vocabulary import (
     circular_distance,
     load_vocabulary,
 )
-from convswap.core import ConvswapError, Record
+from convswap.core import ColorAnchor, ConvswapError, Record
 from convswap.stimuli.arrays import SWATCH_GRID_STEP
 
 
@@ -61,11 +61,16 @@ def held_out(records: Sequence[Record], vocabularies: Vocabularies) -> CheckResu
         for model, found in vocabularies.by_model.items()
         if any(vocabulary.to_json() != found[0][1].to_json() for _, vocabulary in found[1:])
     }
+    # Each model's anchors and held-out angles, as sets and a lookup, made once rather than once per record.
+    allowed = {
+        model: (frozenset(found[0][1].anchors), {h.angle: h.word for h in found[0][1].held_out})
+        for model, found in vocabularies.by_model.items()
+    }
     result = per_record(
         "held-out",
         "held-out color stimuli keep their distance from every name the calibration saw",
         records,
-        lambda record: _held_out_problem(record, vocabularies, disagreeing),
+        lambda record: _held_out_problem(record, vocabularies, disagreeing, allowed),
         applies=lambda record: record.task == "color" and record.trial.held_out,
     )
     for path, reason in vocabularies.unreadable.items():
@@ -75,7 +80,12 @@ def held_out(records: Sequence[Record], vocabularies: Vocabularies) -> CheckResu
     return result
 
 
-def _held_out_problem(record: Record, vocabularies: Vocabularies, disagreeing: set[str]) -> str | None:
+def _held_out_problem(
+    record: Record,
+    vocabularies: Vocabularies,
+    disagreeing: set[str],
+    allowed: dict[str, tuple[frozenset[ColorAnchor], dict[int, str]]],
+) -> str | None:
     model = vocabulary_owner_label(record)
     found = vocabularies.by_model.get(model, [])
     if not found:
@@ -84,14 +94,14 @@ def _held_out_problem(record: Record, vocabularies: Vocabularies, disagreeing: s
     if model in disagreeing:
         return f"cannot verify: vocabulary files for {model} disagree: {', '.join(str(path) for path, _ in found)}"
     vocabulary = found[0][1]
+    anchors, held_out_words = allowed[model]
     trial = record.trial
-    if set(trial.anchors) != set(vocabulary.anchors):
+    if set(trial.anchors) != anchors:
         return f"the trial's anchors {_anchors(trial.anchors)} are not the vocabulary's {_anchors(vocabulary.anchors)}"
     angle = trial.meta_value("stimulus_angle")
     if angle is None:
         return "cannot verify: the trial stores no stimulus_angle"
-    allowed = {h.angle: h.word for h in vocabulary.held_out}
-    if allowed.get(angle) == trial.target:
+    if held_out_words.get(angle) == trial.target:
         return None
     return f"stimulus angle {angle} keyed {trial.target!r} is not a held-out angle of {trial.target!r}: " + _why_not(
         float(angle), trial.target, vocabulary

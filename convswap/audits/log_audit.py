@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import gc
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
@@ -11,7 +12,6 @@ from convswap.audits.held_out import Vocabularies, find_vocabularies, held_out
 from convswap.audits.pixel_checks import kept_images, pixel_reparse, source_marks
 from convswap.conventions.declarations import CONVENTIONS, Catalog
 from convswap.core import ConvswapError, Record
-from convswap.long_lived import long_lived
 from convswap.protocols import PROTOCOLS, Protocol
 
 
@@ -70,17 +70,25 @@ def audit_log_folder(
     are the folder's to report: the checks run over the records it read.
     """
     folder = read_log_folder(logdir)
-    if not folder.records:
-        if folder.refused:
-            raise ConvswapError(
-                f"no record under {logdir} can be read: {len(folder.refused)} refused, the first {folder.refused[0]}"
-            )
-        raise ConvswapError(f"no records found under {logdir}")
-    for path in vocabularies:
-        if not Path(path).is_file():
-            raise ConvswapError(f"vocabulary file not found: {path}")
-    vocabulary_files = find_vocabularies(logdir, vocabularies)
-    with long_lived():
+    # The reader makes a log's objects with the collector paused, so they all wait in its youngest generation: the
+    # first allocation after it would walk every one, and each older generation's pass again.  Frozen before
+    # anything is allocated (`long_lived` would allocate its context first), they are left out of every pass,
+    # and handed back at the end into the oldest generation, which only a full pass reads.
+    gc.freeze()
+    try:
+        if not folder.records:
+            if folder.refused:
+                raise ConvswapError(
+                    f"no record under {logdir} can be read: {len(folder.refused)} refused, the first "
+                    f"{folder.refused[0]}"
+                )
+            raise ConvswapError(f"no records found under {logdir}")
+        for path in vocabularies:
+            if not Path(path).is_file():
+                raise ConvswapError(f"vocabulary file not found: {path}")
+        vocabulary_files = find_vocabularies(logdir, vocabularies)
         return folder, audit_records(
             folder.records, vocabulary_files, seed, conventions, kept_images(Path(logdir)), protocols
         )
+    finally:
+        gc.unfreeze()

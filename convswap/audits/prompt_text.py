@@ -163,6 +163,34 @@ def read_options(text: str, trial: Trial, reading: Reading | None) -> tuple[Read
     return tuple(options)
 
 
+class PromptReader:
+    """`read_options` once per distinct prompt text, trial and reading.  A log asks every model the same trials in
+    the same words, so a large one holds many times fewer distinct prompts than records; its reader loads one
+    trial object per model, so each trial is first folded into the first equal one seen (a trial is a value:
+    equal trials read every prompt alike)."""
+
+    def __init__(self) -> None:
+        # id of each trial seen -> (that trial, held so that its id names no other; the first equal trial seen)
+        self._trials: dict[int, tuple[Trial, Trial]] = {}
+        self._equal: dict[Trial, Trial] = {}
+        self._read: dict[tuple[str, int, Reading | None], tuple[ReadOption, ...] | PromptUnreadable] = {}
+
+    def options(self, text: str, trial: Trial, reading: Reading | None) -> tuple[ReadOption, ...]:
+        seen = self._trials.get(id(trial))
+        if seen is None:
+            seen = self._trials[id(trial)] = (trial, self._equal.setdefault(trial, trial))
+        key = (text, id(seen[1]), reading)
+        if key not in self._read:
+            try:
+                self._read[key] = read_options(text, trial, reading)
+            except PromptUnreadable as error:
+                self._read[key] = error
+        read = self._read[key]
+        if isinstance(read, PromptUnreadable):
+            raise read.with_traceback(None)
+        return read
+
+
 def _choice_options(text: str, trial: Trial) -> tuple[ReadOption, ...]:
     """A choice item's options: the list its question holds in place of {options}, each option and its gloss
     (" [...]" after it) read back to the one referent the item describes in those words."""

@@ -80,6 +80,7 @@ class Thumbnails:
         manifest = folder / MANIFEST
         self._checks: dict[str, ImageCheck] = {}
         self._seen: dict[str, ImageCheck] = {}
+        self._by_trial: dict[tuple[int, str], tuple[Trial, ImageCheck]] = {}
         if manifest.is_file():
             for name, check in json.loads(manifest.read_text(encoding="utf-8")).items():
                 # An image that could not be rendered is tried again: its file may be back.
@@ -88,8 +89,13 @@ class Thumbnails:
         self.rendered = 0
 
     def check(self, record: Record) -> ImageCheck:
-        # Every convention of a trial shows the same image: look it up by what decides it.
         trial = record.trial
+        # The records of a trial read from a log share one trial object: it finds the check without spelling out
+        # what decides the image.  The object is held beside its check, so its id names no other while this lives.
+        shared = self._by_trial.get((id(trial), record.image_sha256))
+        if shared is not None:
+            return shared[1]
+        # Every convention of a trial shows the same image: look it up by what decides it.
         seen = repr((record.image_sha256, trial.image, trial.task, trial.grid, trial.cell, trial.subject))
         if seen not in self._seen:
             outline = outlined_cell(trial)
@@ -97,6 +103,7 @@ class Thumbnails:
             if name not in self._checks:
                 self._checks[name] = self._render(name, trial, record.image_sha256, outline)
             self._seen[seen] = self._checks[name]
+        self._by_trial[(id(trial), record.image_sha256)] = (trial, self._seen[seen])
         return self._seen[seen]
 
     def _render(self, name: str, trial: Trial, logged: str, outline: tuple[int, str] | None) -> ImageCheck:

@@ -11,6 +11,7 @@ attached to the record that causes it.
 
 from __future__ import annotations
 
+import functools
 from collections import defaultdict
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
@@ -149,26 +150,13 @@ def record_row(record: Record, failures: list[tuple[str, str]]) -> dict[str, Any
     }
 
 
-def record_detail(record: Record, failures: list[tuple[str, str]]) -> dict[str, Any]:
-    """Everything a trial's page shows about one record, exactly as logged."""
-    keys_at: dict[int, list[str]] = {}  # each option's keys, from one pass over the keys rather than one per option
-    for name, key_slot in record.keys.items():
-        keys_at.setdefault(key_slot, []).append(name)
-    options = [
-        {
-            "slot": slot,
-            "answer": record.alphabet[slot - 1] if record.alphabet else str(slot),
-            "referent": referent,
-            "gloss": record.glosses[slot - 1] if record.glosses else "",
-            "keys": list(keys_at.get(slot, ())),
-        }
-        for slot, referent in enumerate(record.slots, start=1)
-    ]
+def record_detail(record: Record, failures: list[tuple[str, str]], row: dict[str, Any]) -> dict[str, Any]:
+    """Everything a trial's page shows about one record, exactly as logged, beside its `record_row`."""
     return {
-        **record_row(record, failures),
+        **row,
         "prompt": record.prompt,
         "acknowledgement": record.acknowledgement,
-        "options": options,
+        "options": option_list(record.slots, record.alphabet, record.glosses, tuple(record.keys.items())),
         "generation": record.generation.to_json() if record.generation is not None else None,
         "parsed": record.parsed_slot,
         "parsed_followed": followed_keys(record, record.parsed_slot),
@@ -178,6 +166,28 @@ def record_detail(record: Record, failures: list[tuple[str, str]]) -> dict[str, 
         "failures": [{"check": check, "reason": reason} for check, reason in failures],
         "pixels": record.pixels.to_json() if record.pixels is not None else None,
     }
+
+
+@functools.lru_cache(maxsize=1 << 14)
+def option_list(
+    slots: tuple[str, ...], alphabet: tuple[str, ...], glosses: tuple[str, ...], keys: tuple[tuple[str, int], ...]
+) -> tuple[dict[str, Any], ...]:
+    """Each option as a trial's page shows it, with the keys that sit on it; shared, so not to be changed.  Made
+    once per option set: every model's record of a trial under one convention shows the same set, so a large log
+    holds few of them."""
+    keys_at: dict[int, list[str]] = {}  # each option's keys, from one pass over the keys rather than one per option
+    for name, key_slot in keys:
+        keys_at.setdefault(key_slot, []).append(name)
+    return tuple(
+        {
+            "slot": slot,
+            "answer": alphabet[slot - 1] if alphabet else str(slot),
+            "referent": referent,
+            "gloss": glosses[slot - 1] if glosses else "",
+            "keys": list(keys_at.get(slot, ())),
+        }
+        for slot, referent in enumerate(slots, start=1)
+    )
 
 
 def run_title(run: Run) -> str:

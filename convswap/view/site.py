@@ -26,6 +26,7 @@ from importlib import resources
 from pathlib import Path
 from typing import Any
 
+import orjson
 from tqdm import tqdm
 
 from convswap.analysis.builders import FIGURE_SUFFIXES, TABLE_SUFFIXES
@@ -34,7 +35,8 @@ from convswap.audits.checks import CheckResult
 from convswap.audits.pixel_checks import kept_images
 from convswap.audits.report import verdict_text
 from convswap.core import ConvswapError, Trial
-from convswap.fileio import atomic_write_text
+from convswap.fileio import atomic_write_bytes, atomic_write_text
+from convswap.long_lived import collector_paused
 from convswap.view.drawings import Drawings
 from convswap.view.images import ImageCheck, Thumbnails
 from convswap.view.runs import LOW_MASS, LogView, Run, record_detail, record_row, run_title
@@ -78,9 +80,10 @@ def build_site(view: LogView, logdir: Path, out: Path, tables: Path, tables_give
         (out / name).write_bytes((static / name).read_bytes())
     thumbnails = Thumbnails(out / "images")
     drawings = Drawings(out / "drawings", kept_images(logdir), view.protocols)
-    # disable=None: a bar on a terminal only, so piped output stays clean.
-    for run in tqdm(view.runs, desc="site pages", unit="run", leave=False, disable=None):
-        write_run(run, view, thumbnails, out / "data", drawings)
+    with collector_paused():
+        # disable=None: a bar on a terminal only, so piped output stays clean.
+        for run in tqdm(view.runs, desc="site pages", unit="run", leave=False, disable=None):
+            write_run(run, view, thumbnails, out / "data", drawings)
     thumbnails.save_manifest()
     table_files = copy_tables(tables, out / "tables") if tables.is_dir() else []
     shown = thumbnails.shown()
@@ -92,9 +95,14 @@ def build_site(view: LogView, logdir: Path, out: Path, tables: Path, tables_give
 
 
 def write_data(path: Path, data: Any) -> None:
+    try:
+        text = orjson.dumps(data)
+    except orjson.JSONEncodeError:
+        # What the fast encoder refuses, a log may still hold (an integer past 64 bits, a lone surrogate written
+        # as an escape): the standard encoder writes it, with every character outside ASCII escaped.
+        text = json.dumps(data, separators=(",", ":")).encode()
     # "<" escaped so that no text from a log can close a script element, wherever the data ends up.
-    text = json.dumps(data, ensure_ascii=False, separators=(",", ":")).replace("<", "\\u003c")
-    atomic_write_text(path, f"convswapLoaded({text});\n")
+    atomic_write_bytes(path, b"convswapLoaded(" + text.replace(b"<", b"\\u003c") + b");\n")
 
 
 def write_run(run: Run, view: LogView, thumbnails: Thumbnails, data: Path, drawings: Drawings | None = None) -> None:
@@ -109,12 +117,13 @@ def write_run(run: Run, view: LogView, thumbnails: Thumbnails, data: Path, drawi
                 parts.append({})
             parts[-1][record.trial_id] = {"trial": trial_header(record.trial), "images": [], "records": []}
         part = part_of_trial[record.trial_id]
-        rows.append({**record_row(record, failures), "part": part})
+        row = record_row(record, failures)
+        rows.append({**row, "part": part})
         shown = parts[part][record.trial_id]
         image = image_data(thumbnails.check(record))
         if image not in shown["images"]:
             shown["images"].append(image)
-        detail = record_detail(record, failures)
+        detail = record_detail(record, failures, row)
         drawn = drawings.files(record) if drawings is not None else None
         if drawn is not None:
             detail["drawing"] = asdict(drawn)
