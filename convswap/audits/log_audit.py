@@ -12,6 +12,7 @@ from convswap.audits.held_out import Vocabularies, find_vocabularies, held_out
 from convswap.audits.pixel_checks import kept_images, pixel_reparse, source_marks
 from convswap.conventions.declarations import CONVENTIONS, Catalog
 from convswap.core import ConvswapError, Record
+from convswap.experiments.provenance import ProvenanceCheck
 from convswap.protocols import PROTOCOLS, Protocol
 
 
@@ -61,15 +62,17 @@ def audit_log_folder(
     seed: int = 0,
     conventions: Catalog = CONVENTIONS,
     protocols: Mapping[str, Protocol] = PROTOCOLS,
+    provenance: ProvenanceCheck | None = None,
 ) -> tuple[LogFolder, list[checks.CheckResult]]:
     """What reading `logdir` found and every check's result over its records; a folder without records is an error.
 
     Vocabulary files are those under `logdir` and the ones given in `vocabularies`; `conventions` and `protocols`
     are those of the plan folder the records ran under (`conventions_of`, `load_protocols`); the images of pixel
     answers are those kept under `logdir`.  The records `read_log_folder` refused, and the units it found missing,
-    are the folder's to report: the checks run over the records it read.
+    are the folder's to report: the checks run over the records it read.  A `provenance` check is handed each line
+    as it is read, so that a caller who needs both reads the logs once.
     """
-    folder = read_log_folder(logdir)
+    folder = read_log_folder(logdir, provenance)
     # The reader makes a log's objects with the collector paused, so they all wait in its youngest generation: the
     # first allocation after it would walk every one, and each older generation's pass again.  Frozen before
     # anything is allocated (`long_lived` would allocate its context first), they are left out of every pass,

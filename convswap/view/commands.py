@@ -41,7 +41,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 def view_command(args: argparse.Namespace) -> int:
     from convswap.conventions import conventions_of
-    from convswap.experiments.provenance import check_logs
+    from convswap.experiments.provenance import ProvenanceCheck
     from convswap.protocols import load_protocols
     from convswap.view.runs import read_logs
     from convswap.view.serve import site_server
@@ -53,8 +53,9 @@ def view_command(args: argparse.Namespace) -> int:
     plan_dir = plan_folder(args.plan_dir)
     if not args.logdir.is_dir():
         raise ConvswapError(f"log folder {args.logdir} does not exist")
-    provenance = check_logs(args.logdir, plan_dir)
-    view = read_logs(args.logdir, args.vocabulary, conventions_of(plan_dir), load_protocols(plan_dir))
+    check = ProvenanceCheck(plan_dir)  # handed every line as the audit's reading reads it: the logs are read once
+    view = read_logs(args.logdir, args.vocabulary, conventions_of(plan_dir), load_protocols(plan_dir), check)
+    provenance = check.result
     if provenance.unregistered and not args.allow_unregistered:
         view.refusal = provenance.refusal()
     for line in [*provenance.torn, *view.missing]:

@@ -23,6 +23,7 @@ from convswap.audits.checks import CheckResult
 from convswap.audits.log_audit import audit_log_folder
 from convswap.conventions.declarations import CONVENTIONS, Catalog
 from convswap.core import Record
+from convswap.experiments.provenance import ProvenanceCheck
 from convswap.experiments.scoring import Accuracy, accuracy, is_scored, score_key
 from convswap.protocols import PROTOCOLS, Protocol
 
@@ -79,10 +80,13 @@ def read_logs(
     vocabularies: Sequence[Path] = (),
     conventions: Catalog = CONVENTIONS,
     protocols: Mapping[str, Protocol] = PROTOCOLS,
+    provenance: ProvenanceCheck | None = None,
 ) -> LogView:
     """Every record under `logdir`, grouped into runs, with the audit computed once over all of them, reading each
-    prompt by `conventions` and each pixel answer by `protocols` (a plan folder's, for those it declares)."""
-    folder, results = audit_log_folder(logdir, vocabularies, conventions=conventions, protocols=protocols)
+    prompt by `conventions` and each pixel answer by `protocols` (a plan folder's, for those it declares), and
+    handing each line to `provenance` as it is read."""
+    folder, results = audit_log_folder(logdir, vocabularies, conventions=conventions, protocols=protocols,
+                                       provenance=provenance)  # fmt: skip
     records, unreadable = folder.readable()
     failures: dict[tuple, list[tuple[str, str]]] = defaultdict(list)
     for result in results:
