@@ -44,6 +44,24 @@ def test_a_signal_while_the_command_is_still_importing_is_one_line(sent, line, s
     assert (result.returncode, result.stderr) == (status, f"convswap: {line}\n")
 
 
+def test_the_quiet_handler_is_in_place_before_convswap_imports_its_first_module():
+    # A Ctrl-C lands wherever the command is: the first module convswap's own code looks for is already covered.
+    probe = (
+        "import _signal, sys\n"
+        "sys.argv[0] = 'convswap'\n"
+        "class First:\n"
+        "    def find_spec(self, name, path=None, target=None):\n"
+        "        if 'convswap' in sys.modules:  # convswap's own code is running\n"
+        "            sys.meta_path.remove(self)\n"
+        "            print(name, getattr(_signal.getsignal(_signal.SIGINT), '__module__', None))\n"
+        "sys.meta_path.insert(0, First())\n"
+        "import convswap\n"
+    )
+    result = subprocess.run([sys.executable, "-c", probe], cwd=REPO_ROOT, capture_output=True, text=True, check=True)
+    first, handler = result.stdout.split()
+    assert handler == "convswap", f"{first} is imported while SIGINT is still {handler}'s"
+
+
 def test_a_program_that_imports_convswap_keeps_its_own_handlers():
     probe = "import signal, convswap\nprint(signal.getsignal(signal.SIGINT) is signal.default_int_handler)\n"
     result = subprocess.run([sys.executable, "-c", probe], cwd=REPO_ROOT, capture_output=True, text=True, check=True)
