@@ -6,8 +6,9 @@ SIGINT after a delay spread evenly over 0 to --longest seconds, then judges
 what came back:
 
     one line          exit 130 and the one line `convswap ...: interrupted`
-    before Python     killed by the signal before the interpreter installed its own
-                      handler (no output; the shell reports 130)
+    outside Python    killed by the signal itself, no handler of the interpreter's in
+                      place: before it installs one, or once it has put the default back
+                      on its way out (nothing printed; the shell reports 130)
     finished first    the command ended before the signal reached it
     traceback         a `KeyboardInterrupt` traceback, classed by where it was raised:
                         start-up    no frame of convswap or of its console script:
@@ -23,7 +24,7 @@ what came back:
     python scripts/interrupt_drill.py --tries 60
     python scripts/interrupt_drill.py --tries 60 --command help
 
-The last line reads `tried N / one line O / before Python B / finished first F /
+The last line reads `tried N / one line O / outside Python P / finished first F /
 traceback at start-up S / in the script W / in convswap C / in a library L /
 other X`; the exit status is 1 when any traceback came from convswap or a library
 it imports, or any outcome is `other`: start-up and the script's first imports
@@ -48,7 +49,7 @@ import convswap
 PACKAGE = str(Path(convswap.__file__).resolve().parent)
 FRAME = re.compile(r'^  File "(?P<path>[^"]+)", line \d+, in (?P<function>.+)$', re.MULTILINE)
 ONE_LINE = re.compile(r"^convswap( [a-z-]+)?: interrupted\n$")
-CLASSES = ("one line", "before Python", "finished first", "start-up", "script", "convswap", "library", "other")
+CLASSES = ("one line", "outside Python", "finished first", "start-up", "script", "convswap", "library", "other")
 
 
 def script() -> str:
@@ -78,10 +79,12 @@ def judge(returncode: int, stderr: str, console: str) -> tuple[str, str]:
             # Before convswap's first line: the interpreter's start-up, or the installer's script importing it.
             return ("script" if console in paths else "start-up"), innermost
         return ("convswap" if paths[-1].startswith(PACKAGE) else "library"), innermost
-    if returncode == 130 and ONE_LINE.match(stderr):
+    # A command that reads plans names the folder first; the interrupt's line is the one after it.
+    said = "".join(line for line in stderr.splitlines(keepends=True) if not line.startswith("plan folder: "))
+    if returncode == 130 and ONE_LINE.match(said):
         return "one line", ""
-    if returncode == -signal.SIGINT and not stderr:
-        return "before Python", ""
+    if returncode == -signal.SIGINT and not said.strip():
+        return "outside Python", ""
     if returncode in (0, 2) and "Traceback" not in stderr:
         return "finished first", ""
     return "other", f"status {returncode}: {stderr!r}"
@@ -115,11 +118,13 @@ def main() -> int:
                 seen[kind] += 1
                 if where:
                     print(f"{name} at {delay:.3f} s: {kind}: {where}")
+                if kind in ("convswap", "library"):  # in reach: the whole of it, to find the gap it came through
+                    print(f"status {returncode}\n{stderr}")
             print(f"{name}: " + ", ".join(f"{kind} {seen[kind]}" for kind in CLASSES if seen[kind]))
             counts.update(seen)
     tried = sum(counts.values())
     print(
-        f"tried {tried} / one line {counts['one line']} / before Python {counts['before Python']} / finished first "
+        f"tried {tried} / one line {counts['one line']} / outside Python {counts['outside Python']} / finished first "
         f"{counts['finished first']} / traceback at start-up {counts['start-up']} / in the script {counts['script']} "
         f"/ in convswap {counts['convswap']} / in a library {counts['library']} / other {counts['other']}"
     )
