@@ -20,6 +20,7 @@ import signal
 import sys
 import threading
 from pathlib import Path
+from typing import NoReturn
 
 from convswap import __version__
 from convswap.core import ConvswapError
@@ -125,19 +126,30 @@ def main(argv: list[str] | None = None) -> int:
         print(f"{command}: error: {where}{error.strerror or error}", file=sys.stderr)
         return 2
     except KeyboardInterrupt as interrupt:
-        if _main_thread():  # a second Ctrl-C while this one is being answered changes nothing
-            signal.signal(signal.SIGINT, signal.SIG_IGN)
-            signal.signal(signal.SIGTERM, signal.SIG_IGN)
-        terminated = isinstance(interrupt, Terminated)
-        print(f"{command}: {'terminated' if terminated else 'interrupted'}", file=sys.stderr)
-        sys.stderr.flush()
-        sys.stdout.flush()
-        # At once: a worker thread may be blocked in a request that only its timeout ends, and the
-        # interpreter's normal exit joins every worker thread.  Each record is already whole on disk.
-        os._exit(143 if terminated else 130)
+        _stop(command, interrupt)
+    except RuntimeError as error:
+        # Python 3.11 wraps what a descriptor's `__set_name__` raises while a class is being made in a RuntimeError,
+        # so a Ctrl-C landing there, as a module defines its classes on import, arrives as one.
+        if not isinstance(error.__cause__, KeyboardInterrupt):
+            raise
+        _stop(command, error.__cause__)
     finally:
         if previous is not None:
             signal.signal(signal.SIGTERM, previous)
+
+
+def _stop(command: str, interrupt: KeyboardInterrupt) -> NoReturn:
+    """Ctrl-C or SIGTERM: the one line, and the shell's status for the signal."""
+    if _main_thread():  # a second Ctrl-C while this one is being answered changes nothing
+        signal.signal(signal.SIGINT, signal.SIG_IGN)
+        signal.signal(signal.SIGTERM, signal.SIG_IGN)
+    terminated = isinstance(interrupt, Terminated)
+    print(f"{command}: {'terminated' if terminated else 'interrupted'}", file=sys.stderr)
+    sys.stderr.flush()
+    sys.stdout.flush()
+    # At once: a worker thread may be blocked in a request that only its timeout ends, and the
+    # interpreter's normal exit joins every worker thread.  Each record is already whole on disk.
+    os._exit(143 if terminated else 130)
 
 
 def _main_thread() -> bool:

@@ -62,6 +62,25 @@ def test_the_quiet_handler_is_in_place_before_convswap_imports_its_first_module(
     assert handler == "convswap", f"{first} is imported while SIGINT is still {handler}'s"
 
 
+def test_a_ctrl_c_that_python_wraps_while_a_module_defines_a_class_is_still_one_line():
+    # On Python 3.11 whatever a descriptor's __set_name__ raises reaches the importer as a RuntimeError.
+    probe = (
+        "import sys\n"
+        "sys.argv[0] = 'convswap'\n"
+        "import convswap.cli as cli\n"
+        "class Interrupted:\n"
+        "    def __set_name__(self, owner, name):\n"
+        "        raise KeyboardInterrupt\n"
+        "def build_parser():\n"
+        "    class Defined:  # what a command module does on import, the signal landing in its __set_name__\n"
+        "        field = Interrupted()\n"
+        "cli.build_parser = build_parser\n"
+        "sys.exit(cli.main(['--help']))\n"
+    )
+    result = subprocess.run([sys.executable, "-c", probe], cwd=REPO_ROOT, capture_output=True, text=True, timeout=60)
+    assert (result.returncode, result.stderr) == (130, "convswap: interrupted\n")
+
+
 def test_a_program_that_imports_convswap_keeps_its_own_handlers():
     probe = "import signal, convswap\nprint(signal.getsignal(signal.SIGINT) is signal.default_int_handler)\n"
     result = subprocess.run([sys.executable, "-c", probe], cwd=REPO_ROOT, capture_output=True, text=True, check=True)
