@@ -62,18 +62,28 @@ def test_the_quiet_handler_is_in_place_before_convswap_imports_its_first_module(
     assert handler == "convswap", f"{first} is imported while SIGINT is still {handler}'s"
 
 
-def test_a_ctrl_c_that_python_wraps_while_a_module_defines_a_class_is_still_one_line():
-    # On Python 3.11 whatever a descriptor's __set_name__ raises reaches the importer as a RuntimeError.
+WRAPPED = {
+    # Python 3.11 hands on whatever a descriptor's __set_name__ raises while a class is being made as a RuntimeError
+    "class": "    class Defined:\n"
+             "        class Interrupted:\n"
+             "            def __set_name__(self, owner, name):\n"
+             "                os.kill(os.getpid(), signal.SIGINT)\n"
+             "        field = Interrupted()\n",
+    # as libraries hand it on in their own errors (pydantic-core: a SchemaError while it builds a model's validator)
+    "library": "    try:\n"
+               "        os.kill(os.getpid(), signal.SIGINT)\n"
+               "    except KeyboardInterrupt as error:\n"
+               "        raise ValueError('could not build the schema') from error\n",
+}  # fmt: skip
+
+
+@pytest.mark.parametrize("where", list(WRAPPED))
+def test_a_ctrl_c_handed_on_in_another_exception_is_still_one_line(where):
     probe = (
-        "import sys\n"
+        "import os, signal, sys\n"
         "sys.argv[0] = 'convswap'\n"
         "import convswap.cli as cli\n"
-        "class Interrupted:\n"
-        "    def __set_name__(self, owner, name):\n"
-        "        raise KeyboardInterrupt\n"
-        "def build_parser():\n"
-        "    class Defined:  # what a command module does on import, the signal landing in its __set_name__\n"
-        "        field = Interrupted()\n"
+        f"def build_parser():  # where the command's modules are imported, the signal landing in one\n{WRAPPED[where]}"
         "cli.build_parser = build_parser\n"
         "sys.exit(cli.main(['--help']))\n"
     )
