@@ -45,9 +45,15 @@ class Timing:
     results: list[Any]  # the first round's result per trial
 
 
-def interleaved(variants: dict[str, Callable[[Any], Any]], trials: Sequence[Any], rounds: int = 3) -> dict[str, Timing]:
+def interleaved(
+    variants: dict[str, Callable[[Any], Any]],
+    trials: Sequence[Any],
+    rounds: int = 3,
+    report: Callable[[str], None] | None = None,
+) -> dict[str, Timing]:
     """Every variant on every trial, interleaved, `rounds` times after one warm-up call each; the first variant is
-    the baseline the ratios are taken to."""
+    the baseline the ratios are taken to.  `report`, when given, is handed a line on each round's ratios as it
+    ends, so that a long benchmark shows its progress and how much the rounds differ."""
     for run in variants.values():
         run(trials[0])  # warm-up: first calls pay for lazy initialisation
     names = list(variants)
@@ -67,6 +73,13 @@ def interleaved(variants: dict[str, Callable[[Any], Any]], trials: Sequence[Any]
                 cpus[name][-1].append(time.process_time() - cpu)
                 if round_number == 0:
                     results[name].append(result)
+        if report is not None:
+            ratios = ", ".join(
+                f"{name} {sum(walls[names[0]][-1]) / sum(walls[name][-1]):.2f} wall "
+                f"{sum(cpus[names[0]][-1]) / sum(cpus[name][-1]):.2f} CPU"
+                for name in names[1:]
+            )
+            report(f"round {round_number + 1}/{rounds}: {ratios}")
     return {
         name: Timing(
             seconds=statistics.median(second for seconds in walls[name] for second in seconds),

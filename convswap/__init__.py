@@ -1,13 +1,16 @@
 """convswap: convention-swap experiments on vision-language models."""
 
+# The interpreter loaded these three before running any of convswap: the handlers below are in place before the
+# first module convswap imports is looked for.  (`signal` is not loaded at start-up, and importing it, with enum,
+# takes long enough for a Ctrl-C to land in; `_signal` is the built-in module it wraps.)
+import _signal
 import os
-import signal
 import sys
 
 
 def _exit_quietly(signum: int, frame: object) -> None:
     """Ctrl-C or SIGTERM while the command is still starting (importing): one line, the shell's status for it."""
-    os.write(2, b"convswap: interrupted\n" if signum == signal.SIGINT else b"convswap: terminated\n")
+    os.write(2, b"convswap: interrupted\n" if signum == _signal.SIGINT else b"convswap: terminated\n")
     os._exit(128 + signum)
 
 
@@ -15,9 +18,9 @@ def _exit_quietly(signum: int, frame: object) -> None:
 # while argv[0] is still "-m"): a program that imports convswap keeps its own signal handling.  The command's
 # `main` hands both signals back to its own handling once it runs.
 if os.path.basename(sys.argv[0]) in ("convswap", "-m"):
-    for _signal in (signal.SIGINT, signal.SIGTERM):
+    for _number in (_signal.SIGINT, _signal.SIGTERM):
         try:
-            signal.signal(_signal, _exit_quietly)
+            _signal.signal(_number, _exit_quietly)
         except ValueError:  # not the main thread: nothing is starting here
             break
 

@@ -20,6 +20,7 @@ import signal
 import sys
 import threading
 from pathlib import Path
+from typing import NoReturn
 
 from convswap import __version__
 from convswap.core import ConvswapError
@@ -99,16 +100,29 @@ class Terminated(KeyboardInterrupt):
     """SIGTERM, handled as Ctrl-C is (nothing more is sent, every record already written is whole), exit 143."""
 
 
+# The signals that reached this command: a library may hand the exception a handler raised on wrapped in one of its
+# own (Python 3.11 wraps what a descriptor's `__set_name__` raises while a class is made in a RuntimeError,
+# pydantic-core what building a schema raises in a SchemaError), and whatever escapes once one came is its doing.
+_RECEIVED: list[int] = []
+
+
 def _terminate(signum: int, frame: object) -> None:
+    _RECEIVED.append(signum)
     raise Terminated()
+
+
+def _interrupt(signum: int, frame: object) -> None:
+    _RECEIVED.append(signum)
+    raise KeyboardInterrupt
 
 
 def main(argv: list[str] | None = None) -> int:
     command = "convswap"
+    _RECEIVED.clear()
     previous = signal.signal(signal.SIGTERM, _terminate) if _main_thread() else None
     try:
         if _main_thread():
-            signal.signal(signal.SIGINT, signal.default_int_handler)
+            signal.signal(signal.SIGINT, _interrupt)
         parser = build_parser()
         args = parser.parse_args(argv)
         if not getattr(args, "handler", None):
@@ -118,26 +132,39 @@ def main(argv: list[str] | None = None) -> int:
         check_path_arguments(args)
         return int(args.handler(args) or 0)
     except ConvswapError as error:
+        if _RECEIVED:
+            _stop(command, _RECEIVED[0])
         print(f"{command}: error: {error}", file=sys.stderr)
         return 2
     except OSError as error:  # a fault of the disk or a path that no check above foresaw: still one line
+        if _RECEIVED:
+            _stop(command, _RECEIVED[0])
         where = f"{error.filename!r}: " if error.filename is not None else ""  # repr: any name prints
         print(f"{command}: error: {where}{error.strerror or error}", file=sys.stderr)
         return 2
     except KeyboardInterrupt as interrupt:
-        if _main_thread():  # a second Ctrl-C while this one is being answered changes nothing
-            signal.signal(signal.SIGINT, signal.SIG_IGN)
-            signal.signal(signal.SIGTERM, signal.SIG_IGN)
-        terminated = isinstance(interrupt, Terminated)
-        print(f"{command}: {'terminated' if terminated else 'interrupted'}", file=sys.stderr)
-        sys.stderr.flush()
-        sys.stdout.flush()
-        # At once: a worker thread may be blocked in a request that only its timeout ends, and the
-        # interpreter's normal exit joins every worker thread.  Each record is already whole on disk.
-        os._exit(143 if terminated else 130)
+        _stop(command, signal.SIGTERM if isinstance(interrupt, Terminated) else signal.SIGINT)
+    except Exception:
+        if not _RECEIVED:
+            raise
+        _stop(command, _RECEIVED[0])
     finally:
         if previous is not None:
             signal.signal(signal.SIGTERM, previous)
+
+
+def _stop(command: str, received: int) -> NoReturn:
+    """Ctrl-C or SIGTERM: the one line, and the shell's status for the signal."""
+    if _main_thread():  # a second Ctrl-C while this one is being answered changes nothing
+        signal.signal(signal.SIGINT, signal.SIG_IGN)
+        signal.signal(signal.SIGTERM, signal.SIG_IGN)
+    terminated = received == signal.SIGTERM
+    print(f"{command}: {'terminated' if terminated else 'interrupted'}", file=sys.stderr)
+    sys.stderr.flush()
+    sys.stdout.flush()
+    # At once: a worker thread may be blocked in a request that only its timeout ends, and the
+    # interpreter's normal exit joins every worker thread.  Each record is already whole on disk.
+    os._exit(143 if terminated else 130)
 
 
 def _main_thread() -> bool:

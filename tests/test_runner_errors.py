@@ -92,7 +92,7 @@ def test_a_log_from_another_plan_version_is_refused_and_left_alone(tmp_path, voc
     folder = tmp_path / SPATIAL / "sim-other"
     folder.mkdir(parents=True)
     log = folder / "visible.jsonl"
-    log.write_text(record("spatial-0-0", experiment=SPATIAL, plan_hash="f" * 64).to_json() + "\n")
+    log.write_text(record("t0", experiment=SPATIAL, plan_hash="f" * 64).to_json() + "\n")
     before = tree(tmp_path)
     refused(
         spatial_request(tmp_path, vocabulary),

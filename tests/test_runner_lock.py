@@ -60,7 +60,7 @@ def test_two_concurrent_runs_the_second_refuses_and_a_killed_holder_leaves_no_st
         f"convswap run: error: {folder} is being written by another run (pid {first.pid}); wait for it to end, or "
         "stop it"
     ]
-    resumed = subprocess.run(run_command(out, vocabulary, 4), cwd=REPO_ROOT, capture_output=True, text=True)
+    resumed = subprocess.run(run_command(out, vocabulary, 200), cwd=REPO_ROOT, capture_output=True, text=True)
     assert resumed.returncode == 0, resumed.stderr
     units = [r.unit for r in records_in(folder)]
     assert len(units) == len(set(units))

@@ -44,6 +44,53 @@ def test_a_signal_while_the_command_is_still_importing_is_one_line(sent, line, s
     assert (result.returncode, result.stderr) == (status, f"convswap: {line}\n")
 
 
+def test_the_quiet_handler_is_in_place_before_convswap_imports_its_first_module():
+    # A Ctrl-C lands wherever the command is: the first module convswap's own code looks for is already covered.
+    probe = (
+        "import _signal, sys\n"
+        "sys.argv[0] = 'convswap'\n"
+        "class First:\n"
+        "    def find_spec(self, name, path=None, target=None):\n"
+        "        if 'convswap' in sys.modules:  # convswap's own code is running\n"
+        "            sys.meta_path.remove(self)\n"
+        "            print(name, getattr(_signal.getsignal(_signal.SIGINT), '__module__', None))\n"
+        "sys.meta_path.insert(0, First())\n"
+        "import convswap\n"
+    )
+    result = subprocess.run([sys.executable, "-c", probe], cwd=REPO_ROOT, capture_output=True, text=True, check=True)
+    first, handler = result.stdout.split()
+    assert handler == "convswap", f"{first} is imported while SIGINT is still {handler}'s"
+
+
+WRAPPED = {
+    # Python 3.11 hands on whatever a descriptor's __set_name__ raises while a class is being made as a RuntimeError
+    "class": "    class Defined:\n"
+             "        class Interrupted:\n"
+             "            def __set_name__(self, owner, name):\n"
+             "                os.kill(os.getpid(), signal.SIGINT)\n"
+             "        field = Interrupted()\n",
+    # as libraries hand it on in their own errors (pydantic-core: a SchemaError while it builds a model's validator)
+    "library": "    try:\n"
+               "        os.kill(os.getpid(), signal.SIGINT)\n"
+               "    except KeyboardInterrupt as error:\n"
+               "        raise ValueError('could not build the schema') from error\n",
+}  # fmt: skip
+
+
+@pytest.mark.parametrize("where", list(WRAPPED))
+def test_a_ctrl_c_handed_on_in_another_exception_is_still_one_line(where):
+    probe = (
+        "import os, signal, sys\n"
+        "sys.argv[0] = 'convswap'\n"
+        "import convswap.cli as cli\n"
+        f"def build_parser():  # where the command's modules are imported, the signal landing in one\n{WRAPPED[where]}"
+        "cli.build_parser = build_parser\n"
+        "sys.exit(cli.main(['--help']))\n"
+    )
+    result = subprocess.run([sys.executable, "-c", probe], cwd=REPO_ROOT, capture_output=True, text=True, timeout=60)
+    assert (result.returncode, result.stderr) == (130, "convswap: interrupted\n")
+
+
 def test_a_program_that_imports_convswap_keeps_its_own_handlers():
     probe = "import signal, convswap\nprint(signal.getsignal(signal.SIGINT) is signal.default_int_handler)\n"
     result = subprocess.run([sys.executable, "-c", probe], cwd=REPO_ROOT, capture_output=True, text=True, check=True)

@@ -3,14 +3,17 @@
 from __future__ import annotations
 
 import argparse
+from collections.abc import Callable, Mapping
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, TypeVar
 
 from convswap.core import ColorAnchor, ImageSpec, Trial
 from convswap.experiments.plan_commands import PLAN_DIR_HELP, plan_folder
 
 if TYPE_CHECKING:
     from convswap.conventions.declarations import Convention
+
+T = TypeVar("T")
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -84,11 +87,16 @@ def run_conventions(args: argparse.Namespace) -> int:
     from convswap.conventions.declarations import FILE_NAME, SHIPPED_FILE, conventions_of
 
     plan_dir = plan_folder(args.plan_dir)
-    catalog = conventions_of(plan_dir)
-    lines = [f"# shipped: {SHIPPED_FILE}"]
-    if (plan_dir / FILE_NAME).is_file():
-        lines.append(f"# declared: {plan_dir / FILE_NAME}")
-    for convention in catalog.values():
-        lines.extend(describe(convention))
-    print("\n".join(lines))
+    print_declarations(conventions_of(plan_dir), describe, SHIPPED_FILE, plan_dir / FILE_NAME)
     return 0
+
+
+def print_declarations(declared: Mapping[str, T], describe: Callable[[T], list[str]], shipped: Path, own: Path) -> None:
+    """The listing `convswap conventions` and `convswap protocols` print: the shipped file, the plan folder's own
+    file where it has one, then each declaration as `describe` shows it."""
+    lines = [f"# shipped: {shipped}"]
+    if own.is_file():
+        lines.append(f"# declared: {own}")
+    for declaration in declared.values():
+        lines.extend(describe(declaration))
+    print("\n".join(lines))

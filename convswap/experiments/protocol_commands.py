@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING
 
 from convswap.core import ConvswapError, ImageSpec, Trial, freeze
 from convswap.experiments import protocol_build_commands
-from convswap.experiments.convention_commands import example_trial
+from convswap.experiments.convention_commands import example_trial, print_declarations
 from convswap.experiments.plan_commands import PLAN_DIR_HELP, plan_folder
 
 if TYPE_CHECKING:
@@ -111,13 +111,7 @@ def run_protocols(args: argparse.Namespace) -> int:
     from convswap.protocols.declarations import FILE_NAME, SHIPPED_FILE, load_protocols
 
     plan_dir = plan_folder(args.plan_dir)
-    catalog = load_protocols(plan_dir)
-    lines = [f"# shipped: {SHIPPED_FILE}"]
-    if (plan_dir / FILE_NAME).is_file():
-        lines.append(f"# declared: {plan_dir / FILE_NAME}")
-    for protocol in catalog.values():
-        lines.extend(describe(protocol))
-    print("\n".join(lines))
+    print_declarations(load_protocols(plan_dir), describe, SHIPPED_FILE, plan_dir / FILE_NAME)
     return 0
 
 

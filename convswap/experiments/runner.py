@@ -72,6 +72,7 @@ from convswap.experiments.pixel_answers import AnswerConvention, clear_staging, 
 from convswap.experiments.plan import Plan, find_experiment, load_plan, resolve_plan_dir
 from convswap.experiments.protocol_reader import load_readers
 from convswap.experiments.reading import Reader, RecordContext
+from convswap.experiments.record_checks import log_problem, record_problem
 from convswap.experiments.summary import ConventionSummary, all_records, summarize
 from convswap.experiments.trials import (
     Sources,
@@ -136,6 +137,8 @@ class RunResult:
     first_token_refused: dict[tuple[str, ...], str] = field(default_factory=dict)
     excluded: str | None = None  # a calibration with too few anchors: the line that says so
     batch: BatchOutcome | None = None  # what a --batch run submitted, collected and left pending
+    # The plan as registered, every convention of it, where --interface runs a part: its logs may hold them all.
+    registered: Plan | None = None
 
 
 def registered_plan(plan_dir: Path | None, experiment: str) -> tuple[Plan, str]:
@@ -190,7 +193,7 @@ def check_plan_versions(experiment_folder: Path, plan_hash: str) -> None:
         return
     for folder in sorted(p for p in experiment_folder.iterdir() if p.is_dir()):
         for path in log_files(folder):
-            records = read_records(path)
+            records = checked_records(path)
             other = next((r.plan_hash for r in records if r.plan_hash != plan_hash), None)
             if other is not None:
                 raise ConvswapError(
@@ -216,7 +219,7 @@ def check_model_versions(folder: Path, revision: str | None, quant: str | None, 
     if revision is None:
         del this["revision"]
     for path in log_files(folder) if folder.is_dir() else []:
-        for record in read_records(path):
+        for record in checked_records(path):
             there = {"revision": record.model_revision, "quant": record.quant, "dtype": record.dtype}
             differing = [name for name in this if there[name] != this[name]]
             if differing:
@@ -233,8 +236,8 @@ def run_experiment(request: RunRequest, backend: Backend | None = None, progress
     The run holds its log folder's lock (`convswap.experiments.folder_lock`)
     from before it reads what is on disk until its last record is written.
     """
-    plan, plan_hash = registered_plan(request.plan_dir, request.experiment)
-    plan = answered_in(plan, request.interface)
+    registered, plan_hash = registered_plan(request.plan_dir, request.experiment)
+    plan = answered_in(registered, request.interface)
     shard = request.shard or launcher_shard()
     conditions = _conditions(plan, request.conditions)
     _check_request(plan, request, backend)
@@ -246,7 +249,7 @@ def run_experiment(request: RunRequest, backend: Backend | None = None, progress
     else:
         dtype = backend.info().dtype if backend is not None else weight_dtype(request)
         folder = model_folder(request.out, plan.id, request.model, request.quant, dtype)
-    result = RunResult(plan, plan_hash, folder, shard)
+    result = RunResult(plan, plan_hash, folder, shard, registered=registered)
     new_folders = [path for path in (request.out, result.folder.parent, result.folder) if not path.exists()]
     try:
         out = prepare_out(request.out)
@@ -300,8 +303,6 @@ def _run_locked(
         check_vocabulary_size(vocabulary, request, plan.id, f"its vocabulary {result.vocabulary}")
         vocabulary_owner = vocabulary_from_other_model(vocabulary, info, request, str(result.vocabulary))
     trials = build_trials(plan, Sources(vocabulary, request.coco), request.limit)
-    for condition in conditions:
-        write_expected(result.folder, _expected(plan, result.plan_hash, request, condition, trials))
     _run_trials(result, request, backend, trials, conditions, vocabulary_owner, progress)
 
 
@@ -317,7 +318,12 @@ def _run_trials(
     """Read and append every unit of this process's trials not yet on disk; the summary of the whole folder."""
     plan, plan_hash, shard = result.plan, result.plan_hash, result.shard
     clear_staging(result.folder, shard)  # what a killed run of this shard left half-written
-    done, result.retried = _units_on_disk(result.folder, conditions, shard, {t.trial_id: t for t in trials})
+    whole = _plan_units(result.registered or plan, plan_hash, request, conditions, trials)
+    done, result.retried = _units_on_disk(result.folder, whole, shard, {t.trial_id: t for t in trials})
+    # Written once the logs on disk are known to be of the plan's units: a refused rerun (a smaller --limit) leaves
+    # the list the logs were written to.
+    for condition in conditions:
+        write_expected(result.folder, _expected(plan, plan_hash, request, condition, trials))
     # This process's own log was repaired above; another process's partial last line is its own to repair.
     result.torn = [f"{path}:{line}" for path in log_files(result.folder) if (line := torn_line(path)) is not None]
     mine = shard_trials(trials, shard)
@@ -641,27 +647,38 @@ def _conventions(plan: Plan) -> dict[str, tuple[AnswerConvention, ...]]:
     }
 
 
+def _plan_units(
+    plan: Plan, plan_hash: str, request: RunRequest, conditions: Sequence[Condition], trials: list[Trial]
+) -> dict[Condition, Expected]:
+    """Per condition, the units of `plan` over these trials, that the logs of a run of it may hold."""
+    return {condition: _expected(plan, plan_hash, request, condition, trials) for condition in conditions}
+
+
 def _units_on_disk(
-    folder: Path, conditions: Sequence[str], shard: tuple[int, int], trials: dict[str, Trial]
+    folder: Path, expected: dict[Condition, Expected], shard: tuple[int, int], trials: dict[str, Trial]
 ) -> tuple[set[Unit], int]:
     """Units already written by any process, and how many failed records of this process's own log were set
     aside for retrying; that log is repaired (a killed write cut off) first.
 
-    A record whose trial differs from the trial of that id now (another
-    vocabulary, another COCO selection) is refused: the log would mix stimuli.
-    So is a unit found twice with different content, which no reader could
-    resolve.
+    Every log is checked before anything is set aside (`checked_records`, against
+    the units this run expects).  A record whose trial differs from the trial of
+    that id now (another vocabulary, another COCO selection) is refused: the log
+    would mix stimuli.  So is a unit found twice with different content, which no
+    reader could resolve.
     """
     done: dict[Unit, tuple[str, str]] = {}  # unit -> (where it was read, its record)
     set_aside = 0
-    for condition in conditions:
+    for condition, expecting in expected.items():
         own = folder / log_name(condition, shard)
+        units = frozenset(expecting.units())
+        logs = {path: checked_records(path, expecting, units) for path in log_files(folder, condition)}
         if own.exists():
             set_aside += set_aside_failed(own)
-        for path in log_files(folder, condition):
-            for number, record in enumerate(read_records(path), start=1):
-                trial = trials.get(record.trial_id)
-                if trial is not None and _stimulus(record.trial) != _stimulus(trial):
+        for path, records in logs.items():
+            for number, record in enumerate(records, start=1):
+                if path == own and record.parse_status == RETRIED_STATUS:
+                    continue  # set aside above: this run sends it again
+                if _stimulus(record.trial) != _stimulus(trials[record.trial_id]):
                     raise ConvswapError(
                         f"{path}: trial {record.trial_id} was run on other stimuli than this run draws (a different "
                         "vocabulary or COCO folder); write this run to another --out, or move that log away"
@@ -674,6 +691,39 @@ def _units_on_disk(
                         f"{first_where}); keep one of them before running again"
                     )
     return set(done), set_aside
+
+
+def checked_records(path: Path, expected: Expected | None = None, units: frozenset[Unit] | None = None) -> list[Record]:
+    """The whole records of a log, as a resumed run reads them: a torn last line (what a killed writer leaves) is
+    not one (`read_records`); every other line must be a record that a run of this folder could have written,
+    checked as `tables`, `audit`, `view` and `merge` check it (`record_checks`, against `expected` and its `units`
+    when given), with every part loading and no unit twice in one log.  The first that is not is refused in one
+    line naming the file, line, field and value: a run adds to no log it cannot trust."""
+    records = read_records(path)
+    lines: dict[Unit, int] = {}
+    for number, record in enumerate(records, start=1):
+        problem = _unloadable(record) or record_problem(record) or log_problem(record, path, expected)
+        if problem is None and units is not None and record.unit not in units:
+            # A sound record of a unit this run does not draw: most often one of a run with a larger --limit.
+            raise ConvswapError(f"{path}:{number}: {log_problem(record, path, expected, units)} (this run draws "
+                                f"{len(units)}); run it with the --limit that wrote the folder, or write this run to "
+                                "another --out")  # fmt: skip
+        if problem is None and (first := lines.setdefault(record.unit, number)) != number:
+            second = "a second, different" if records[first - 1].to_json() != record.to_json() else "a second"
+            problem = f"{second} record of {' '.join(record.unit)} (the first at {path}:{first})"
+        if problem is not None:
+            raise ConvswapError(
+                f"{path}:{number}: {problem}; mend or remove that line, or write this run to another --out"
+            )
+    return records
+
+
+def _unloadable(record: Record) -> str | None:
+    parts = record.unreadable_parts()
+    if not parts:
+        return None
+    name, part = next(iter(parts.items()))
+    return f"{name} does not load ({type(part.error).__name__}: {part.error})"
 
 
 def _stimulus(trial: Trial) -> dict[str, Any]:
@@ -729,8 +779,8 @@ def dry_run(request: RunRequest) -> str:
     synthetic spatial stimuli are drawn from --vocabulary or the vocabulary kept under OUT: a dry run cannot
     calibrate.  It speaks for one process (a sharded run splits the same units).
     """
-    plan, _ = registered_plan(request.plan_dir, request.experiment)
-    plan = answered_in(plan, request.interface)
+    registered, plan_hash = registered_plan(request.plan_dir, request.experiment)
+    plan = answered_in(registered, request.interface)
     conditions = _conditions(plan, request.conditions)
     _check_request(plan, request)
     head = (
@@ -755,7 +805,12 @@ def dry_run(request: RunRequest) -> str:
             f"units, {task}: {len(by_task[task])} trials x {_plural(len(conditions), 'condition')} x "
             f"{_plural(len(prompts), 'convention')} = {_unit_count(plan, by_task[task], conditions)}"
         )
-    done = {record.unit for path in log_files(folder) for record in read_records(path)}  # read only: no repair
+    done = {  # read only: no repair, nothing set aside
+        record.unit
+        for condition, expecting in _plan_units(registered, plan_hash, request, conditions, trials).items()
+        for path in log_files(folder, condition)
+        for record in checked_records(path, expecting, frozenset(expecting.units()))
+    }
     pending = _pending(plan, request.model, trials, conditions, done)
     to_write = {c: sum(len(prompts) for _, asks in pending for condition, prompts in asks if condition == c)
                 for c in conditions}  # fmt: skip
