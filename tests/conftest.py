@@ -1,12 +1,15 @@
-"""Shared test fixtures: the read-only assets in ../shared beside the checkout."""
+"""Shared test fixtures: the read-only assets in ../shared beside the checkout, and folders built once per run."""
 
 from __future__ import annotations
 
 import functools
+import os
 import shutil
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
+from filelock import FileLock
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 SHARED = REPO_ROOT.parent / "shared"
@@ -43,24 +46,56 @@ def smolvlm_assets() -> Path:
     return _require(TOKENIZERS / "smolvlm_256m")
 
 
+BUILT_MARK = ".built"
+
+
 @pytest.fixture(scope="session")
-def vocabulary(tmp_path_factory) -> Path:
+def built_once(tmp_path_factory) -> Callable[[str, Callable[[Path], object]], Path]:
+    """`built_once(name, build)`: the folder `build(folder)` fills, built by the first test process that asks.
+
+    Under xdist every worker's temporary folder lies in one folder of this run, so the first worker builds there
+    under a file lock and the others read what it wrote; a build that failed halfway is done again.  Without
+    xdist the folder is this session's own.  Tests read the folder and copy what they change.
+    """
+    if os.environ.get("PYTEST_XDIST_WORKER"):
+        root = tmp_path_factory.getbasetemp().parent / "built"
+        root.mkdir(exist_ok=True)
+    else:
+        root = tmp_path_factory.mktemp("built")
+
+    def folder(name: str, build: Callable[[Path], object]) -> Path:
+        target = root / name
+        with FileLock(f"{target}.lock"):
+            if not (target / BUILT_MARK).exists():
+                shutil.rmtree(target, ignore_errors=True)
+                target.mkdir()
+                build(target)
+                (target / BUILT_MARK).touch()
+        return target
+
+    return folder
+
+
+@pytest.fixture(scope="session")
+def vocabulary(built_once) -> Path:
     """The default simulated observer's calibrated vocabulary, saved once for every run test."""
     from runner_support import save_sim_vocabulary
 
-    return save_sim_vocabulary(tmp_path_factory.mktemp("vocabulary") / "qwen3vl-like.vocab.json")
+    name = "qwen3vl-like.vocab.json"
+    return built_once("vocabulary", lambda folder: save_sim_vocabulary(folder / name)) / name
 
 
 @pytest.fixture(scope="session")
-def tiny_model(tmp_path_factory, qwen25_assets, smolvlm_assets):
-    """`tiny_model(family)`: the folder of that family's plain tiny model, built once per session on first use."""
+def tiny_model(built_once, qwen25_assets, smolvlm_assets):
+    """`tiny_model(family)`: the folder of that family's plain tiny model, built once per run on first use."""
     from tiny_models import build_tiny
-
-    root = tmp_path_factory.mktemp("tiny_models")
 
     @functools.cache
     def folder(family: str) -> Path:
-        return build_tiny(family, root, tokenizers=qwen25_assets.parent)
+        return (
+            built_once(f"tiny-{family}", lambda root: build_tiny(family, root, tokenizers=qwen25_assets.parent))
+            / family
+        )
 
     return folder
 
