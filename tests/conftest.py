@@ -19,6 +19,12 @@ COCO_ANNOTATIONS = COCO_MINI / "annotations" / "instances_val2017.json"
 COCO_IMAGES = COCO_MINI / "val2017"
 TOKENIZERS = ASSETS / "tokenizers"
 
+# The tests speak plain HTTP to servers they start on 127.0.0.1 and to nothing else, so no client needs a trusted
+# certificate; left to the environment, every API client the tests build (hundreds a run) would parse the system's
+# whole CA bundle first.  With no certificates to trust, a stray HTTPS request would also fail.
+os.environ.pop("SSL_CERT_FILE", None)
+os.environ["SSL_CERT_DIR"] = str(Path(__file__).parent / "data" / "no-certificates")
+
 
 def _require(path: Path) -> Path:
     if not path.exists():
