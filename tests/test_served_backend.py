@@ -15,9 +15,9 @@ from dataclasses import replace
 import numpy as np
 import pytest
 from api_servers import LoopbackServer
+from audit_runs import audit_model
 from scipy.special import log_softmax, logsumexp
 from served_servers import DROPPED, Served, model_distribution, planted_distribution, served_server
-from test_audit_model import audit_model
 from transformers import AutoProcessor
 
 from convswap.calibration.surfaces import MIN_CANDIDATE_MASS, probe_query, resolve_logprob_surface, surface_candidates
