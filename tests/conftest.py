@@ -4,11 +4,13 @@ from __future__ import annotations
 
 import functools
 import os
+import re
 import shutil
 from collections.abc import Callable
 from pathlib import Path
 
 import pytest
+from _pytest.mark.expression import Expression
 from filelock import FileLock
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
@@ -24,6 +26,23 @@ TOKENIZERS = ASSETS / "tokenizers"
 # whole CA bundle first.  With no certificates to trust, a stray HTTPS request would also fail.
 os.environ.pop("SSL_CERT_FILE", None)
 os.environ["SSL_CERT_DIR"] = str(Path(__file__).parent / "data" / "no-certificates")
+
+
+SLOW_MODULE = re.compile(r"^pytestmark = pytest\.mark\.slow\s*(#.*)?$", re.M)
+
+
+def pytest_ignore_collect(collection_path: Path, config: pytest.Config) -> bool | None:
+    """A module marked slow as a whole is not even imported when `-m` leaves slow tests out.
+
+    Importing those modules (torch and transformers, the batch clients, the browser) was most of what each worker of
+    the fast tier spent before its first test; every test in them would be deselected anyway.
+    """
+    if collection_path.suffix != ".py" or not collection_path.name.startswith("test_"):
+        return None
+    expression = config.getoption("markexpr")
+    if not expression or Expression.compile(expression).evaluate(lambda name, **kwargs: name == "slow"):
+        return None
+    return True if SLOW_MODULE.search(collection_path.read_text(encoding="utf-8")) else None
 
 
 def _require(path: Path) -> Path:
