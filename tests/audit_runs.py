@@ -70,3 +70,12 @@ def audit(capsys, folder: Path, *options: str) -> tuple[int, str, dict[str, tupl
 
 def failing(rows: dict[str, tuple[int, int, str]]) -> set[str]:
     return {check for check, (_, _, verdict) in rows.items() if verdict == "FAIL"}
+
+
+def audit_model(capsys, *options: str) -> tuple[int, str, dict[tuple[str, str], str]]:
+    """Exit status, report, and (alphabet, readout) -> verdict from the verdict table."""
+    capsys.readouterr()
+    status = main(["audit-model", *options])
+    out = capsys.readouterr().out
+    rows = re.findall(r"^(integers 1-\d+|colors \([^)]*\))\s+(first_token|generate)\s+(.+)$", out, re.M)
+    return status, out, {(alphabet, readout): verdict for alphabet, readout, verdict in rows}

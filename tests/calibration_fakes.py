@@ -11,7 +11,6 @@ from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 
 import numpy as np
-from transformers import AutoTokenizer
 
 from convswap.core import Generation, Prompt
 from convswap.readout.base import DEFAULT_MAX_NEW_TOKENS, Backend, ModelInfo, Query
@@ -31,6 +30,8 @@ class PlantedBackend(Backend):
         plant: Callable[[Prompt], Mapping[int, float]] | None = None,
         answer: Callable[[Query, Prompt], Generation] | None = None,
     ):
+        from transformers import AutoTokenizer  # torch with it: only for the tests that build one
+
         self.spec = f"planted:{tokenizer_path.name}"
         self.tokenizer = AutoTokenizer.from_pretrained(tokenizer_path)
         self.vocab_size = len(self.tokenizer)

@@ -1,12 +1,17 @@
-"""Shared test fixtures: the read-only assets in ../shared beside the checkout."""
+"""Shared test fixtures: the read-only assets in ../shared beside the checkout, and folders built once per run."""
 
 from __future__ import annotations
 
 import functools
+import os
+import re
 import shutil
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
+from _pytest.mark.expression import Expression
+from filelock import FileLock
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 SHARED = REPO_ROOT.parent / "shared"
@@ -15,6 +20,29 @@ COCO_MINI = ASSETS / "coco" / "coco-mini"
 COCO_ANNOTATIONS = COCO_MINI / "annotations" / "instances_val2017.json"
 COCO_IMAGES = COCO_MINI / "val2017"
 TOKENIZERS = ASSETS / "tokenizers"
+
+# The tests speak plain HTTP to servers they start on 127.0.0.1 and to nothing else, so no client needs a trusted
+# certificate; left to the environment, every API client the tests build (hundreds a run) would parse the system's
+# whole CA bundle first.  With no certificates to trust, a stray HTTPS request would also fail.
+os.environ.pop("SSL_CERT_FILE", None)
+os.environ["SSL_CERT_DIR"] = str(Path(__file__).parent / "data" / "no-certificates")
+
+
+SLOW_MODULE = re.compile(r"^pytestmark = pytest\.mark\.slow\s*(#.*)?$", re.M)
+
+
+def pytest_ignore_collect(collection_path: Path, config: pytest.Config) -> bool | None:
+    """A module marked slow as a whole is not even imported when `-m` leaves slow tests out.
+
+    Importing those modules (torch and transformers, the batch clients, the browser) was most of what each worker of
+    the fast tier spent before its first test; every test in them would be deselected anyway.
+    """
+    if collection_path.suffix != ".py" or not collection_path.name.startswith("test_"):
+        return None
+    expression = config.getoption("markexpr")
+    if not expression or Expression.compile(expression).evaluate(lambda name, **kwargs: name == "slow"):
+        return None
+    return True if SLOW_MODULE.search(collection_path.read_text(encoding="utf-8")) else None
 
 
 def _require(path: Path) -> Path:
@@ -43,24 +71,56 @@ def smolvlm_assets() -> Path:
     return _require(TOKENIZERS / "smolvlm_256m")
 
 
+BUILT_MARK = ".built"
+
+
 @pytest.fixture(scope="session")
-def vocabulary(tmp_path_factory) -> Path:
+def built_once(tmp_path_factory) -> Callable[[str, Callable[[Path], object]], Path]:
+    """`built_once(name, build)`: the folder `build(folder)` fills, built by the first test process that asks.
+
+    Under xdist every worker's temporary folder lies in one folder of this run, so the first worker builds there
+    under a file lock and the others read what it wrote; a build that failed halfway is done again.  Without
+    xdist the folder is this session's own.  Tests read the folder and copy what they change.
+    """
+    if os.environ.get("PYTEST_XDIST_WORKER"):
+        root = tmp_path_factory.getbasetemp().parent / "built"
+        root.mkdir(exist_ok=True)
+    else:
+        root = tmp_path_factory.mktemp("built")
+
+    def folder(name: str, build: Callable[[Path], object]) -> Path:
+        target = root / name
+        with FileLock(f"{target}.lock"):
+            if not (target / BUILT_MARK).exists():
+                shutil.rmtree(target, ignore_errors=True)
+                target.mkdir()
+                build(target)
+                (target / BUILT_MARK).touch()
+        return target
+
+    return folder
+
+
+@pytest.fixture(scope="session")
+def vocabulary(built_once) -> Path:
     """The default simulated observer's calibrated vocabulary, saved once for every run test."""
     from runner_support import save_sim_vocabulary
 
-    return save_sim_vocabulary(tmp_path_factory.mktemp("vocabulary") / "qwen3vl-like.vocab.json")
+    name = "qwen3vl-like.vocab.json"
+    return built_once("vocabulary", lambda folder: save_sim_vocabulary(folder / name)) / name
 
 
 @pytest.fixture(scope="session")
-def tiny_model(tmp_path_factory, qwen25_assets, smolvlm_assets):
-    """`tiny_model(family)`: the folder of that family's plain tiny model, built once per session on first use."""
+def tiny_model(built_once, qwen25_assets, smolvlm_assets):
+    """`tiny_model(family)`: the folder of that family's plain tiny model, built once per run on first use."""
     from tiny_models import build_tiny
-
-    root = tmp_path_factory.mktemp("tiny_models")
 
     @functools.cache
     def folder(family: str) -> Path:
-        return build_tiny(family, root, tokenizers=qwen25_assets.parent)
+        return (
+            built_once(f"tiny-{family}", lambda root: build_tiny(family, root, tokenizers=qwen25_assets.parent))
+            / family
+        )
 
     return folder
 

@@ -237,14 +237,17 @@ def test_reproduce_says_how_to_activate_when_convswap_is_nowhere(tmp_path):
     assert not (tmp_path / "out").exists()
 
 
+def build_tables(root: Path) -> None:
+    generate(
+        write_logs(root / "logs"), root / "out", plan_dir=REPO / "convswap" / "analysis_plan", messages=io.StringIO()
+    )
+
+
 @pytest.fixture(scope="module")
-def tables(tmp_path_factory):
+def tables(built_once):
     """The tables of the planted logs (tests/analysis_logs.py): Table 2 has pixels at 25.0 against cell names at
     75.0 (Δ -50.0***, p 4.9e-04, n 24) and normalized at 62.5 (Δ -12.5); Table 8 has synthetic pixels at 41.7."""
-    root = tmp_path_factory.mktemp("pinned")
-    out = root / "out"
-    generate(write_logs(root / "logs"), out, plan_dir=REPO / "convswap" / "analysis_plan", messages=io.StringIO())
-    return out
+    return built_once("pinned", build_tables) / "out"
 
 
 PAPER = r"""\documentclass{article}

@@ -12,8 +12,8 @@ from dataclasses import replace
 
 import pytest
 from api_servers import LoopbackServer, gemini_error, openai_error, question_of
+from audit_runs import audit_model
 from served_servers import asked_answer, gemini_logprobs_server, openai_logprobs_server, text_distribution
-from test_audit_model import audit_model
 
 from convswap.calibration.surfaces import (
     MIN_CANDIDATE_MASS,

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 from dataclasses import replace
+from pathlib import Path
 
 import pytest
 from audit_runs import audit, failing, run
@@ -20,17 +21,20 @@ MISPAIRED = {"pixels_mispaired", "normalized_mispaired", "hue_glossed_mispaired"
 
 
 @pytest.fixture(scope="module")
-def clean(tmp_path_factory, coco_annotations):
+def clean(built_once, coco_annotations):
     """Calibration, the color ladder (with enough trials for the pairing break), readership, synthetic, COCO on
     3x3 and on 4x4 (whose labels 1-16 have no first-token readout, so they are generated and parsed)."""
-    out = tmp_path_factory.mktemp("clean") / "runs"
-    run("calibration", out)
-    run("color_ladder", out, limit=20)
-    run("color_readership", out, limit=6)
-    run("synthetic_spatial", out, limit=6)
-    run("coco_locate_identify", out, limit=6, coco=coco_annotations.parents[1])
-    run("coco_4x4", out, limit=6, coco=coco_annotations.parents[1])
-    return out
+
+    def build(root: Path) -> None:
+        out = root / "runs"
+        run("calibration", out)
+        run("color_ladder", out, limit=20)
+        run("color_readership", out, limit=6)
+        run("synthetic_spatial", out, limit=6)
+        run("coco_locate_identify", out, limit=6, coco=coco_annotations.parents[1])
+        run("coco_4x4", out, limit=6, coco=coco_annotations.parents[1])
+
+    return built_once("audit_clean", build) / "runs"
 
 
 @pytest.fixture(scope="module")

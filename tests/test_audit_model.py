@@ -5,13 +5,12 @@ from __future__ import annotations
 
 import math
 import re
+from pathlib import Path
 
 import pytest
 from api_servers import LoopbackServer, gemini_reply, openai_reply, question_of
-from audit_runs import audit, brown_vocabulary, failing, run
+from audit_runs import audit, audit_model, brown_vocabulary, failing, run
 from calibration_fakes import PlantedBackend, planted_mass
-from tiny_models import build_tiny, planting
-from transformers import AutoTokenizer
 
 from convswap.audits.model_audit import Alphabet
 from convswap.audits.model_audit import audit_model as audit_model_of
@@ -26,15 +25,6 @@ from convswap.readout.sim import ANSWER_LOGIT, CANDIDATE_LOGIT, SHADOW_LOGIT, Si
 from convswap.readout.sim_presets import REASONS_FIRST_TOKENS
 
 THREE, SPACE = 35, 216  # SmolVLM's "3" and the leading space every spaced digit begins with
-
-
-def audit_model(capsys, *options: str) -> tuple[int, str, dict[tuple[str, str], str]]:
-    """Exit status, report, and (alphabet, readout) -> verdict from the verdict table."""
-    capsys.readouterr()
-    status = main(["audit-model", *options])
-    out = capsys.readouterr().out
-    rows = re.findall(r"^(integers 1-\d+|colors \([^)]*\))\s+(first_token|generate)\s+(.+)$", out, re.M)
-    return status, out, {(alphabet, readout): verdict for alphabet, readout, verdict in rows}
 
 
 # --- simulated observers ----------------------------------------------------------------------------
@@ -144,14 +134,20 @@ def test_the_reasons_first_preset_puts_its_first_token_on_its_reasoning():
 
 
 @pytest.fixture(scope="module")
-def tiny_smolvlm(tmp_path_factory, smolvlm_assets):
+def tiny_smolvlm(built_once, smolvlm_assets):
     """Every prompt's next token: "3" at logit 14, the leading space at 12, everything else 0."""
-    folder = tmp_path_factory.mktemp("audit_smolvlm")
-    return build_tiny("smolvlm", folder, edit=planting({THREE: 14.0, SPACE: 12.0}), tokenizers=smolvlm_assets.parent)
+    from tiny_models import build_tiny, planting  # the model classes, for the slow tests alone
+
+    def build(folder: Path) -> None:
+        build_tiny("smolvlm", folder, edit=planting({THREE: 14.0, SPACE: 12.0}), tokenizers=smolvlm_assets.parent)
+
+    return built_once("audit_smolvlm", build) / "smolvlm"
 
 
 @pytest.mark.slow
 def test_audit_model_on_a_transformers_model(capsys, tiny_smolvlm):
+    from transformers import AutoTokenizer  # torch with it, paid by the tests that read a real tokenizer alone
+
     status, report, verdicts = audit_model(capsys, "--model", f"hf:{tiny_smolvlm}", "--max-new-tokens", "4")
     assert status == 1
     tokenizer = AutoTokenizer.from_pretrained(tiny_smolvlm)
@@ -258,6 +254,8 @@ def test_audit_model_on_an_api_model(capsys, monkeypatch, tmp_path, spec, key, u
 
 def test_mass_on_a_shared_first_token_is_named_in_the_verdict(smolvlm_assets):
     """SmolVLM's real failure: all the mass on the leading space every spaced digit begins with."""
+    from transformers import AutoTokenizer
+
     backend = PlantedBackend(
         smolvlm_assets, plant=lambda prompt: {SPACE: 14.0}, answer=lambda query, prompt: Generation("3", "stop")
     )

@@ -47,13 +47,13 @@ def untie_output_layer(model) -> None:
 
 
 @pytest.fixture(scope="module")
-def backend_of(tmp_path_factory, qwen25_assets, smolvlm_assets):
-    root = tmp_path_factory.mktemp("tiny")
-
+def backend_of(built_once, qwen25_assets, smolvlm_assets):
     @functools.cache
     def backend(family: str) -> TransformersBackend:
-        path = build_tiny(family, root, tokenizers=qwen25_assets.parent, edit=untie_output_layer)
-        return TransformersBackend.from_spec(str(path))
+        def build(root):
+            build_tiny(family, root, tokenizers=qwen25_assets.parent, edit=untie_output_layer)
+
+        return TransformersBackend.from_spec(str(built_once(f"untied-{family}", build) / family))
 
     return backend
 

@@ -12,8 +12,6 @@ import pytest
 from audit_runs import audit, brown_vocabulary
 from plan_support import without_plan_folder
 from runner_support import PLAN_DIR, SPATIAL, record, records_in, save_sim_vocabulary
-from tiny_models import build_tiny, planting
-from transformers import AutoTokenizer
 
 from convswap.analysis.loading import load_records
 from convswap.audits import checks
@@ -94,6 +92,9 @@ def test_a_generation_longer_than_its_budget_fails_and_one_without_a_recorded_bu
 @pytest.mark.slow
 def test_a_local_model_generates_exactly_its_budget(tmp_path, smolvlm_assets):
     """A tiny SmolVLM that always says 3 fills whatever budget it is given."""
+    from tiny_models import build_tiny, planting  # torch and transformers: for this slow test alone
+    from transformers import AutoTokenizer
+
     (three,) = AutoTokenizer.from_pretrained(smolvlm_assets).encode("3", add_special_tokens=False)
     model = build_tiny("smolvlm", tmp_path, edit=planting({three: 14.0}))
     spatial_vocabulary = save_sim_vocabulary(tmp_path / "qwen3vl-like.vocab.json")

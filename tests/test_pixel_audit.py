@@ -19,12 +19,14 @@ from convswap.experiments.runner import run_experiment
 from convswap.protocols import PROTOCOLS
 
 
-@pytest.fixture(scope="module")
-def clean(tmp_path_factory) -> Path:
-    root = tmp_path_factory.mktemp("pixel_audit")
+def build_clean(root: Path) -> None:
     model = f"sim:{observer_file(root / 'obs.toml', p_no_image=0.1, p_no_mark=0.1, jpeg_quality=80, jitter=0.3)}"
     run_experiment(swap_request(root / "runs", model, limit=6), progress=False)
-    return root / "runs"
+
+
+@pytest.fixture(scope="module")
+def clean(built_once) -> Path:
+    return built_once("pixel_audit", build_clean) / "runs"
 
 
 def copy_of(clean: Path, tmp_path: Path) -> tuple[Path, Path]:

@@ -21,12 +21,15 @@ HEADERS = {"correct": "correct", "incorrect": "incorrect", "protocol_noncomplian
            "parser_failure": "parser failure", "generation_failure": "generation failure"}  # fmt: skip
 
 
-@pytest.fixture(scope="module")
-def tables(tmp_path_factory) -> tuple[Path, list[dict]]:
-    root = tmp_path_factory.mktemp("pixel_tables")
+def build_tables(root: Path) -> None:
     model = f"sim:{observer_file(root / 'obs.toml', p_no_image=0.15, p_no_mark=0.1, p_extra_mark=0.05, jitter=0.3)}"
     run_experiment(request_for(root / "runs", model, limit=16), progress=False)
     generate(root / "runs", root / "tables", plan_dir=PLAN_DIR)
+
+
+@pytest.fixture(scope="module")
+def tables(built_once) -> tuple[Path, list[dict]]:
+    root = built_once("pixel_tables", build_tables)
     return root / "tables", json_records(root / "runs")
 
 

@@ -15,16 +15,14 @@ from dataclasses import replace
 import numpy as np
 import pytest
 from api_servers import LoopbackServer
+from audit_runs import audit_model
 from scipy.special import log_softmax, logsumexp
 from served_servers import DROPPED, Served, model_distribution, planted_distribution, served_server
-from test_audit_model import audit_model
-from transformers import AutoProcessor
 
 from convswap.calibration.surfaces import MIN_CANDIDATE_MASS, probe_query, resolve_logprob_surface, surface_candidates
 from convswap.cli import main
 from convswap.core import ConvswapError, FirstTokenReadout, Surface
 from convswap.readout.logprobs import LOGPROB_TOKEN_IDS, TOKEN_IDS_LOGPROB, TOP_LOGPROBS, logprob_readout
-from convswap.readout.prefix_cache import chat_messages
 from convswap.readout.registry import load_backend
 
 NAME = "qwen-served"
@@ -33,6 +31,8 @@ DIGITS = tuple(str(n) for n in range(1, 10))
 
 @pytest.fixture(scope="module")
 def processor(qwen25_assets):
+    from transformers import AutoProcessor  # torch with it, only in a worker that runs these tests
+
     return AutoProcessor.from_pretrained(qwen25_assets)
 
 
@@ -132,6 +132,7 @@ def test_sglang_is_read_exactly_through_its_native_generate(planted, qwen25_asse
 
 def test_a_server_that_tokenizes_one_token_differently_is_refused(planted, qwen25_assets, tmp_path, capsys):
     served, _ = planted
+    from convswap.readout.prefix_cache import chat_messages  # torch with it: imported where a test needs it
     from convswap.readout.served_backend import PROBE_IMAGE, PROBE_QUESTION
 
     ours = served.processor.apply_chat_template(
@@ -176,6 +177,8 @@ def test_logprobs_refused_by_the_server_leave_generation(planted, qwen25_assets,
 
 
 def test_the_generation_budget_is_clamped_to_the_context(planted, qwen25_assets, tmp_path):
+    from convswap.readout.prefix_cache import chat_messages
+
     served, _ = planted
     probes = probe_query(DIGITS, "integer")
     query = replace(probes, prompts=probes.prompts[:1])

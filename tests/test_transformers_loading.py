@@ -11,7 +11,6 @@ import pytest
 import torch
 from huggingface_hub import constants as hub_constants
 from plan_support import without_plan_folder
-from tiny_models import build_tiny
 from transformers import MllamaConfig, PaliGemmaConfig
 from transformers_helpers import IMAGES, TOLERANCE, full_forward_logits, query
 
@@ -26,18 +25,13 @@ COMMIT = "0123456789abcdef0123456789abcdef01234567"
 
 
 @pytest.fixture(scope="module")
-def tokenizers(qwen25_assets, smolvlm_assets):
-    return qwen25_assets.parent
+def qwen_path(tiny_model):
+    return tiny_model("qwen2_5_vl")
 
 
 @pytest.fixture(scope="module")
-def qwen_path(tmp_path_factory, tokenizers):
-    return build_tiny("qwen2_5_vl", tmp_path_factory.mktemp("tiny"), tokenizers=tokenizers)
-
-
-@pytest.fixture(scope="module")
-def smol_path(tmp_path_factory, tokenizers):
-    return build_tiny("smolvlm", tmp_path_factory.mktemp("tiny"), tokenizers=tokenizers)
+def smol_path(tiny_model):
+    return tiny_model("smolvlm")
 
 
 @pytest.fixture(scope="module")

@@ -23,13 +23,15 @@ from convswap.view.images import OUTLINE, THUMBNAIL_SIDE, Thumbnails, draw_grid
 REPO_ROOT = Path(__file__).resolve().parents[1]
 
 
+def build_logs(root: Path) -> None:
+    run_demo(root / "logs", None, limit=2)
+    plant(root / "logs")
+
+
 @pytest.fixture(scope="module")
-def logs(tmp_path_factory) -> Path:
+def logs(built_once) -> Path:
     """A small demo without photographs, with the planted records."""
-    out = tmp_path_factory.mktemp("view-logs") / "logs"
-    run_demo(out, None, limit=2)
-    plant(out)
-    return out
+    return built_once("view-logs", build_logs) / "logs"
 
 
 def first_record(logs: Path) -> Record:
