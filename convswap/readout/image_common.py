@@ -90,9 +90,9 @@ class ImageAnswers(ApiBackend):
         size = self._asked_size(query.image.size)
         return [self._image_request(text, sha256_hex(source), size) for text in query.texts]
 
+    @abstractmethod
     def batch_image_request(self, request: dict[str, Any], source: bytes) -> dict[str, Any]:
         """What a batch line carries for one image request: the body `_send_image` sends."""
-        raise ConvswapError(f"--batch: {self.spec} draws through an endpoint no batch API takes")
 
     def remember_drawn(self, key: str, reply: str) -> str | None:
         """Keep a batch's reply to an image request (the provider's response body) as `draw` would have kept it,
@@ -106,9 +106,9 @@ class ImageAnswers(ApiBackend):
         self._cache.put(key, self.api, self.model, drawn.to_json())
         return None
 
+    @abstractmethod
     def _batch_drawn(self, reply: str) -> DrawnReply:
         """A batch's reply to an image request, read as `_send_image` reads the SDK's."""
-        raise ConvswapError(f"--batch: {self.spec} draws through an endpoint no batch API takes")
 
     def cached_drawing(self, request: dict[str, Any], size: Size | None) -> Drawing | None:
         """The drawing of a request from the cache alone, as `draw` reads it; None when it is not cached."""
