@@ -27,6 +27,8 @@ from conftest import COCO_MINI
 from scipy.stats import binomtest
 from statsmodels.stats.proportion import proportion_confint
 
+from convswap.cli import main
+
 pytestmark = pytest.mark.slow
 
 README = Path(__file__).resolve().parents[1] / "README.md"
@@ -249,18 +251,13 @@ def test_the_audit_passes_what_it_could_check_and_names_what_it_could_not(walked
     assert "every check that ran passed; did not run: pairing-break (too few), held-out (not run)" in audit.stdout
 
 
-def test_tables_of_the_whole_runs_folder_name_each_plan_folder_s_stranger_once(walked, tmp_path):
+def test_tables_of_the_whole_runs_folder_name_each_plan_folder_s_stranger_once(walked, tmp_path, monkeypatch, capsys):
     """The prose's promise: `runs` also holds the demo's records, which myplans has no plan for."""
-    env = {
-        **os.environ,
-        "CONVSWAP_PLAN_DIR": "myplans",
-        "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}",
-    }
+    monkeypatch.chdir(walked["root"])
+    monkeypatch.setenv("CONVSWAP_PLAN_DIR", "myplans")
     out = tmp_path / "tables"
-    done = subprocess.run(["convswap", "tables", "runs", "--out", str(out)], cwd=walked["root"], env=env,
-                          capture_output=True, text=True)  # fmt: skip
-    assert done.returncode == 2 and not out.exists()
-    (line,) = [line for line in done.stderr.splitlines() if not line.startswith("plan folder: ")]
+    assert main(["tables", "runs", "--out", str(out)]) == 2 and not out.exists()
+    (line,) = [line for line in capsys.readouterr().err.splitlines() if not line.startswith("plan folder: ")]
     strangers = [
         r for path in (walked["root"] / "runs").rglob("*.jsonl") for r in read_jsonl(path) if r["experiment"] != OWN
     ]
