@@ -1,8 +1,8 @@
 """The README's walkthroughs, run as a new user runs them: the blocks extracted from README.md, run literally.
 
 A walkthrough is the text between `<!-- walkthrough -->` and `<!-- end walkthrough -->`.  Its `bash` blocks are
-run by bash, in README order, in one fresh folder where the Set-up's `convswap demo` has written `runs/demo` and
-the coco-mini photographs sit at `coco-mini/`; a block whose first line is `# PATH` is written to PATH.  The
+run by bash, in README order, in one fresh folder where the Set-up's `convswap demo` has written `runs/demo` (a
+copy of the demo test's) and the coco-mini photographs sit at `coco-mini/`; a block whose first line is `# PATH` is written to PATH.  The
 environment a block leaves (an `export`) is the next block's.  Every command must succeed; then what the prose
 promises is checked against references computed here from the raw records: the planted values of the observers,
 the prompts of the declared conventions, the viewer's accuracy per task.
@@ -24,6 +24,7 @@ from pathlib import Path
 
 import pytest
 from conftest import COCO_MINI
+from demo_support import demo_of_fixture  # noqa: F401 (the fixture demo_of, shared)
 from scipy.stats import binomtest
 from statsmodels.stats.proportion import proportion_confint
 
@@ -74,15 +75,17 @@ class Ran:
 
 
 @pytest.fixture(scope="module")
-def walked(tmp_path_factory):
-    """A fresh folder after `convswap demo`, with every walkthrough block run in it in README order."""
+def walked(tmp_path_factory, demo_of):
+    """A fresh folder after `convswap demo`, with every walkthrough block run in it in README order.
+
+    The walkthroughs read the demo's `runs/demo` only as records of other plans, so it is the demo the demo's own
+    test runs (fewer items per experiment), copied in."""
     root = tmp_path_factory.mktemp("readme")
     # A copy, as a user has one: an items file's images resolve inside the plan's image root, links followed.
     shutil.copytree(COCO_MINI, root / "coco-mini")
+    shutil.copytree(demo_of(None, limit=2).out, root / "runs" / "demo")
     env = {name: value for name, value in os.environ.items() if not name.startswith("CONVSWAP_")}
     env["PATH"] = f"{Path(sys.executable).parent}{os.pathsep}{env['PATH']}"
-    demo = subprocess.run(["convswap", "demo"], cwd=root, env=env, capture_output=True, text=True)
-    assert demo.returncode == 0, demo.stderr
     state = root.parent / f"{root.name}.env"
     ran = []
     for block in walkthrough_blocks():
