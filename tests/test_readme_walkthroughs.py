@@ -2,8 +2,8 @@
 
 A walkthrough is the text between `<!-- walkthrough -->` and `<!-- end walkthrough -->`.  Its `bash` blocks are
 run by bash, in README order, in one fresh folder where the Set-up's `convswap demo` has written `runs/demo` (a
-copy of the demo test's) and the coco-mini photographs sit at `coco-mini/`; a block whose first line is `# PATH` is written to PATH.  The
-environment a block leaves (an `export`) is the next block's.  Every command must succeed; then what the prose
+copy of the demo test's) and the coco-mini photographs sit at `coco-mini/`; a block whose first line is `# PATH`
+is written to PATH.  The environment a block leaves (an `export`) is the next block's.  Every command must succeed; then what the prose
 promises is checked against references computed here from the raw records: the planted values of the observers,
 the prompts of the declared conventions, the viewer's accuracy per task.
 """
