@@ -177,10 +177,8 @@ class PlantedPainter:
         self.asked = asked
         self.rates = rates
         self._busy_sent: set[str] = set()
-        # A run asks about a few source images many times, and a test's runs ask the same prompts again: each
-        # source is decoded once and each drawing painted and encoded once (the same pixels every time).
+        # A run asks about a few source images many times: each is decoded once.
         self._sources: dict[bytes, tuple[Image.Image, str]] = {}
-        self._painted: dict[tuple[str, str], bytes | None] = {}
         self._lock = threading.Lock()
 
     def _source(self, data: bytes) -> tuple[Image.Image, str]:
@@ -210,10 +208,10 @@ class PlantedPainter:
             said = asked.prompt.alphabet[answer - 1]
             # One gateway model answers in words under the name it draws under.
             return openai_reply(said, model=CHAT_IMAGE_MODEL) if "messages" in seen.body else gemini_text_reply(said)
-        return self._drawn(seen, asked, source, answer, u[2], unit, (text, key))
+        return self._drawn(seen, asked, source, answer, u[2], unit, key)
 
     def _drawn(
-        self, seen: Seen, asked: Asked, source: Image.Image, answer: int, u: float, unit: str, at: tuple[str, str]
+        self, seen: Seen, asked: Asked, source: Image.Image, answer: int, u: float, unit: str, key: str
     ) -> Reply:
         reply_for = _IMAGE_REPLIES[_endpoint(seen)]
         if u < self.rates.p_refused:
@@ -221,17 +219,25 @@ class PlantedPainter:
         if u < self.rates.p_refused + self.rates.p_empty:
             return reply_for(None)
         assert asked.protocol is not None
-        with self._lock:
-            known = at in self._painted
-            data = self._painted.get(at)
+        # Everything the painting depends on: the same prompt of the same source is painted alike in every run.
+        at = (unit, asked.prompt.text, key, asked.protocol.sha256, answer, self.rates.faults)
+        with _PAINTED_LOCK:
+            known = at in _PAINTED
+            data = _PAINTED.get(at)
         if not known:
             rng = np.random.default_rng(int(uniforms(unit, "paint", n=1)[0] * 2**63))
             painted = paint(asked.protocol, source, trial=asked.trial, slots=asked.prompt.slots, answer_slot=answer,
                             faults=self.rates.faults, rng=rng)  # fmt: skip
             data = png(painted) if painted is not None else None
-            with self._lock:
-                self._painted[at] = data
+            with _PAINTED_LOCK:
+                _PAINTED[at] = data
         return reply_for(data)
+
+
+# The tests' runs ask the same prompts of the same few photographs again and again (ordinary and batch runs, reruns,
+# one test after another): each drawing is painted and encoded once, its PNG kept here.
+_PAINTED: dict[tuple[object, ...], bytes | None] = {}
+_PAINTED_LOCK = threading.Lock()
 
 
 def _endpoint(seen: Seen) -> str:
