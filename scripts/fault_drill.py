@@ -125,7 +125,7 @@ def convswap(*argv: str, **variables: str) -> Ran:
     return Ran(status, out.getvalue(), err.getvalue())
 
 
-def subprocess_convswap(*argv: str, limit: int | None = None, env: dict | None = None) -> Ran:
+def subprocess_convswap(*argv: str, limit: int | None = None) -> Ran:
     """`python -m convswap ARGV` as a child, optionally with files capped at `limit` bytes (a full disk's EFBIG)."""
 
     def capped() -> None:
@@ -133,7 +133,7 @@ def subprocess_convswap(*argv: str, limit: int | None = None, env: dict | None =
         resource.setrlimit(resource.RLIMIT_FSIZE, (limit, limit))
 
     done = subprocess.run([sys.executable, "-m", "convswap", *argv], cwd=REPO_ROOT, capture_output=True, text=True,
-                          timeout=600, env=env, preexec_fn=capped if limit is not None else None)  # fmt: skip
+                          timeout=600, preexec_fn=capped if limit is not None else None)  # fmt: skip
     return Ran(done.returncode, done.stdout, done.stderr)
 
 
@@ -293,8 +293,7 @@ def two_writers(inputs: Inputs, tally: Tally) -> None:
             deadline = time.monotonic() + 120
             while not any(folder.glob("*.jsonl")) and first.poll() is None and time.monotonic() < deadline:
                 time.sleep(0.01)
-            second = subprocess_convswap(*run_argv(out, inputs.vocabulary, 200),
-                                         env={**os.environ, **(second_env or {})})  # fmt: skip
+            second = convswap(*run_argv(out, inputs.vocabulary, 200), **(second_env or {}))  # another process
         finally:
             first.kill()
             first.wait()
@@ -632,7 +631,7 @@ def kills(inputs: Inputs, tally: Tally, count: int, runs: int, limit: int, seed:
                 process.send_signal(signal.SIGKILL)
                 process.wait()
                 landed += 1
-        resumed = subprocess_convswap(*run_argv(out, inputs.vocabulary, limit))
+        resumed = convswap(*run_argv(out, inputs.vocabulary, limit))
         records = _records(out / MODEL_FOLDER)
         units = Counter(_unit(r) for r in records)
         torn = [p.name for p in (out / MODEL_FOLDER).glob("*.jsonl") if not p.read_bytes().endswith(b"\n")]

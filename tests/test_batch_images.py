@@ -4,6 +4,7 @@ endpoints, its drawn answers painted by the image servers' painter, read exactly
 from __future__ import annotations
 
 import base64
+import functools
 from collections import Counter
 from dataclasses import dataclass
 
@@ -71,6 +72,23 @@ def server(model, monkeypatch, tmp_path):
         yield server
 
 
+@pytest.fixture(scope="module")
+def ordinary_of(tmp_path_factory):
+    """`ordinary_of(model)`: the records of an ordinary run of the model on its own planted server, by unit; the
+    server answers alike every time, so one ordinary run per model is every test's reference."""
+
+    @functools.cache
+    def ordinary(model: ImageModel) -> dict:
+        out = tmp_path_factory.mktemp(f"ordinary-{model.folder}")
+        with pytest.MonkeyPatch.context() as patch:
+            patch.setenv(model.key_variable, KEY)
+            patch.setenv("XDG_CACHE_HOME", str(out / "xdg"))
+            with BatchServer(model.api, PlantedPainter(asked_of(LIMIT), RATES)) as server:
+                return by_unit(run(model, server, out, batch=None))
+
+    return ordinary
+
+
 def run(model: ImageModel, server: BatchServer, out, batch: BatchOptions | None = POLL_AT_ONCE) -> list:
     base_url = server.url + ("/v1" if model.api == "openai" else "")
     backend = load_backend(model.spec, base_url=base_url, cache_path=out / "api.sqlite", retry=NO_WAIT)
@@ -92,15 +110,14 @@ def by_unit(records: list) -> dict:
     return {record.unit: without_batch(record) for record in records}
 
 
-def test_a_batch_run_of_the_interface_swap_gives_the_records_of_an_ordinary_run(model, server, tmp_path):
-    ordinary = run(model, server, tmp_path / "ordinary", batch=None)
-    answered = server.ordinary
+def test_a_batch_run_of_the_interface_swap_gives_the_records_of_an_ordinary_run(model, server, tmp_path, ordinary_of):
+    ordinary = ordinary_of(model)
     batched = run(model, server, tmp_path / "batched")
-    assert server.ordinary == answered  # the batch run sent no ordinary request
+    assert server.ordinary == 0  # the batch run sent no ordinary request
     assert len(server.batches) == 1 and set(server.submissions().values()) == {1}
     (batch,) = server.batches.values()
     assert len(batched) == len(ordinary) == len(answered_units(model))
-    assert by_unit(batched) == by_unit(ordinary)
+    assert by_unit(batched) == ordinary
     drawn = [record for record in batched if record.pixels is not None]
     outcomes = Counter(record.pixels.outcome for record in drawn)
     assert outcomes["generation_failure"] and outcomes["correct"] + outcomes["incorrect"], outcomes
@@ -149,7 +166,7 @@ def test_an_edit_line_is_the_json_body_of_the_multipart_edit_an_ordinary_run_sen
         assert {name: str(value) for name, value in body.items()} == fields  # every field, the same value, no other
 
 
-def test_a_failed_line_is_an_api_error_the_next_batch_run_draws_again(model, server, tmp_path):
+def test_a_failed_line_is_an_api_error_the_next_batch_run_draws_again(model, server, tmp_path, ordinary_of):
     server.fault.line_errors = 2
     first = run(model, server, tmp_path)
     failed = {record.unit for record in first if record.parse_status == "api_error"}
@@ -161,8 +178,7 @@ def test_a_failed_line_is_an_api_error_the_next_batch_run_draws_again(model, ser
     assert len(retried) == 2 and set(server.submissions().values()) == {1, 2}
     assert not [record for record in second if record.parse_status == "api_error"]
     assert {record.unit for record in second} == {record.unit for record in first}
-    ordinary = run(model, server, tmp_path / "ordinary", batch=None)
-    assert by_unit(second) == by_unit(ordinary)
+    assert by_unit(second) == ordinary_of(model)
 
 
 def test_a_batch_run_killed_after_creating_its_batch_collects_it_without_resubmitting(

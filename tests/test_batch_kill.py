@@ -6,8 +6,6 @@ from __future__ import annotations
 import os
 import random
 import signal
-import subprocess
-import sys
 import threading
 import time
 from collections import Counter
@@ -15,6 +13,7 @@ from pathlib import Path
 
 import pytest
 from batch_servers import BatchServer
+from process_support import Forked, Forker
 from runner_support import PLAN_DIR, records_in
 from test_batch import MODELS, endpoint, responder
 
@@ -26,6 +25,21 @@ UNITS = 40  # four synthetic spatial trials x two conditions x five conventions
 TESTS = Path(__file__).resolve().parent
 
 # A run split into batches of seven, so that a kill can fall between two submissions as well as within one.
+# The runs are forked from a process that imported them once (process_support): each is still a process of its own.
+# Building each backend (never used: no request is sent) imports what its SDK imports only when a client is made.
+PRELOAD = f"""
+import tempfile
+from pathlib import Path
+from convswap.experiments.runner import run_experiment
+from convswap.readout.batch_api import batch_api
+from convswap.readout.registry import load_backend
+
+for model in {sorted(MODELS.values())!r}:
+    with tempfile.TemporaryDirectory() as folder:
+        backend = load_backend(model, base_url="http://127.0.0.1:9/v1", cache_path=Path(folder) / "api.sqlite")
+        batch_api(backend)
+        backend.close()
+"""
 CHILD = """
 import sys
 from pathlib import Path
@@ -51,30 +65,31 @@ def test_kill_9_at_random_moments_never_submits_or_records_a_unit_twice(api, tmp
     # A run that ends on its own ends its drill; on a loaded machine one may end after few kills, so the drill is
     # run again on a fresh folder and server, each checked whole, until enough kills have landed (bounded).
     kills = rounds = 0
-    while kills < KILLS and rounds < ROUNDS:
-        kills += _drill(api, tmp_path / f"round{rounds}", vocabulary, rng)
-        rounds += 1
+    env = {**os.environ, "OPENAI_API_KEY": "sk-test-batches", "GEMINI_API_KEY": "AIza-test-batches-key",
+           "PYTHONPATH": str(TESTS.parent)}  # fmt: skip
+    with Forker(PRELOAD, CHILD, env, tmp_path) as forker:
+        while kills < KILLS and rounds < ROUNDS:
+            kills += _drill(api, tmp_path / f"round{rounds}", vocabulary, rng, forker)
+            rounds += 1
     assert kills >= 3, f"only {kills} kills landed before their runs finished, in {rounds} drills"
 
 
-def _drill(api: str, folder: Path, vocabulary: Path, rng: random.Random) -> int:
+def _drill(api: str, folder: Path, vocabulary: Path, rng: random.Random, forker: Forker) -> int:
     """Runs of one folder killed at random moments, then one run to the end; its invariants checked; the kills."""
     out = folder / "runs"
     folder.mkdir()
-    env = {**os.environ, "OPENAI_API_KEY": "sk-test-batches", "GEMINI_API_KEY": "AIza-test-batches-key",
-           "PYTHONPATH": str(TESTS.parent)}  # fmt: skip
     with BatchServer(api, responder(api)) as server:
         server.fault.polls = 3
-        command = [sys.executable, "-c", CHILD, MODELS[api], endpoint(server), str(out), str(vocabulary), str(PLAN_DIR)]
+        argv = [MODELS[api], endpoint(server), str(out), str(vocabulary), str(PLAN_DIR)]
         kills = runs = 0
         while kills < KILLS and runs < 3 * KILLS:  # a bounded drill: a run that ends on its own has finished
-            child = subprocess.Popen(command, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+            child = forker.start(argv)
             kills += _kill_at_random(child, server, rng)
             runs += 1
             if child.wait(timeout=120) == 0:
                 break
-        final = subprocess.run(command, env=env, capture_output=True, text=True, timeout=120)
-        assert final.returncode == 0, final.stderr
+        final = forker.start(argv)
+        assert final.wait(timeout=120) == 0, final.stderr
 
     records = records_in(next((out / "synthetic_spatial").iterdir()))
     assert len(records) == UNITS and set(Counter(record.unit for record in records).values()) == {1}
@@ -88,7 +103,7 @@ def _drill(api: str, folder: Path, vocabulary: Path, rng: random.Random) -> int:
     return kills
 
 
-def _kill_at_random(child: subprocess.Popen, server: BatchServer, rng: random.Random) -> int:
+def _kill_at_random(child: Forked, server: BatchServer, rng: random.Random) -> int:
     """Kill the child at its n-th request to the server (plus a little), or after a random time; 1 if it was
     killed before it exited."""
     killed = threading.Event()
@@ -109,7 +124,7 @@ def _kill_at_random(child: subprocess.Popen, server: BatchServer, rng: random.Ra
         server.on_request = on_request
     else:
         server.on_request = None
-        threading.Timer(rng.uniform(0.3, 2.0), kill).start()
+        threading.Timer(rng.uniform(0.05, 1.0), kill).start()  # a run takes about a second, imports made
     deadline = time.monotonic() + 60
     while child.poll() is None and time.monotonic() < deadline:
         time.sleep(0.01)

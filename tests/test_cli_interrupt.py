@@ -14,6 +14,8 @@ from api_servers import LoopbackServer, Reply, openai_error, openai_reply
 from plan_support import without_plan_folder
 from runner_support import REPO_ROOT, SPATIAL, records_in
 
+from convswap.cli import main
+
 pytestmark = pytest.mark.slow  # tiny transformers models, browsers or subprocess runs: see the README's fast tier
 
 MODEL = "openai:gpt-4o"
@@ -22,13 +24,20 @@ WORKERS = 8  # the OpenAI backend's default concurrency
 HEAVY = ("scipy", "statsmodels", "matplotlib", "torch", "transformers", "accelerate", "openai", "google.genai")
 
 
+def run_env(server: LoopbackServer, tmp_path) -> dict[str, str]:
+    return {"OPENAI_API_KEY": "sk-test-interrupt", "OPENAI_BASE_URL": f"{server.url}/v1",
+            "XDG_CACHE_HOME": str(tmp_path / "cache")}  # fmt: skip
+
+
+def run_args(out, vocabulary) -> list[str]:
+    return ["run", SPATIAL, "--model", MODEL, "--vocabulary", str(vocabulary), "--vocabulary-from-other-model",
+            "--limit", str(LIMIT), "--out", str(out), "--no-progress"]  # fmt: skip
+
+
 def start_run(server: LoopbackServer, out, vocabulary, tmp_path) -> subprocess.Popen:
-    env = {**os.environ, "OPENAI_API_KEY": "sk-test-interrupt", "OPENAI_BASE_URL": f"{server.url}/v1",
-           "XDG_CACHE_HOME": str(tmp_path / "cache")}  # fmt: skip
-    command = [sys.executable, "-m", "convswap", "run", SPATIAL, "--model", MODEL, "--vocabulary", str(vocabulary),
-               "--vocabulary-from-other-model",
-               "--limit", str(LIMIT), "--out", str(out), "--no-progress"]  # fmt: skip
-    return subprocess.Popen(command, cwd=REPO_ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    command = [sys.executable, "-m", "convswap", *run_args(out, vocabulary)]
+    return subprocess.Popen(command, cwd=REPO_ROOT, env={**os.environ, **run_env(server, tmp_path)},
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)  # fmt: skip
 
 
 def interrupt_when_quiet(
@@ -72,7 +81,9 @@ def hung(release: threading.Event):
 
 
 @pytest.mark.parametrize("server_kind", ["hung", "500"])
-def test_ctrl_c_exits_130_within_2_s_sends_nothing_more_and_the_next_run_resumes(server_kind, tmp_path, vocabulary):
+def test_ctrl_c_exits_130_within_2_s_sends_nothing_more_and_the_next_run_resumes(
+    server_kind, tmp_path, vocabulary, monkeypatch
+):
     out = tmp_path / "out"
     release = threading.Event()
     # A 500 with Retry-After: 30 holds every worker in its wait before a retry.
@@ -90,10 +101,10 @@ def test_ctrl_c_exits_130_within_2_s_sends_nothing_more_and_the_next_run_resumes
     assert records_in(folder) == []  # no answer came back, so nothing was written, not even an empty log
     assert not [path for path in folder.iterdir() if path.suffix == ".jsonl"]
 
-    with LoopbackServer(lambda seen: openai_reply("2")) as healthy:
-        resumed = start_run(healthy, out, vocabulary, tmp_path)
-        stdout, stderr = resumed.communicate(timeout=120)
-    assert resumed.returncode == 0, stderr
+    with LoopbackServer(lambda seen: openai_reply("2")) as healthy:  # resumed in-process: no signal is under test
+        for name, value in run_env(healthy, tmp_path).items():
+            monkeypatch.setenv(name, value)
+        assert main(run_args(out, vocabulary)) == 0
     records = records_in(folder)
     assert len(records) == 60 and len({r.unit for r in records}) == 60
     assert {r.parse_status for r in records} == {"ok"}

@@ -3,8 +3,7 @@
 from __future__ import annotations
 
 import pytest
-
-from convswap.cli import main
+from demo_support import demo_of_fixture  # noqa: F401 (the fixture demo_of, shared)
 
 pytestmark = pytest.mark.slow  # tiny transformers models or whole runs: see the README's fast tier
 
@@ -17,11 +16,9 @@ LOGS = {
 }
 
 
-def test_demo_runs_every_experiment_and_prints_the_main_tables(tmp_path, coco_annotations, capsys):
-    coco = coco_annotations.parent.parent
-    out = tmp_path / "demo"
-    assert main(["demo", "--out", str(out), "--coco", str(coco), "--limit", "6"]) == 0
-    printed = capsys.readouterr().out
+def test_demo_runs_every_experiment_and_prints_the_main_tables(demo_of, coco_annotations):
+    demo = demo_of(coco_annotations.parent.parent, limit=6)
+    out, printed = demo.out, demo.printed
     vocabulary = out / "calibration" / "sim-qwen3vl-like" / "vocabulary.json"
     assert f"calibration: vocabulary at {vocabulary}" in printed
     for experiment, names in LOGS.items():
@@ -55,10 +52,9 @@ def test_demo_runs_every_experiment_and_prints_the_main_tables(tmp_path, coco_an
     assert (out / "tables" / "figure1_locate.png").is_file()
 
 
-def test_demo_without_coco_skips_the_photographs(tmp_path, capsys):
-    out = tmp_path / "demo"
-    assert main(["demo", "--out", str(out), "--limit", "2"]) == 0
-    printed = capsys.readouterr().out
+def test_demo_without_coco_skips_the_photographs(demo_of):
+    demo = demo_of(None, limit=2)
+    out, printed = demo.out, demo.printed
     assert "# Table 1: color ladder" in printed and "# Table 2: COCO" not in printed
     assert not (out / "coco_locate_identify").exists() and not (out / "cross_model").exists()
     assert not (out / "interface_swap").exists() and "# Pixel answers" not in printed

@@ -66,8 +66,7 @@ def test_a_run_under_a_file_size_limit_fails_in_one_line_with_whole_records_and_
         assert 0 < log.stat().st_size <= limit and log.read_bytes().endswith(b"\n")  # whole records only
     assert not [name for name in files_under(out) if name.endswith(".tmp")]
 
-    resumed = convswap(*run_args(out, vocabulary))
-    assert resumed.returncode == 0, resumed.stderr
+    assert main(run_args(out, vocabulary)) == 0  # resumed; only the limited run needs a process of its own
     uninterrupted = tmp_path / "uninterrupted"
     run_experiment(spatial_request(uninterrupted, vocabulary, limit=LIMIT), progress=False)
     folder = Path(SPATIAL) / "sim-qwen3vl-like"

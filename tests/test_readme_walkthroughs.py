@@ -1,9 +1,9 @@
 """The README's walkthroughs, run as a new user runs them: the blocks extracted from README.md, run literally.
 
 A walkthrough is the text between `<!-- walkthrough -->` and `<!-- end walkthrough -->`.  Its `bash` blocks are
-run by bash, in README order, in one fresh folder where the Set-up's `convswap demo` has written `runs/demo` and
-the coco-mini photographs sit at `coco-mini/`; a block whose first line is `# PATH` is written to PATH.  The
-environment a block leaves (an `export`) is the next block's.  Every command must succeed; then what the prose
+run by bash, in README order, in one fresh folder where the Set-up's `convswap demo` has written `runs/demo` (a
+copy of the demo test's) and the coco-mini photographs sit at `coco-mini/`; a block whose first line is `# PATH`
+is written to PATH.  The environment a block leaves (an `export`) is the next block's.  Every command must succeed; then what the prose
 promises is checked against references computed here from the raw records: the planted values of the observers,
 the prompts of the declared conventions, the viewer's accuracy per task.
 """
@@ -24,8 +24,11 @@ from pathlib import Path
 
 import pytest
 from conftest import COCO_MINI
+from demo_support import demo_of_fixture  # noqa: F401 (the fixture demo_of, shared)
 from scipy.stats import binomtest
 from statsmodels.stats.proportion import proportion_confint
+
+from convswap.cli import main
 
 pytestmark = pytest.mark.slow
 
@@ -72,15 +75,17 @@ class Ran:
 
 
 @pytest.fixture(scope="module")
-def walked(tmp_path_factory):
-    """A fresh folder after `convswap demo`, with every walkthrough block run in it in README order."""
+def walked(tmp_path_factory, demo_of):
+    """A fresh folder after `convswap demo`, with every walkthrough block run in it in README order.
+
+    The walkthroughs read the demo's `runs/demo` only as records of other plans, so it is the demo the demo's own
+    test runs (fewer items per experiment), copied in."""
     root = tmp_path_factory.mktemp("readme")
     # A copy, as a user has one: an items file's images resolve inside the plan's image root, links followed.
     shutil.copytree(COCO_MINI, root / "coco-mini")
+    shutil.copytree(demo_of(None, limit=2).out, root / "runs" / "demo")
     env = {name: value for name, value in os.environ.items() if not name.startswith("CONVSWAP_")}
     env["PATH"] = f"{Path(sys.executable).parent}{os.pathsep}{env['PATH']}"
-    demo = subprocess.run(["convswap", "demo"], cwd=root, env=env, capture_output=True, text=True)
-    assert demo.returncode == 0, demo.stderr
     state = root.parent / f"{root.name}.env"
     ran = []
     for block in walkthrough_blocks():
@@ -249,18 +254,13 @@ def test_the_audit_passes_what_it_could_check_and_names_what_it_could_not(walked
     assert "every check that ran passed; did not run: pairing-break (too few), held-out (not run)" in audit.stdout
 
 
-def test_tables_of_the_whole_runs_folder_name_each_plan_folder_s_stranger_once(walked, tmp_path):
+def test_tables_of_the_whole_runs_folder_name_each_plan_folder_s_stranger_once(walked, tmp_path, monkeypatch, capsys):
     """The prose's promise: `runs` also holds the demo's records, which myplans has no plan for."""
-    env = {
-        **os.environ,
-        "CONVSWAP_PLAN_DIR": "myplans",
-        "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}",
-    }
+    monkeypatch.chdir(walked["root"])
+    monkeypatch.setenv("CONVSWAP_PLAN_DIR", "myplans")
     out = tmp_path / "tables"
-    done = subprocess.run(["convswap", "tables", "runs", "--out", str(out)], cwd=walked["root"], env=env,
-                          capture_output=True, text=True)  # fmt: skip
-    assert done.returncode == 2 and not out.exists()
-    (line,) = [line for line in done.stderr.splitlines() if not line.startswith("plan folder: ")]
+    assert main(["tables", "runs", "--out", str(out)]) == 2 and not out.exists()
+    (line,) = [line for line in capsys.readouterr().err.splitlines() if not line.startswith("plan folder: ")]
     strangers = [
         r for path in (walked["root"] / "runs").rglob("*.jsonl") for r in read_jsonl(path) if r["experiment"] != OWN
     ]

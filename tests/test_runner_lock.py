@@ -13,6 +13,7 @@ import pytest
 from plan_support import without_plan_folder
 from runner_support import REPO_ROOT, SIM, SPATIAL, records_in, spatial_request
 
+from convswap.cli import main
 from convswap.core import ConvswapError
 from convswap.experiments.folder_lock import locked
 from convswap.experiments.logs import read_records
@@ -23,9 +24,13 @@ pytestmark = pytest.mark.slow  # tiny transformers models, browsers or subproces
 FOLDER = "sim-qwen3vl-like"
 
 
+def run_args(out, vocabulary, limit: int) -> list[str]:
+    return ["run", SPATIAL, "--model", SIM, "--vocabulary", str(vocabulary), "--limit", str(limit), "--out", str(out),
+            "--no-progress"]  # fmt: skip
+
+
 def run_command(out, vocabulary, limit: int) -> list[str]:
-    return [sys.executable, "-m", "convswap", "run", SPATIAL, "--model", SIM, "--vocabulary", str(vocabulary),
-            "--limit", str(limit), "--out", str(out), "--no-progress"]  # fmt: skip
+    return [sys.executable, "-m", "convswap", *run_args(out, vocabulary, limit)]
 
 
 def test_a_second_run_on_a_locked_folder_refuses_naming_the_holder_and_writes_nothing(tmp_path, vocabulary):
@@ -60,8 +65,7 @@ def test_two_concurrent_runs_the_second_refuses_and_a_killed_holder_leaves_no_st
         f"convswap run: error: {folder} is being written by another run (pid {first.pid}); wait for it to end, or "
         "stop it"
     ]
-    resumed = subprocess.run(run_command(out, vocabulary, 200), cwd=REPO_ROOT, capture_output=True, text=True)
-    assert resumed.returncode == 0, resumed.stderr
+    assert main(run_args(out, vocabulary, 200)) == 0  # the killed holder's lock is no one's now
     units = [r.unit for r in records_in(folder)]
     assert len(units) == len(set(units))
 

@@ -8,9 +8,11 @@ under the test's temporary folder.
 from __future__ import annotations
 
 import json
+import shutil
 from urllib.parse import quote
 
 import pytest
+from demo_support import demo_of_fixture  # noqa: F401 (the fixture demo_of, shared)
 from view_support import (
     LOW_MASS,
     PLANTED_LOG,
@@ -21,7 +23,6 @@ from view_support import (
     log_records,
     mass_under,
     plant,
-    run_demo,
 )
 
 from convswap.audits.log_audit import audit_folder
@@ -31,9 +32,9 @@ pytestmark = pytest.mark.slow  # tiny transformers models, browsers or subproces
 
 
 @pytest.fixture(scope="session")
-def planted(tmp_path_factory, coco_annotations) -> Planted:
+def planted(tmp_path_factory, demo_of, coco_annotations) -> Planted:
     logs = tmp_path_factory.mktemp("view") / "logs"
-    run_demo(logs, coco_annotations.parent.parent, limit=6)
+    shutil.copytree(demo_of(coco_annotations.parent.parent, limit=6).out, logs)  # the demo test reads it unplanted
     return plant(logs)
 
 
