@@ -1,11 +1,13 @@
 """Running the registered builders: in worker processes, where the study is large enough for that to pay.
 
 Every builder reads the one context and writes files of its own names, so they can all run at once.  Forked
-workers start with the records read; they build the tables and draw the figures' pages, and hand back the
-tables and the pages' bytes.  The command takes these in the registry's order, as if each builder ran then: a
-builder's error is raised in its place, and a figure's bookkeeping (which of its pages are current) is kept by
-the command alone, so the files are the same, byte for byte, as those of one process.  Where the system cannot
-fork, or the study is small, every builder runs in this process.
+workers, one fewer than the CPUs, start with the records read; they take the figures' pages first and then the
+tables from the last builder back, and hand back the pages' bytes and the tables.  The command meanwhile goes
+through the builders in the registry's order, building itself each one no worker has taken yet, and taking
+the others' results in their place: a builder's error is raised there, and a figure's bookkeeping (which of
+its pages are current) is kept by the command alone, so the files are the same, byte for byte, as those of one
+process.  A worker's copy of the records costs memory as it touches them, hence no more workers than that.
+Where the system cannot fork, or the study is small, every builder runs in this process.
 """
 
 from __future__ import annotations
@@ -19,7 +21,7 @@ from convswap.analysis.report import Table
 from convswap.workers import forked_pool, usable_cpus
 
 PARALLEL_RECORDS = 5_000  # below this, forking workers costs more than the builders take
-MAX_WORKERS = 4
+MAX_WORKERS = 3
 
 # What a forked worker builds from: set before the workers are forked, so that each starts with it.
 _FORKED: list[tuple[list[Registered], Context, Path]] = []
@@ -33,9 +35,9 @@ class Builds:
         self._drawings: dict[int, list[Drawing]] = {}
         self._tables: dict[int, Future[tuple[list[Path], list[Table]]]] = {}
         self._pages: dict[str, Future[list[bytes]]] = {}
-        workers = min(usable_cpus(), MAX_WORKERS) if len(context.records) >= PARALLEL_RECORDS else 0
+        workers = min(usable_cpus() - 1, MAX_WORKERS) if len(context.records) >= PARALLEL_RECORDS else 0
         _FORKED[:] = [(builders, context, stage)]
-        self._pool = forked_pool(workers) if workers > 1 else None
+        self._pool = forked_pool(workers)
         if self._pool is None:
             return
         # Pages first: drawing one takes longer than most tables.
@@ -47,7 +49,7 @@ class Builds:
                     continue
                 for drawing in builder.stale_pages(drawings, out):
                     self._pages.setdefault(drawing.digest, self._pool.submit(figure_files, drawing))
-        for index, builder in enumerate(builders):
+        for index, builder in reversed(list(enumerate(builders))):
             if not isinstance(builder, RegisteredFigure):
                 self._tables[index] = self._pool.submit(_write_tables, index)
 
@@ -66,11 +68,15 @@ class Builds:
                 self._context, self._out, draw=self._figures, drawings=self._drawings.get(index), files=self._files
             )
         started = self._tables.get(index)
-        return started.result() if started is not None else builder.write(self._context, self._stage)
+        if started is None or started.cancel():  # no worker took it: built here
+            return builder.write(self._context, self._stage)
+        return started.result()
 
     def _files(self, drawing: Drawing) -> list[bytes]:
         started = self._pages.pop(drawing.digest, None)
-        return started.result() if started is not None else figure_files(drawing)
+        if started is None or started.cancel():
+            return figure_files(drawing)
+        return started.result()
 
 
 def _write_tables(index: int) -> tuple[list[Path], list[Table]]:

@@ -120,9 +120,9 @@ def _read_folder(root: Path, provenance: ProvenanceCheck | None) -> LogFolder:
     present: dict[Path, set] = {path: set() for path in runs}
     paths = sorted(root.rglob("*.jsonl"))
     # disable=None: a bar on a terminal only, so piped reports stay clean.
-    bar = tqdm(total=len(paths), desc="reading logs", unit="file", leave=False, disable=None)
-    for path, lines in zip(paths, readings(_logs(paths, provenance), read_log), strict=True):
-        bar.update()
+    with tqdm(total=len(paths), desc="reading logs", unit="file", leave=False, disable=None) as bar:
+        read = readings(_logs(paths, provenance), read_log, done=bar.update)
+    for path, lines in zip(paths, read, strict=True):
         condition = log_condition(path)
         run = path.parent / expected_name(condition) if condition else None
         expected = runs.get(run) if run is not None else None
@@ -147,7 +147,6 @@ def _read_folder(root: Path, provenance: ProvenanceCheck | None) -> LogFolder:
             result.records.append(record)
             if run is not None and run in present:
                 present[run].add(record.unit)
-    bar.close()
     for path, expected in runs.items():
         gap = [unit for unit in expected.units() if unit not in present[path]]
         if gap:

@@ -58,9 +58,12 @@ def code_digest() -> bytes:
     return digest.digest()
 
 
-def readings(logs: Iterable[tuple[Path, bytes]], read: Read) -> Iterator[Reading]:
+def readings(
+    logs: Iterable[tuple[Path, bytes]], read: Read, done: Callable[[], object] = lambda: None
+) -> list[Reading]:
     """`read(path, data)` of every log, in order: from the cache where the same bytes were read by the same code,
-    else read now (in worker processes when there is enough to read) and kept."""
+    else read now (in worker processes when there is enough to read) and kept.  `done` is called as each log's
+    reading is had, so that a progress bar moves as the work does."""
     folder = cache_folder()
     found: list[Reading | None] = []
     missed: list[tuple[int, Path, bytes, str]] = []
@@ -70,13 +73,14 @@ def readings(logs: Iterable[tuple[Path, bytes]], read: Read) -> Iterator[Reading
         found.append(cached)
         if cached is None:
             missed.append((index, path, data, key))
+        else:
+            done()
     for (index, _, _, key), pickled in zip(missed, _read_all(missed, read), strict=True):
         if folder is not None:
             _store(folder, key, pickled)
         found[index] = pickle.loads(pickled)
-    for reading in found:
-        assert reading is not None  # every miss was read above
-        yield reading
+        done()
+    return [reading for reading in found if reading is not None]  # every miss was read above
 
 
 def _read_all(missed: list[tuple[int, Path, bytes, str]], read: Read) -> Iterator[bytes]:
