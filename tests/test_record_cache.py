@@ -6,6 +6,7 @@ with the same result, errors included."""
 from __future__ import annotations
 
 import json
+import os
 import shutil
 
 import pytest
@@ -131,3 +132,20 @@ def test_a_line_that_is_no_record_is_named_when_a_worker_reads_it(runs, cache, m
     monkeypatch.setattr(record_cache, "usable_cpus", lambda: 2)
     with pytest.raises(ConvswapError, match=rf"^{log}:11: not a log record"):
         read_log_folder(folder)
+
+
+def test_a_full_cache_lets_the_entries_used_longest_ago_go(runs, cache, monkeypatch, tmp_path):
+    read_log_folder(runs)
+    entries = sorted(cache.iterdir())
+    sizes = {entry.name: entry.stat().st_size for entry in entries}
+    for age, entry in enumerate(entries):  # the first entry used longest ago
+        os.utime(entry, (1_000_000 + age, 1_000_000 + age))
+    other = shutil.copytree(runs / SPATIAL / FOLDER, tmp_path / "other" / FOLDER)
+    (other / "visible.jsonl").unlink()
+    # Room for what is there now: one more entry, smaller than any (a log of one record), pushes the oldest out.
+    monkeypatch.setattr(record_cache, "CACHE_BYTES", sum(sizes.values()))
+    log = other / "cached.jsonl"
+    log.write_bytes(log.read_bytes()[: log.read_bytes().index(b"\n") + 1])
+    read_log_folder(tmp_path / "other")
+    kept = {entry.name for entry in cache.iterdir()}
+    assert entries[0].name not in kept and {entry.name for entry in entries[1:]} <= kept

@@ -8,7 +8,8 @@ enough of them for that to pay.
 
 An entry is written to a temporary name and renamed into place; one that does not load (cut short by a crash,
 written by another Python) is read again from its log.  A cache that cannot be written is no error: the logs are
-read as they would be without one.  `CONVSWAP_RECORD_CACHE` names another folder, or `off` for none.
+read as they would be without one.  The cache holds at most CACHE_BYTES; the entries used longest ago go first.
+`CONVSWAP_RECORD_CACHE` names another folder, or `off` for none.
 """
 
 from __future__ import annotations
@@ -30,6 +31,7 @@ from convswap.workers import forked_pool, usable_cpus
 CACHE_VARIABLE = "CONVSWAP_RECORD_CACHE"
 # Below this many bytes of logs to read, starting worker processes costs more than it saves.
 PARALLEL_BYTES = 8 << 20
+CACHE_BYTES = 2 << 30
 MAX_WORKERS = 8
 
 Reading = list[Any]  # what `read` returns for one log: picklable, and the same for the same bytes
@@ -104,6 +106,7 @@ def _pickled_reading(job: tuple[Read, Path, bytes]) -> bytes:
 def _load(path: Path) -> Reading | None:
     try:
         data = path.read_bytes()
+        os.utime(path)  # used now: the last to go when the cache is full
     except OSError:
         return None
     try:
@@ -126,3 +129,20 @@ def _store(folder: Path, key: str, pickled: bytes) -> None:
             with contextlib.suppress(OSError):
                 os.unlink(temporary)
             raise
+        _trim(folder)
+
+
+def _trim(folder: Path) -> None:
+    """Remove the entries used longest ago until the cache holds at most CACHE_BYTES."""
+    entries = []
+    for entry in os.scandir(folder):
+        with contextlib.suppress(OSError):
+            status = entry.stat()
+            entries.append((status.st_mtime, status.st_size, entry.path))
+    held = sum(size for _, size, _ in entries)
+    for _, size, path in sorted(entries):
+        if held <= CACHE_BYTES:
+            break
+        with contextlib.suppress(OSError):
+            os.unlink(path)
+        held -= size
