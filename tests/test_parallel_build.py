@@ -16,6 +16,8 @@ from convswap.analysis.generate import generate
 from convswap.core import ConvswapError
 from convswap.fileio import WriteError
 
+pytestmark = pytest.mark.slow  # whole `tables` runs, several to a test
+
 REPO = Path(__file__).resolve().parents[1]
 PLAN_DIR = REPO / "convswap" / "analysis_plan"
 
