@@ -10,6 +10,9 @@ reuses both.  A copy cut to exactly the target is then spread over `--models` mo
 crossover pair kept together, and each copy gets the observer's vocabulary under its
 own name, so the same records make a study of more models, each with fewer trials.
 
+A last variant writes into the folder the previous `tables` wrote, as a study's next
+`tables` does: its figure pages are current and not drawn again.
+
 `convswap tables` runs in a child process, so its wall time includes start-up and
 imports, as a user sees it.  Its memory is given twice: the largest one process held
 (`ru_maxrss`), and what the command and its forked workers held together (their
@@ -148,9 +151,10 @@ class Measured:
     tree_mb: float  # the most the command and its workers held together, as proportional set sizes, sampled
 
 
-def time_tables(logdir: Path, out: Path, options: tuple[str, ...], cache: Path) -> Measured:
-    """One `convswap tables` run into a fresh `out`, reading through the record cache in `cache`."""
-    shutil.rmtree(out, ignore_errors=True)
+def time_tables(logdir: Path, out: Path, options: tuple[str, ...], cache: Path, fresh: bool = True) -> Measured:
+    """One `convswap tables` run into `out` (emptied first when `fresh`), through the record cache in `cache`."""
+    if fresh:
+        shutil.rmtree(out, ignore_errors=True)
     # The log's plan is the amended copy beside it, not the registered plan: its tables are labelled unregistered.
     command = [sys.executable, "-m", "convswap", "tables", str(logdir), "--out", str(out), "--allow-unregistered",
                *options]  # fmt: skip
@@ -231,21 +235,26 @@ def main() -> int:
         more = 2 * args.models
         few, many = spread_copy(log, args.models, root / "few"), spread_copy(log, more, root / "many")
         warm = root / "cache"
-        # name: (logs, options, whether the record cache is emptied before each run)
+        # name: (logs, options, whether the record cache is emptied before each run, the output folder or None
+        # for a fresh one each run)
+        again = root / "tables-again"
         variants = {
-            f"{args.models} models, first reading": (few, (), True),
-            f"{args.models} models": (few, (), False),
-            f"{args.models} models, --no-figures": (few, ("--no-figures",), False),
-            f"{more} models": (many, (), False),
+            f"{args.models} models, first reading": (few, (), True, None),
+            f"{args.models} models": (few, (), False, None),
+            f"{args.models} models, --no-figures": (few, ("--no-figures",), False, None),
+            f"{more} models": (many, (), False, None),
+            f"{args.models} models, again into the same folder": (few, (), False, again),
         }
         for variant_log in (few, many):  # the logs as a study read before: every later run finds them cached
             time_tables(variant_log, root / "tables", ("--no-figures",), warm)
+        time_tables(few, again, (), warm)  # the last `tables` into that folder: its pages are current
         runs: dict[str, list[Measured]] = {name: [] for name in variants}
         for _ in range(args.rounds):
-            for name, (variant_log, options, cold) in variants.items():
+            for name, (variant_log, options, cold, out) in variants.items():
                 cache = root / "empty-cache" if cold else warm
                 shutil.rmtree(root / "empty-cache", ignore_errors=True)
-                runs[name].append(time_tables(variant_log, root / "tables", options, cache))
+                measured = time_tables(variant_log, out or root / "tables", options, cache, fresh=out is None)
+                runs[name].append(measured)
     print(f"records: {args.records} (of {built} built); {args.rounds} interleaved rounds, medians")
     print(f"load average over the last minute: {os.getloadavg()[0]:.2f} on {os.cpu_count()} CPUs")
     medians = {}
@@ -259,8 +268,8 @@ def main() -> int:
             f"{name}: wall {medians[name]:.2f} s ({spread(walls)}), cpu {cpu:.2f} s, peak memory {peak:.0f} MB "
             f"(the command and its workers together {tree:.0f} MB)"
         )
-    cold, few_wall, bare, _ = medians.values()
-    _, few_runs, _, many_runs = runs.values()
+    cold, few_wall, bare, _, _ = medians.values()
+    _, few_runs, _, many_runs, _ = runs.values()
     # Each round's 40-model run against the same round's 20-model run: load that moves between rounds cancels.
     growth = statistics.median(large.wall / small.wall for small, large in zip(few_runs, many_runs, strict=True))
     cpu_growth = statistics.median(large.cpu / small.cpu for small, large in zip(few_runs, many_runs, strict=True))
