@@ -40,15 +40,23 @@ class Builds:
         self._pool = forked_pool(workers)
         if self._pool is None:
             return
-        # Pages first: drawing one takes longer than most tables.
+        stale: list[Drawing] = []
         for index, builder in enumerate(builders):
             if isinstance(builder, RegisteredFigure) and figures:
                 try:
                     drawings = self._drawings[index] = builder.build(context)
                 except Exception:  # noqa: BLE001 - `write` builds it again, in its place, and raises it there
                     continue
-                for drawing in builder.stale_pages(drawings, out):
-                    self._pages.setdefault(drawing.digest, self._pool.submit(figure_files, drawing))
+                stale += builder.stale_pages(drawings, out)
+        if stale:
+            # Imported before the workers are forked (at the first task), matplotlib's pages are shared with them
+            # rather than each worker's own; this process draws a page too, where it comes to one no worker took.
+            import matplotlib.backends.backend_agg
+            import matplotlib.backends.backend_pdf
+            import matplotlib.figure  # noqa: F401
+        # Pages first: drawing one takes longer than most tables.
+        for drawing in stale:
+            self._pages.setdefault(drawing.digest, self._pool.submit(figure_files, drawing))
         for index, builder in reversed(list(enumerate(builders))):
             if not isinstance(builder, RegisteredFigure):
                 self._tables[index] = self._pool.submit(_write_tables, index)
