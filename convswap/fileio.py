@@ -20,6 +20,10 @@ class WriteError(ConvswapError):
         super().__init__(message)
         self.reason = reason  # the system's words (No space left on device)
 
+    def __reduce__(self) -> tuple[type[WriteError], tuple[str, str]]:
+        # Raised in a worker process, it is handed back to the command whole.
+        return type(self), (str(self), self.reason)
+
 
 @contextlib.contextmanager
 def atomic_open(

@@ -131,11 +131,22 @@ class RegisteredFigure:
     def page_name(self, page: int) -> str:
         return self.name if page == 1 else f"{self.name}_{page}"
 
-    def write(self, context: Context, out_dir: Path, *, draw: bool = True) -> tuple[list[Path], list[Table]]:
+    def write(
+        self,
+        context: Context,
+        out_dir: Path,
+        *,
+        draw: bool = True,
+        drawings: list[Drawing] | None = None,
+        files: Callable[[Drawing], list[bytes]] | None = None,
+    ) -> tuple[list[Path], list[Table]]:
         """Save every page whose inputs changed as PNG and PDF, with no creation date, so that the same records
         give the same files; the files written (or kept, unchanged) and no table.  Without `draw`, a page whose
-        files are not current is removed instead, so that no figure of other records is left in the folder."""
-        drawings = self.build(context)
+        files are not current is removed instead, so that no figure of other records is left in the folder.
+        `drawings` are the pages, where the caller built them already, and `files` gives a page's files, where
+        they are drawn elsewhere (`figure_files` by default)."""
+        if drawings is None:
+            drawings = self.build(context)
         drawn = read_drawn(out_dir)
         written = []
         pages = tqdm(drawings, desc=f"figures ({self.name})", unit="figure", leave=False, disable=None)
@@ -148,11 +159,22 @@ class RegisteredFigure:
                     for path in paths:
                         path.unlink(missing_ok=True)
                     continue
-                save_figure(drawing.draw(drawing.inputs), paths)
+                for path, data in zip(paths, (files or figure_files)(drawing), strict=True):
+                    atomic_write_bytes(path, data)
                 drawn[name] = digest
             written += paths
         self._remove_pages(out_dir, after=len(drawings), drawn=drawn)
         return written, []
+
+    def stale_pages(self, drawings: list[Drawing], out_dir: Path) -> list[Drawing]:
+        """The pages `write` would draw into `out_dir`."""
+        drawn = read_drawn(out_dir)
+        return [
+            drawing
+            for page, drawing in enumerate(drawings, start=1)
+            if drawn.get(self.page_name(page)) != drawing.digest
+            or not all((out_dir / f"{self.page_name(page)}{suffix}").is_file() for suffix in self.suffixes)
+        ]
 
     def remove(self, out_dir: Path) -> None:
         """Remove every page this figure wrote on an earlier run."""
@@ -182,14 +204,18 @@ def write_drawn(out_dir: Path, drawn: dict[str, str]) -> None:
         atomic_write_text(out_dir / DRAWN_FILE, json.dumps(drawn, indent=1, sort_keys=True) + "\n")
 
 
-def save_figure(drawn: Figure, paths: list[Path]) -> None:
-    """The figure as PNG and as PDF.  A drawing lays itself out (no layout engine to run per format, no tight
-    bounding box to find by drawing twice), so each format is one pass of its renderer."""
-    for path in paths:
-        metadata = {"Software": None} if path.suffix == ".png" else {"CreationDate": None, "Producer": None}
+def figure_files(drawing: Drawing) -> list[bytes]:
+    """The page as PNG and as PDF, with no creation date, so that the same inputs give the same bytes.  A drawing
+    lays itself out (no layout engine to run per format, no tight bounding box to find by drawing twice), so each
+    format is one pass of its renderer."""
+    drawn = drawing.draw(drawing.inputs)
+    files = []
+    for suffix in FIGURE_SUFFIXES:
+        metadata = {"Software": None} if suffix == ".png" else {"CreationDate": None, "Producer": None}
         buffer = io.BytesIO()
-        drawn.savefig(buffer, format=path.suffix[1:], metadata=metadata, dpi=150)
-        atomic_write_bytes(path, buffer.getvalue())
+        drawn.savefig(buffer, format=suffix[1:], metadata=metadata, dpi=150)
+        files.append(buffer.getvalue())
+    return files
 
 
 Registered = RegisteredTables | RegisteredFigure

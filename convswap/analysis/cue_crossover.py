@@ -91,14 +91,14 @@ def crossover(records: Sequence[Record]) -> Crossover:
     if not complete:
         raise ConvswapError(f"none of {len(cells)} crossover pairs has both arrays at both swapped locations")
     shifts: dict[str, list[float]] = {role: [] for role in ROLES}
-    spreads: list[float] = []
+    scored: list[np.ndarray] = []
     for pair_id, pair in sorted(complete.items()):
         swapped = _swapped_colors(pair_id, pair)
         for role in ROLES:
             if ("A", role) in pair and ("B", role) in pair:
                 shifts[role].append(_shift(pair, role, swapped))
-        spreads.extend(float(np.std(_logits(record))) for record in pair.values())
-    spread = float(np.mean(spreads))
+        scored.extend(_logits(record) for record in pair.values())
+    spread = float(np.mean(_spreads(scored)))
     if spread == 0:
         raise ConvswapError("candidate scores have no spread; the interaction cannot be normalized")
     first, second = float(np.mean(shifts["first"])) / spread, float(np.mean(shifts["second"])) / spread
@@ -120,6 +120,19 @@ def crossover_if_scored(records: Sequence[Record]) -> Crossover | None:
     if not crossing or not all(has_scores(record) for record in crossing):
         return None
     return crossover(crossing)
+
+
+def _spreads(scores: list[np.ndarray]) -> list[float]:
+    """The standard deviation of each record's candidate scores: a row of one array per option count, since a
+    model's crossover records are thousands."""
+    by_size: dict[int, list[int]] = {}
+    for index, row in enumerate(scores):
+        by_size.setdefault(len(row), []).append(index)
+    spreads = [0.0] * len(scores)
+    for indices in by_size.values():
+        for index, value in zip(indices, np.std(np.stack([scores[i] for i in indices]), axis=1), strict=True):
+            spreads[index] = float(value)
+    return spreads
 
 
 def _swapped_colors(pair_id: str, pair: dict[tuple[str, str], Record]) -> tuple[str, str]:

@@ -28,6 +28,7 @@ from typing import TextIO
 from tqdm import tqdm
 
 from convswap.analysis.builders import Registered, RegisteredFigure, registered
+from convswap.analysis.building import Builds
 from convswap.analysis.context import Context, MissingInput
 from convswap.analysis.loading import LogFolder, load_vocabularies, read_log_folder
 from convswap.analysis.numbers import write_numbers
@@ -106,29 +107,32 @@ def _write_all(
     whose earlier outputs are to go."""
     tables: list[Table] = []
     stale: list[Registered] = []
-    # disable=None: a bar on a terminal only, so piped reports stay clean.
-    bar = tqdm(registered(), desc="tables", unit="builder", leave=False, disable=None)
-    for builder in bar:
-        names = ", ".join(builder.names)
-        bar.set_postfix_str(names, refresh=False)
-        try:
-            if isinstance(builder, RegisteredFigure):
-                written, built = builder.write(context, out, draw=figures)
-                summary.written.extend(written)
-            else:
-                written, built = builder.write(context, stage)
-                summary.written.extend(out / path.name for path in written)
+    builders = registered()
+    with Builds(builders, context, out, stage, figures) as builds:
+        # disable=None: a bar on a terminal only, so piped reports stay clean.
+        bar = tqdm(builders, desc="tables", unit="builder", leave=False, disable=None)
+        for index, builder in enumerate(bar):
+            names = ", ".join(builder.names)
+            bar.set_postfix_str(names, refresh=False)
+            try:
+                written, built = builds.write(index, builder)
+            except WriteError:
+                raise
+            except MissingInput as missing:
+                summary.skipped.append((names, str(missing)))
+                tqdm.write(f"skipped {names}: {missing}", file=messages)
+                stale.append(builder)
+                continue
+            except ConvswapError as problem:
+                summary.failed.append((names, str(problem)))
+                tqdm.write(f"failed {names}: {problem}", file=messages)
+                stale.append(builder)
+                continue
+            # A figure's pages are written into `out` itself; the tables into `stage`, to be moved there.
+            summary.written.extend(
+                written if isinstance(builder, RegisteredFigure) else (out / p.name for p in written)
+            )
             tables.extend(built)
-        except WriteError:
-            raise
-        except MissingInput as missing:
-            summary.skipped.append((names, str(missing)))
-            tqdm.write(f"skipped {names}: {missing}", file=messages)
-            stale.append(builder)
-        except ConvswapError as problem:
-            summary.failed.append((names, str(problem)))
-            tqdm.write(f"failed {names}: {problem}", file=messages)
-            stale.append(builder)
     summary.written.extend(out / path.name for path in write_numbers(tables, stage))
     return stale
 

@@ -22,6 +22,7 @@ from typing import Any
 import orjson
 from tqdm import tqdm
 
+from convswap.analysis.record_cache import readings
 from convswap.calibration.vocabulary import Vocabulary, load_vocabulary, model_owner
 from convswap.core import ConvswapError, PartType, Record, RecordExtra, Trial, load_part
 from convswap.experiments.logs import expected_name, parse_line, read_expected, whole_lines
@@ -113,32 +114,27 @@ def read_log_folder(logdir: str | Path, provenance: ProvenanceCheck | None = Non
 def _read_folder(root: Path, provenance: ProvenanceCheck | None) -> LogFolder:
     result = LogFolder()
     seen: dict[tuple, tuple[Path, int, bytes]] = {}
-    shared = SharedParts()
     runs = {path: read_expected(path.parent, path.name.removesuffix(EXPECTED_SUFFIX))
             for path in sorted(root.rglob(f"*{EXPECTED_SUFFIX}"))}  # fmt: skip
     units = {path: frozenset(expected.units()) for path, expected in runs.items()}
     present: dict[Path, set] = {path: set() for path in runs}
+    paths = sorted(root.rglob("*.jsonl"))
     # disable=None: a bar on a terminal only, so piped reports stay clean.
-    for path in tqdm(sorted(root.rglob("*.jsonl")), desc="reading logs", unit="file", leave=False, disable=None):
+    with tqdm(total=len(paths), desc="reading logs", unit="file", leave=False, disable=None) as bar:
+        read = readings(_logs(paths, provenance), read_log, done=bar.update)
+    for path, lines in zip(paths, read, strict=True):
         condition = log_condition(path)
         run = path.parent / expected_name(condition) if condition else None
         expected = runs.get(run) if run is not None else None
         expected_units = units[run] if run is not None and run in units else frozenset()
-        data = path.read_bytes()
-        if provenance is not None:
-            provenance.log(path, data)
-        lines = whole_lines(data)
-        for line_number, (line, record) in enumerate(zip(lines, _decode(path, lines, shared), strict=True), start=1):
+        for line_number, (digest, record, problem) in enumerate(lines, start=1):
             if provenance is not None:
-                provenance.line(path, line_number, line, record)
-            problem = record_problem(record) or log_problem(record, path, expected, expected_units)
+                provenance.record(path, line_number, record)
+            problem = problem or log_problem(record, path, expected, expected_units)
             if problem is not None:
                 result.refused.append(f"{path}:{line_number}: {problem}")
                 continue
             identity = record_identity(record)
-            # Records are written as canonical JSON, so two copies of one record are the same bytes: a digest
-            # of the raw line tells them apart without serialising the record again.
-            digest = hashlib.blake2b(line, digest_size=16).digest()
             if identity in seen:
                 first_path, first_line, first_digest = seen[identity]
                 if first_digest != digest:
@@ -162,14 +158,29 @@ def _read_folder(root: Path, provenance: ProvenanceCheck | None) -> LogFolder:
     return result
 
 
-def _decode(path: Path, lines: list[bytes], shared: SharedParts) -> Iterator[Record]:
-    """Every line of a log as a record, its common parts folded by `SharedParts` as it is read; a line that is not
-    a record is found and named by the log reader's own `parse_line`."""
-    for number, line in enumerate(lines, start=1):
+def read_log(path: Path, data: bytes) -> list[tuple[bytes, Record, str | None]]:
+    """Every whole line of the log `path` holds as `data`: a digest of the line's bytes, its record, and what
+    `record_problem` finds in the record, or None.  A line that is not a record is named by the log reader's
+    own `parse_line`.  This depends on the bytes alone, so `record_cache` keeps it."""
+    shared = SharedParts()
+    read = []
+    for number, line in enumerate(whole_lines(data), start=1):
         try:
-            yield Record.from_dict(shared.parts_of(_decoded(line)))
+            record = Record.from_dict(shared.parts_of(_decoded(line)))
         except (UnicodeDecodeError, json.JSONDecodeError, TypeError, KeyError, ValueError, RecursionError):
-            yield parse_line(path, number, line)
+            record = parse_line(path, number, line)
+        # Records are written as canonical JSON, so two copies of one record are the same bytes: a digest of the
+        # raw line tells them apart without serialising the record again.
+        read.append((hashlib.blake2b(line, digest_size=16).digest(), record, record_problem(record)))
+    return read
+
+
+def _logs(paths: list[Path], provenance: ProvenanceCheck | None) -> Iterator[tuple[Path, bytes]]:
+    for path in paths:
+        data = path.read_bytes()
+        if provenance is not None:
+            provenance.log(path, data)
+        yield path, data
 
 
 def _decoded(line: bytes) -> Any:

@@ -172,8 +172,9 @@ def choose_anchors(runs: Iterable[tuple[str, tuple[int, ...]]]) -> list[Run]:
 def held_out_angles(namings: Sequence[AngleNaming], anchors: Sequence[ColorAnchor]) -> list[HeldOut]:
     """The held-out angles of each anchor, by the module's rule, in angle order."""
     held = []
+    given = [(naming.angle, set(naming.names)) for naming in namings]  # every vocabulary file loaded rebuilds these
     for anchor in anchors:
-        named_otherwise = [n.angle for n in namings if any(name != anchor.word for name in n.names)]
+        named_otherwise = [angle for angle, names in given if names - {anchor.word}]
         for angle in range(360):
             if angle % SWATCH_GRID_STEP == 0:
                 continue

@@ -89,11 +89,18 @@ class ProvenanceCheck:
         if torn is not None:
             self.result.torn.append(f"{path}:{torn}: a partial last record (left by a killed writer), not read")
 
-    def line(self, path: Path, number: int, line: bytes, record: Record | None = None) -> None:
-        """Judge one whole line, with the record it was decoded as when the caller decoded it."""
-        if self._plan_dir is None:
-            return
-        problem = _unregistered(line, self._expected, self._plan_dir, record)
+    def line(self, path: Path, number: int, line: bytes) -> None:
+        """Judge one whole line, undecoded."""
+        if self._plan_dir is not None:
+            self._judged(path, number, _unregistered_line(line, self._expected, self._plan_dir))
+
+    def record(self, path: Path, number: int, record: Record) -> None:
+        """Judge the record a reader decoded line `number` as."""
+        if self._plan_dir is not None:
+            problem = _unregistered(str(record.experiment), str(record.plan_hash), self._expected, self._plan_dir)
+            self._judged(path, number, problem)
+
+    def _judged(self, path: Path, number: int, problem: tuple[str, str] | None) -> None:
         if problem is not None:
             experiment, why = problem
             self.result.unregistered.append((f"{path}:{number}", why))
@@ -118,19 +125,20 @@ def _registered_at_a_glance(line: bytes, expected: dict[str, str | ConvswapError
     return isinstance(wanted, str) and line[start : line.index(b'"', start)] == wanted.encode()
 
 
-def _unregistered(
-    line: bytes, expected: dict[str, str | ConvswapError], plan_dir: Path, record: Record | None
-) -> tuple[str, str] | None:
-    if record is not None:
-        experiment, plan_hash = str(record.experiment), str(record.plan_hash)
-    elif _registered_at_a_glance(line, expected):
+def _unregistered_line(line: bytes, expected: dict[str, str | ConvswapError], plan_dir: Path) -> tuple[str, str] | None:
+    if _registered_at_a_glance(line, expected):
         return None
-    else:
-        try:
-            data = json.loads(line)
-            experiment, plan_hash = str(data["experiment"]), str(data["plan_hash"])
-        except (UnicodeDecodeError, json.JSONDecodeError, KeyError, TypeError, ValueError, RecursionError):
-            return None  # not a record: the reader that parses it names the line
+    try:
+        data = json.loads(line)
+        experiment, plan_hash = str(data["experiment"]), str(data["plan_hash"])
+    except (UnicodeDecodeError, json.JSONDecodeError, KeyError, TypeError, ValueError, RecursionError):
+        return None  # not a record: the reader that parses it names the line
+    return _unregistered(experiment, plan_hash, expected, plan_dir)
+
+
+def _unregistered(
+    experiment: str, plan_hash: str, expected: dict[str, str | ConvswapError], plan_dir: Path
+) -> tuple[str, str] | None:
     wanted = expected.get(experiment)
     if wanted is None:
         return experiment, f"experiment {experiment} has no plan file in {plan_dir}"

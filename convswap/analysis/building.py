@@ -1,0 +1,92 @@
+"""Running the registered builders: in worker processes, where the study is large enough for that to pay.
+
+Every builder reads the one context and writes files of its own names, so they can all run at once.  Forked
+workers, one fewer than the CPUs, start with the records read; they take the figures' pages first and then the
+tables from the last builder back, and hand back the pages' bytes and the tables.  The command meanwhile goes
+through the builders in the registry's order, building itself each one no worker has taken yet, and taking
+the others' results in their place: a builder's error is raised there, and a figure's bookkeeping (which of
+its pages are current) is kept by the command alone, so the files are the same, byte for byte, as those of one
+process.  A worker's copy of the records costs memory as it touches them, hence no more workers than that.
+Where the system cannot fork, or the study is small, every builder runs in this process.
+"""
+
+from __future__ import annotations
+
+from concurrent.futures import Future
+from pathlib import Path
+
+from convswap.analysis.builders import Drawing, Registered, RegisteredFigure, figure_files
+from convswap.analysis.context import Context
+from convswap.analysis.report import Table
+from convswap.workers import forked_pool, usable_cpus
+
+PARALLEL_RECORDS = 5_000  # below this, forking workers costs more than the builders take
+MAX_WORKERS = 3
+
+# What a forked worker builds from: set before the workers are forked, so that each starts with it.
+_FORKED: list[tuple[list[Registered], Context, Path]] = []
+
+
+class Builds:
+    """Each builder's outputs, built ahead by workers where there are any (`write` gives them in order)."""
+
+    def __init__(self, builders: list[Registered], context: Context, out: Path, stage: Path, figures: bool) -> None:
+        self._context, self._out, self._stage, self._figures = context, out, stage, figures
+        self._drawings: dict[int, list[Drawing]] = {}
+        self._tables: dict[int, Future[tuple[list[Path], list[Table]]]] = {}
+        self._pages: dict[str, Future[list[bytes]]] = {}
+        workers = min(usable_cpus() - 1, MAX_WORKERS) if len(context.records) >= PARALLEL_RECORDS else 0
+        _FORKED[:] = [(builders, context, stage)]
+        self._pool = forked_pool(workers)
+        if self._pool is None:
+            return
+        stale: list[Drawing] = []
+        for index, builder in enumerate(builders):
+            if isinstance(builder, RegisteredFigure) and figures:
+                try:
+                    drawings = self._drawings[index] = builder.build(context)
+                except Exception:  # noqa: BLE001 - `write` builds it again, in its place, and raises it there
+                    continue
+                stale += builder.stale_pages(drawings, out)
+        if stale:
+            # Imported before the workers are forked (at the first task), matplotlib's pages are shared with them
+            # rather than each worker's own; this process draws a page too, where it comes to one no worker took.
+            import matplotlib.backends.backend_agg
+            import matplotlib.backends.backend_pdf
+            import matplotlib.figure  # noqa: F401
+        # Pages first: drawing one takes longer than most tables.
+        for drawing in stale:
+            self._pages.setdefault(drawing.digest, self._pool.submit(figure_files, drawing))
+        for index, builder in reversed(list(enumerate(builders))):
+            if not isinstance(builder, RegisteredFigure):
+                self._tables[index] = self._pool.submit(_write_tables, index)
+
+    def __enter__(self) -> Builds:
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        _FORKED.clear()
+        if self._pool is not None:
+            self._pool.shutdown(cancel_futures=True)
+
+    def write(self, index: int, builder: Registered) -> tuple[list[Path], list[Table]]:
+        """What `builder.write` gives (the files written and the tables), raising what it raises."""
+        if isinstance(builder, RegisteredFigure):
+            return builder.write(
+                self._context, self._out, draw=self._figures, drawings=self._drawings.get(index), files=self._files
+            )
+        started = self._tables.get(index)
+        if started is None or started.cancel():  # no worker took it: built here
+            return builder.write(self._context, self._stage)
+        return started.result()
+
+    def _files(self, drawing: Drawing) -> list[bytes]:
+        started = self._pages.pop(drawing.digest, None)
+        if started is None or started.cancel():
+            return figure_files(drawing)
+        return started.result()
+
+
+def _write_tables(index: int) -> tuple[list[Path], list[Table]]:
+    ((builders, context, stage),) = _FORKED
+    return builders[index].write(context, stage)
