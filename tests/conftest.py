@@ -23,8 +23,10 @@ TOKENIZERS = ASSETS / "tokenizers"
 
 # The tests speak plain HTTP to servers they start on 127.0.0.1 and to nothing else, so no client needs a trusted
 # certificate; left to the environment, every API client the tests build (hundreds a run) would parse the system's
-# whole CA bundle first.  With no certificates to trust, a stray HTTPS request would also fail.
-os.environ.pop("SSL_CERT_FILE", None)
+# whole CA bundle first.  SSL_CERT_FILE names one self-signed certificate whose key was thrown away: google-genai
+# reads certifi's bundle unless SSL_CERT_FILE names a file, and a file must hold a certificate to load.  With none
+# to trust, a stray HTTPS request would also fail.
+os.environ["SSL_CERT_FILE"] = str(Path(__file__).parent / "data" / "untrusted-certificate.pem")
 os.environ["SSL_CERT_DIR"] = str(Path(__file__).parent / "data" / "no-certificates")
 
 
