@@ -47,6 +47,28 @@ def pytest_ignore_collect(collection_path: Path, config: pytest.Config) -> bool 
     return True if SLOW_MODULE.search(collection_path.read_text(encoding="utf-8")) else None
 
 
+# The modules whose tests load real tokenizers and tiny models, importing transformers and torch with them: about
+# 4 CPU seconds in each process that does.
+TRANSFORMERS_MODULES = frozenset({"test_audit_model.py", "test_calibration.py", "test_served_backend.py",
+                                  "test_surfaces.py"})  # fmt: skip
+
+
+def pytest_xdist_make_scheduler(config: pytest.Config, log):
+    """Under `-n`, the transformers modules run in one worker, which alone pays for the import; every other test
+    is handed out one at a time as by xdist's default.  (xdist's own `--dist loadgroup` relies on renaming test
+    ids, which pytest 9 no longer allows.)"""
+    if config.getoption("dist") != "load":
+        return None
+    from xdist.scheduler import LoadScopeScheduling
+
+    class TransformersTogether(LoadScopeScheduling):
+        def _split_scope(self, nodeid: str) -> str:
+            module = nodeid.split("::", 1)[0].rsplit("/", 1)[-1]
+            return "transformers" if module in TRANSFORMERS_MODULES else nodeid
+
+    return TransformersTogether(config, log)
+
+
 def _require(path: Path) -> Path:
     if not path.exists():
         pytest.fail(f"test asset missing: {path} (the tests expect ../shared beside the repository root)")
