@@ -33,16 +33,19 @@ os.environ["SSL_CERT_DIR"] = str(Path(__file__).parent / "data" / "no-certificat
 SLOW_MODULE = re.compile(r"^pytestmark = pytest\.mark\.slow\s*(#.*)?$", re.M)
 
 
+def leaves_out_slow(config: pytest.Config) -> bool:
+    """Whether `-m` deselects the tests marked slow (the fast tier)."""
+    expression = config.getoption("markexpr")
+    return bool(expression) and not Expression.compile(expression).evaluate(lambda name, **kwargs: name == "slow")
+
+
 def pytest_ignore_collect(collection_path: Path, config: pytest.Config) -> bool | None:
     """A module marked slow as a whole is not even imported when `-m` leaves slow tests out.
 
     Importing those modules (torch and transformers, the batch clients, the browser) was most of what each worker of
     the fast tier spent before its first test; every test in them would be deselected anyway.
     """
-    if collection_path.suffix != ".py" or not collection_path.name.startswith("test_"):
-        return None
-    expression = config.getoption("markexpr")
-    if not expression or Expression.compile(expression).evaluate(lambda name, **kwargs: name == "slow"):
+    if collection_path.suffix != ".py" or not collection_path.name.startswith("test_") or not leaves_out_slow(config):
         return None
     return True if SLOW_MODULE.search(collection_path.read_text(encoding="utf-8")) else None
 
@@ -54,10 +57,11 @@ TRANSFORMERS_MODULES = frozenset({"test_audit_model.py", "test_calibration.py", 
 
 
 def pytest_xdist_make_scheduler(config: pytest.Config, log):
-    """Under `-n`, the transformers modules run in one worker, which alone pays for the import; every other test
-    is handed out one at a time as by xdist's default.  (xdist's own `--dist loadgroup` relies on renaming test
-    ids, which pytest 9 no longer allows.)"""
-    if config.getoption("dist") != "load":
+    """In the fast tier under `-n`, the transformers modules run in one worker, which alone pays for the import;
+    every other test is handed out one at a time as by xdist's default.  With the slow tests every worker imports
+    transformers anyway, so xdist's default hands those out too.  (xdist's own `--dist loadgroup` relies on
+    renaming test ids, which pytest 9 no longer allows.)"""
+    if config.getoption("dist") != "load" or not leaves_out_slow(config):
         return None
     from xdist.scheduler import LoadScopeScheduling
 
