@@ -103,9 +103,9 @@ def test_a_correct_point_lies_in_the_target_cell_and_the_slot_is_the_target_key(
     ],
 )
 def test_planted_faults_give_their_outcome_unscored_and_counted_apart(tmp_path, painting, outcome):
-    run_experiment(swap_request(tmp_path / "runs", painter(tmp_path, **painting), limit=3), progress=False)
+    run_experiment(swap_request(tmp_path / "runs", painter(tmp_path, **painting), limit=2), progress=False)
     drawn = pixel_records(tmp_path / "runs")
-    assert len(drawn) == 3 * 3
+    assert len(drawn) == 2 * 3
     for record in drawn:
         if outcome != record["pixels"]["outcome"] and "p_extra_mark" in painting and "p_no_image" not in painting:
             # The photograph already held the colour where the extra mark landed: the parser subtracted that part,
@@ -122,7 +122,7 @@ def test_planted_faults_give_their_outcome_unscored_and_counted_apart(tmp_path, 
 
 
 def test_a_mark_outside_the_layout_is_noncompliance_for_label_code_and_changes_nothing_for_a_point(tmp_path):
-    run_experiment(swap_request(tmp_path / "runs", painter(tmp_path, p_outside_layout=1.0), limit=3), progress=False)
+    run_experiment(swap_request(tmp_path / "runs", painter(tmp_path, p_outside_layout=1.0), limit=2), progress=False)
     by_protocol = {name: {r["pixels"]["outcome"] for r in pixel_records(tmp_path / "runs") if r["convention"] == name}
                    for name in PROTOCOL_NAMES}  # fmt: skip
     assert by_protocol["label_code"] == {"protocol_noncompliance"}
@@ -278,8 +278,8 @@ def test_the_dry_run_prints_each_protocols_first_guidance_prompt_and_writes_noth
 
 
 def test_the_interface_swap_plan_is_registered_and_runs_on_the_shipped_painter(tmp_path):
-    result = run_experiment(swap_request(tmp_path / "runs", "sim:painter-like", limit=3), progress=False)
-    assert result.written == 3 * 5 + 3 * 4
+    result = run_experiment(swap_request(tmp_path / "runs", "sim:painter-like", limit=2), progress=False)
+    assert result.written == 2 * 5 + 2 * 4
     assert {r["convention"] for r in pixel_records(result.folder)} == set(PROTOCOL_NAMES)
 
 
