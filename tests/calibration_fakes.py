@@ -6,6 +6,7 @@ every softmax mass the tests expect has a closed form they compute themselves.
 
 from __future__ import annotations
 
+import functools
 import math
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
@@ -14,6 +15,14 @@ import numpy as np
 
 from convswap.core import Generation, Prompt
 from convswap.readout.base import DEFAULT_MAX_NEW_TOKENS, Backend, ModelInfo, Query
+
+
+@functools.cache
+def real_tokenizer(path: Path):
+    """The tokenizer saved at `path`, loaded once per process (about 0.3 CPU s a load); backends only read it."""
+    from transformers import AutoTokenizer  # torch with it: only for the tests that build one
+
+    return AutoTokenizer.from_pretrained(path)
 
 
 class PlantedBackend(Backend):
@@ -30,10 +39,8 @@ class PlantedBackend(Backend):
         plant: Callable[[Prompt], Mapping[int, float]] | None = None,
         answer: Callable[[Query, Prompt], Generation] | None = None,
     ):
-        from transformers import AutoTokenizer  # torch with it: only for the tests that build one
-
         self.spec = f"planted:{tokenizer_path.name}"
-        self.tokenizer = AutoTokenizer.from_pretrained(tokenizer_path)
+        self.tokenizer = real_tokenizer(tokenizer_path)
         self.vocab_size = len(self.tokenizer)
         self.plant = plant
         self.answer = answer

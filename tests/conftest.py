@@ -23,12 +23,20 @@ TOKENIZERS = ASSETS / "tokenizers"
 
 # The tests speak plain HTTP to servers they start on 127.0.0.1 and to nothing else, so no client needs a trusted
 # certificate; left to the environment, every API client the tests build (hundreds a run) would parse the system's
-# whole CA bundle first.  With no certificates to trust, a stray HTTPS request would also fail.
-os.environ.pop("SSL_CERT_FILE", None)
+# whole CA bundle first.  SSL_CERT_FILE names one self-signed certificate whose key was thrown away: google-genai
+# reads certifi's bundle unless SSL_CERT_FILE names a file, and a file must hold a certificate to load.  With none
+# to trust, a stray HTTPS request would also fail.
+os.environ["SSL_CERT_FILE"] = str(Path(__file__).parent / "data" / "untrusted-certificate.pem")
 os.environ["SSL_CERT_DIR"] = str(Path(__file__).parent / "data" / "no-certificates")
 
 
 SLOW_MODULE = re.compile(r"^pytestmark = pytest\.mark\.slow\s*(#.*)?$", re.M)
+
+
+def leaves_out_slow(config: pytest.Config) -> bool:
+    """Whether `-m` deselects the tests marked slow (the fast tier)."""
+    expression = config.getoption("markexpr")
+    return bool(expression) and not Expression.compile(expression).evaluate(lambda name, **kwargs: name == "slow")
 
 
 def pytest_ignore_collect(collection_path: Path, config: pytest.Config) -> bool | None:
@@ -37,12 +45,32 @@ def pytest_ignore_collect(collection_path: Path, config: pytest.Config) -> bool 
     Importing those modules (torch and transformers, the batch clients, the browser) was most of what each worker of
     the fast tier spent before its first test; every test in them would be deselected anyway.
     """
-    if collection_path.suffix != ".py" or not collection_path.name.startswith("test_"):
-        return None
-    expression = config.getoption("markexpr")
-    if not expression or Expression.compile(expression).evaluate(lambda name, **kwargs: name == "slow"):
+    if collection_path.suffix != ".py" or not collection_path.name.startswith("test_") or not leaves_out_slow(config):
         return None
     return True if SLOW_MODULE.search(collection_path.read_text(encoding="utf-8")) else None
+
+
+# The modules whose tests load real tokenizers and tiny models, importing transformers and torch with them: about
+# 4 CPU seconds in each process that does.
+TRANSFORMERS_MODULES = frozenset({"test_audit_model.py", "test_calibration.py", "test_served_backend.py",
+                                  "test_surfaces.py"})  # fmt: skip
+
+
+def pytest_xdist_make_scheduler(config: pytest.Config, log):
+    """In the fast tier under `-n`, the transformers modules run in one worker, which alone pays for the import;
+    every other test is handed out one at a time as by xdist's default.  With the slow tests every worker imports
+    transformers anyway, so xdist's default hands those out too.  (xdist's own `--dist loadgroup` relies on
+    renaming test ids, which pytest 9 no longer allows.)"""
+    if config.getoption("dist") != "load" or not leaves_out_slow(config):
+        return None
+    from xdist.scheduler import LoadScopeScheduling
+
+    class TransformersTogether(LoadScopeScheduling):
+        def _split_scope(self, nodeid: str) -> str:
+            module = nodeid.split("::", 1)[0].rsplit("/", 1)[-1]
+            return "transformers" if module in TRANSFORMERS_MODULES else nodeid
+
+    return TransformersTogether(config, log)
 
 
 def _require(path: Path) -> Path:

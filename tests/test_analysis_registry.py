@@ -54,7 +54,7 @@ def renamed(wide: Table) -> Table:
 def test_a_table_registered_in_a_test_module_is_written_indexed_and_numbered(registry, logdir, tmp_path):
     table("test_records_per_model", layout=renamed)(records_per_model)
     out = tmp_path / "out"
-    summary = generate(logdir, out, plan_dir=PLAN_DIR, messages=io.StringIO())
+    summary = generate(logdir, out, plan_dir=PLAN_DIR, messages=io.StringIO(), figures=False)  # tables alone are read
 
     assert (out / "test_records_per_model.csv").read_text() == "model,records\nsim:a,6\nsim:b,4\n"
     assert (out / "test_records_per_model.md").read_text() == (
@@ -77,7 +77,7 @@ def test_a_builder_of_two_tables_names_each_from_its_registration(registry, logd
 
     tables(TableSpec("test_first"), TableSpec("test_second"))(two)
     out = tmp_path / "out"
-    generate(logdir, out, plan_dir=PLAN_DIR, messages=io.StringIO())
+    generate(logdir, out, plan_dir=PLAN_DIR, messages=io.StringIO(), figures=False)  # tables alone are read
     assert (out / "test_first.csv").read_text().startswith("model,records\n")
     assert (out / "test_second.csv").read_text() == "what\nnone\n"
     assert not (out / "test_first.layout.md").exists()  # registered without a layout
@@ -92,7 +92,7 @@ def test_a_registered_table_without_inputs_is_skipped_and_its_stale_files_remove
     out.mkdir()
     (out / "test_needs_more.layout.md").write_text("| 1 |\n")
     messages = io.StringIO()
-    summary = generate(logdir, out, plan_dir=PLAN_DIR, messages=messages)
+    summary = generate(logdir, out, plan_dir=PLAN_DIR, messages=messages, figures=False)  # tables alone are read
     assert ("test_needs_more", "no test input") in summary.skipped
     assert "skipped test_needs_more: no test input" in messages.getvalue()
     assert not (out / "test_needs_more.layout.md").exists()

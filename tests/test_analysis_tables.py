@@ -116,7 +116,7 @@ def test_table1_puts_each_rung_interaction_over_the_word_rungs_and_keeps_crossov
         )
     write_jsonl(tmp_path / "logs" / "a.jsonl", records)
     out = tmp_path / "out"
-    generate(tmp_path / "logs", out, plan_dir=PLAN_DIR, messages=io.StringIO())
+    generate(tmp_path / "logs", out, plan_dir=PLAN_DIR, messages=io.StringIO(), figures=False)  # tables alone are read
     label = row(out, "table1_color_ladder", rung="label")
     assert label["interaction cached"] == f"{label_interaction:.2f}"
     assert label["% of word (cached)"] == f"{100 * label_interaction / word_interaction:.0f}"
@@ -220,7 +220,7 @@ def test_a_stale_output_of_a_skipped_table_is_removed(tmp_path):
     out = tmp_path / "out"
     out.mkdir()
     (out / "table2_coco.md").write_text("| 68.5 |\n")
-    generate(logdir, out, plan_dir=PLAN_DIR, messages=io.StringIO())
+    generate(logdir, out, plan_dir=PLAN_DIR, messages=io.StringIO(), figures=False)  # tables alone are read
     assert not (out / "table2_coco.md").exists()
 
 
@@ -352,7 +352,7 @@ def test_a_group_with_no_scored_answer_is_named_under_the_appendix_tables(tmp_pa
     ]
     write_jsonl(tmp_path / "logs" / "a.jsonl", answered + unparsed)
     out = tmp_path / "out"
-    generate(tmp_path / "logs", out, plan_dir=PLAN_DIR, messages=io.StringIO())
+    generate(tmp_path / "logs", out, plan_dir=PLAN_DIR, messages=io.StringIO(), figures=False)  # tables alone are read
     for name in ("misread_units", "grid_transforms"):
         assert {r["model"] for r in rows(out, name)} == {"sim:a"}
         assert (

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 from api_servers import LoopbackServer, gemini_reply, openai_reply, question_of
 from audit_runs import audit, audit_model, brown_vocabulary, failing, run
-from calibration_fakes import PlantedBackend, planted_mass
+from calibration_fakes import PlantedBackend, planted_mass, real_tokenizer
 
 from convswap.audits.model_audit import Alphabet
 from convswap.audits.model_audit import audit_model as audit_model_of
@@ -254,13 +254,11 @@ def test_audit_model_on_an_api_model(capsys, monkeypatch, tmp_path, spec, key, u
 
 def test_mass_on_a_shared_first_token_is_named_in_the_verdict(smolvlm_assets):
     """SmolVLM's real failure: all the mass on the leading space every spaced digit begins with."""
-    from transformers import AutoTokenizer
-
     backend = PlantedBackend(
         smolvlm_assets, plant=lambda prompt: {SPACE: 14.0}, answer=lambda query, prompt: Generation("3", "stop")
     )
     (audit,) = audit_model_of(backend, [Alphabet("integers 1-6", tuple("123456"), "integer")], 4)
-    tokenizer = AutoTokenizer.from_pretrained(smolvlm_assets)
+    tokenizer = real_tokenizer(smolvlm_assets)
     bare = [tokenizer.encode(str(n), add_special_tokens=False)[0] for n in range(1, 7)]
     bare_mass = planted_mass({SPACE: 14.0}, bare, len(tokenizer))
     space_mass = planted_mass({SPACE: 14.0}, [SPACE], len(tokenizer))

@@ -42,13 +42,14 @@ def painter(tmp_path: Path, name: str = "planted-painter", **painting) -> str:
 
 def test_each_pixel_answer_is_kept_once_with_its_hash_size_declaration_parse_and_outcome(tmp_path):
     model = painter(tmp_path, jpeg_quality=80, resize_round_trip=1024, hue_shift=3.0, jitter=0.3)
-    result = run_experiment(swap_request(tmp_path / "runs", model, limit=6), progress=False)
+    # Three trials already draw correct and incorrect points and one mark the parser refuses.
+    result = run_experiment(swap_request(tmp_path / "runs", model, limit=3), progress=False)
     records = json_records(result.folder)
     drawn = [record for record in records if "pixels" in record]
     # locate: five conventions (point_marker among them), identify: four (point_marker answers locate only)
     assert {(r["task"], r["convention"]) for r in drawn} == {("locate", "point_marker"), ("locate", "label_code"),
                                                              ("identify", "label_code")}  # fmt: skip
-    assert len(records) == 6 * 5 + 6 * 4
+    assert len(records) == 3 * 5 + 3 * 4
     images = result.folder / "images"
     for record in drawn:
         pixels = record["pixels"]
@@ -77,7 +78,7 @@ def test_each_pixel_answer_is_kept_once_with_its_hash_size_declaration_parse_and
 
 
 def test_a_correct_point_lies_in_the_target_cell_and_the_slot_is_the_target_key(tmp_path):
-    run_experiment(swap_request(tmp_path / "runs", painter(tmp_path, jitter=0.3), limit=8), progress=False)
+    run_experiment(swap_request(tmp_path / "runs", painter(tmp_path, jitter=0.3), limit=4), progress=False)
     points = [r for r in pixel_records(tmp_path / "runs") if r["convention"] == "point_marker"]
     correct = [r for r in points if r["pixels"]["outcome"] == "correct"]
     assert correct
@@ -102,9 +103,9 @@ def test_a_correct_point_lies_in_the_target_cell_and_the_slot_is_the_target_key(
     ],
 )
 def test_planted_faults_give_their_outcome_unscored_and_counted_apart(tmp_path, painting, outcome):
-    run_experiment(swap_request(tmp_path / "runs", painter(tmp_path, **painting), limit=3), progress=False)
+    run_experiment(swap_request(tmp_path / "runs", painter(tmp_path, **painting), limit=2), progress=False)
     drawn = pixel_records(tmp_path / "runs")
-    assert len(drawn) == 3 * 3
+    assert len(drawn) == 2 * 3
     for record in drawn:
         if outcome != record["pixels"]["outcome"] and "p_extra_mark" in painting and "p_no_image" not in painting:
             # The photograph already held the colour where the extra mark landed: the parser subtracted that part,
@@ -121,7 +122,7 @@ def test_planted_faults_give_their_outcome_unscored_and_counted_apart(tmp_path, 
 
 
 def test_a_mark_outside_the_layout_is_noncompliance_for_label_code_and_changes_nothing_for_a_point(tmp_path):
-    run_experiment(swap_request(tmp_path / "runs", painter(tmp_path, p_outside_layout=1.0), limit=3), progress=False)
+    run_experiment(swap_request(tmp_path / "runs", painter(tmp_path, p_outside_layout=1.0), limit=2), progress=False)
     by_protocol = {name: {r["pixels"]["outcome"] for r in pixel_records(tmp_path / "runs") if r["convention"] == name}
                    for name in PROTOCOL_NAMES}  # fmt: skip
     assert by_protocol["label_code"] == {"protocol_noncompliance"}
@@ -227,7 +228,7 @@ def test_an_image_only_model_asked_for_a_text_convention_is_refused_before_any_r
 
 def test_a_resumed_run_writes_no_image_twice_and_redraws_a_lost_record(tmp_path):
     model = painter(tmp_path, jpeg_quality=80, jitter=0.3)
-    request = swap_request(tmp_path / "runs", model, limit=4)
+    request = swap_request(tmp_path / "runs", model, limit=2)
     first = run_experiment(request, progress=False)
     images = first.folder / "images"
     before = {path.name: path.stat().st_mtime_ns for path in images.iterdir()}
@@ -244,16 +245,16 @@ def test_a_resumed_run_writes_no_image_twice_and_redraws_a_lost_record(tmp_path)
     assert {path.name: path.stat().st_mtime_ns for path in images.iterdir()} == before
     assert not list(images.glob(".*"))  # no temporary file left behind
     assert sorted(map(without_run_details, records_in(first.folder))) == sorted(
-        map(without_run_details, records_in(run_experiment(swap_request(tmp_path / "clean", model, limit=4),
+        map(without_run_details, records_in(run_experiment(swap_request(tmp_path / "clean", model, limit=2),
                                                            progress=False).folder)))  # fmt: skip
 
 
 def test_two_shards_merged_hold_the_records_and_images_of_one_process(tmp_path):
     model = painter(tmp_path, jitter=0.3)
     for index in range(2):
-        run_experiment(swap_request(tmp_path / "sharded", model, limit=4, shard=(index, 2)), progress=False)
+        run_experiment(swap_request(tmp_path / "sharded", model, limit=2, shard=(index, 2)), progress=False)
     merge_tree(tmp_path / "sharded")
-    single = run_experiment(swap_request(tmp_path / "single", model, limit=4), progress=False)
+    single = run_experiment(swap_request(tmp_path / "single", model, limit=2), progress=False)
     sharded_folder = tmp_path / "sharded" / single.folder.relative_to(tmp_path / "single")
     assert sorted(map(without_run_details, records_in(sharded_folder))) == sorted(
         map(without_run_details, records_in(single.folder))
@@ -277,8 +278,8 @@ def test_the_dry_run_prints_each_protocols_first_guidance_prompt_and_writes_noth
 
 
 def test_the_interface_swap_plan_is_registered_and_runs_on_the_shipped_painter(tmp_path):
-    result = run_experiment(swap_request(tmp_path / "runs", "sim:painter-like", limit=3), progress=False)
-    assert result.written == 3 * 5 + 3 * 4
+    result = run_experiment(swap_request(tmp_path / "runs", "sim:painter-like", limit=2), progress=False)
+    assert result.written == 2 * 5 + 2 * 4
     assert {r["convention"] for r in pixel_records(result.folder)} == set(PROTOCOL_NAMES)
 
 

@@ -30,6 +30,27 @@ DIGITS = tuple(str(n) for n in range(1, 10))
 
 
 @pytest.fixture(scope="module")
+def loaded_processors() -> dict:
+    return {}
+
+
+@pytest.fixture(autouse=True)
+def processor_loaded_once(loaded_processors, monkeypatch):
+    """The backends share one processor per folder, loaded by the backend's own `load_processor` (each load took
+    about 0.3 CPU s); the servers' reference processor (`processor`) stays a load of its own."""
+    from convswap.readout import served_backend
+
+    load = served_backend.load_processor
+
+    def once(spec: str, name: str):
+        if name not in loaded_processors:
+            loaded_processors[name] = load(spec, name)
+        return loaded_processors[name]
+
+    monkeypatch.setattr(served_backend, "load_processor", once)
+
+
+@pytest.fixture(scope="module")
 def processor(qwen25_assets):
     from transformers import AutoProcessor  # torch with it, only in a worker that runs these tests
 

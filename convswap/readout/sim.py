@@ -324,12 +324,13 @@ class SimulatedObserver(Backend):
         return inside[-1] if inside else self.preset.hues[-1][1]
 
     def _free_report(self, pixels: np.ndarray) -> Decision:
-        mask = np.any(pixels != pixels[0, 0], axis=2)
+        colors = _packed(pixels)
+        mask = colors != colors[0, 0]
         if not mask.any():
             word = "gray"
             signature: list[Any] = []
         else:
-            angle = perceived_angle(_dominant_color(pixels[mask]))
+            angle = perceived_angle(_dominant_color(colors[mask]))
             ys, xs = np.nonzero(mask)
             signature = [angle, int(xs.min()), int(ys.min()), int(xs.max()), int(ys.max())]
             word = self._swatch_name(angle, signature)
@@ -349,10 +350,17 @@ class SimulatedObserver(Backend):
         return name
 
 
-def _dominant_color(colors: np.ndarray) -> tuple[int, int, int]:
-    """The most frequent of an [n, 3] array of 8-bit colors (packed to one integer each, which is fast to count)."""
-    packed, counts = np.unique(colors.astype(np.int64) @ np.array([1 << 16, 1 << 8, 1]), return_counts=True)
-    value = int(packed[np.argmax(counts)])
+def _packed(pixels: np.ndarray) -> np.ndarray:
+    """An [h, w, 3] array of 8-bit colors as one integer a pixel: comparing and counting one number per pixel is
+    several times faster than three."""
+    channels = pixels.astype(np.int32)
+    return (channels[..., 0] << 16) | (channels[..., 1] << 8) | channels[..., 2]
+
+
+def _dominant_color(packed: np.ndarray) -> tuple[int, int, int]:
+    """The most frequent of the colors `_packed` made."""
+    values, counts = np.unique(packed, return_counts=True)
+    value = int(values[np.argmax(counts)])
     return value >> 16, (value >> 8) & 255, value & 255
 
 
