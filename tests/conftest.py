@@ -165,3 +165,10 @@ def browser():
         launched = playwright.chromium.launch(executable_path=chromium, args=["--no-sandbox", "--disable-gpu"])
         yield launched
         launched.close()
+
+
+# One intra-op thread for torch (and the BLAS under numpy), in every test process and in the subprocesses the tests
+# start, unless the environment says otherwise.  The tests' models are tiny: a second thread gains nothing on their
+# matrices, and its spin-waits, on cores that xdist workers already share, cost about twice the CPU they save
+# (the transformers modules took three times the CPU with two threads).  Set before any test module imports torch.
+os.environ.setdefault("OMP_NUM_THREADS", "1")

@@ -8,7 +8,7 @@ from dataclasses import replace
 import pytest
 import torch
 import transformers
-from runner_support import PLAN_DIR, SPATIAL, SPATIAL_CONVENTIONS, records_in, save_sim_vocabulary
+from runner_support import PLAN_DIR, SPATIAL, SPATIAL_CONVENTIONS, records_in
 from tiny_models import build_tiny, planting
 from transformers import AutoTokenizer
 
@@ -20,16 +20,18 @@ pytestmark = pytest.mark.slow  # tiny transformers models or whole runs: see the
 
 
 @pytest.fixture(scope="module")
-def request_(tmp_path_factory, smolvlm_assets):
-    root = tmp_path_factory.mktemp("transformers")
+def request_(tmp_path_factory, built_once, smolvlm_assets, vocabulary):
     (three,) = AutoTokenizer.from_pretrained(smolvlm_assets).encode("3", add_special_tokens=False)
-    model = build_tiny("smolvlm", root, edit=planting({three: 14.0}))
-    vocabulary = save_sim_vocabulary(root / "qwen3vl-like.vocab.json")
+
+    def build(root):
+        build_tiny("smolvlm", root, edit=planting({three: 14.0}), tokenizers=smolvlm_assets.parent)
+
+    model = built_once("smolvlm-preferring-3", build) / "smolvlm"
     # The spatial arrays' colors come from a simulated observer's vocabulary: another model's, so accepted as such.
     return RunRequest(
         SPATIAL,
         f"hf:{model}",
-        out=root / "out",
+        out=tmp_path_factory.mktemp("transformers") / "out",
         plan_dir=PLAN_DIR,
         vocabulary=vocabulary,
         vocabulary_from_other_model=True,

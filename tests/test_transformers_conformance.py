@@ -53,12 +53,11 @@ def test_generation_counts_one_bos_in_the_prompt(gemma3):
     assert generation.prompt_tokens == query_inputs["input_ids"].shape[1]
 
 
-def test_the_probe_refuses_a_doubled_bos_naming_the_position_and_both_tokens(tiny_model, monkeypatch):
+def test_the_probe_refuses_a_doubled_bos_naming_the_position_and_both_tokens(gemma3, monkeypatch):
     """Planted: the tokenization that rendered text and always let the tokenizer add its BOS."""
-    model, processor = loaded(tiny_model("gemma3"))
     monkeypatch.setattr(prefix_cache, "adds_special_tokens", lambda processor, rendered: True)
     with pytest.raises(ConvswapError) as refusal:
-        TransformersBackend("hf:tiny", model, processor, INFO)
+        TransformersBackend("hf:tiny", gemma3.model, gemma3.processor, INFO)
     assert str(refusal.value) == (
         "Gemma3Processor: the visible probe's tokens differ from the processor's chat path at position 1: "
         "convswap reads '<bos>' (151665), the chat path '<start_of_turn>' (151669)"

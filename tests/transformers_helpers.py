@@ -69,5 +69,8 @@ def full_inputs(backend: TransformersBackend, image: Image.Image, condition: str
 
 @torch.inference_mode()
 def full_forward_logits(backend: TransformersBackend, image: Image.Image, condition: str) -> np.ndarray:
-    rows = [backend.model(**full_inputs(backend, image, condition, q)).logits[0, -1] for q in QUESTIONS]
+    # The last position's logits only: the output layer over every position's vocabulary was most of the forward.
+    rows = [
+        backend.model(**full_inputs(backend, image, condition, q), logits_to_keep=1).logits[0, -1] for q in QUESTIONS
+    ]
     return torch.stack(rows).numpy()
