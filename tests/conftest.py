@@ -28,6 +28,10 @@ TOKENIZERS = ASSETS / "tokenizers"
 # to trust, a stray HTTPS request would also fail.
 os.environ["SSL_CERT_FILE"] = str(Path(__file__).parent / "data" / "untrusted-certificate.pem")
 os.environ["SSL_CERT_DIR"] = str(Path(__file__).parent / "data" / "no-certificates")
+# No record cache (convswap.analysis.record_cache) in the user's home, and none shared between tests: a test that
+# patches how a record is read or checked must see its patch at work, not a reading an earlier test kept.  The
+# cache's own tests name a folder of their own.
+os.environ["CONVSWAP_RECORD_CACHE"] = "off"
 
 
 SLOW_MODULE = re.compile(r"^pytestmark = pytest\.mark\.slow\s*(#.*)?$", re.M)
