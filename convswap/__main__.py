@@ -2,6 +2,6 @@
 
 import sys
 
-from convswap.cli import main
+from convswap.cli import command_line
 
-sys.exit(main())
+sys.exit(command_line())
