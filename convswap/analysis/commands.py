@@ -64,21 +64,24 @@ def run_tables(args: argparse.Namespace) -> int:
     from convswap.analysis.generate import generate
     from convswap.analysis.loading import read_log_folder
     from convswap.experiments.provenance import ProvenanceCheck
+    from convswap.long_lived import long_lived
 
     # One reading of the logs serves the provenance check and the tables.
     check = ProvenanceCheck(plan_dir)
     folder = read_log_folder(args.logdir, check)
-    provenance = reported_provenance(check.result, args.allow_unregistered)
-    summary = generate(
-        args.logdir,
-        args.out,
-        folder=folder,
-        plan_dir=plan_dir,
-        seed=args.seed,
-        resamples=args.resamples,
-        unregistered=frozenset(provenance.unregistered_experiments),
-        figures=args.figures,
-    )
+    # Frozen at once: the collector's first pass would otherwise walk every object the reading made.
+    with long_lived():
+        provenance = reported_provenance(check.result, args.allow_unregistered)
+        summary = generate(
+            args.logdir,
+            args.out,
+            folder=folder,
+            plan_dir=plan_dir,
+            seed=args.seed,
+            resamples=args.resamples,
+            unregistered=frozenset(provenance.unregistered_experiments),
+            figures=args.figures,
+        )
     refused = f", {len(summary.refused)} record(s) refused" if summary.refused else ""
     missing = f", {len(summary.missing)} run(s) missing units" if summary.missing else ""
     print(

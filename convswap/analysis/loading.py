@@ -24,11 +24,21 @@ from tqdm import tqdm
 
 from convswap.analysis.record_cache import readings
 from convswap.calibration.vocabulary import Vocabulary, load_vocabulary, model_owner
-from convswap.core import ConvswapError, PartType, Record, RecordExtra, Trial, load_part
+from convswap.core import (
+    PART_FIELDS,
+    ConvswapError,
+    PartType,
+    Record,
+    RecordExtra,
+    Trial,
+    UnreadablePart,
+    load_part,
+)
 from convswap.experiments.logs import expected_name, parse_line, read_expected, whole_lines
 from convswap.experiments.provenance import ProvenanceCheck
 from convswap.experiments.record_checks import log_condition, log_problem, record_problem
 from convswap.experiments.scoring import is_scored, score_key
+from convswap.long_lived import settle
 
 VOCABULARY_PATTERNS = ("vocabulary*.json", "*.vocab.json")
 EXPECTED_SUFFIX = expected_name("")
@@ -59,9 +69,11 @@ class LogFolder:
     def readable(self) -> tuple[list[Record], list[str]]:
         """The records whose every part loads, and each other one named: what tables and the viewer read."""
         kept, unreadable = [], []
+        logged_parts = attrgetter(*PART_FIELDS)
         for record in self.records:
-            parts = record.unreadable_parts()
-            if parts:
+            # One type test of the parts' tuple for each of the many records whose parts all loaded.
+            if UnreadablePart in map(type, logged_parts(record)):
+                parts = record.unreadable_parts()
                 name, part = next(iter(parts.items()))
                 unreadable.append(
                     f"{record.experiment} {record.model} {record.condition} {record.convention} {record.trial_id}: "
@@ -107,6 +119,7 @@ def read_log_folder(logdir: str | Path, provenance: ProvenanceCheck | None = Non
     try:
         return _read_folder(root, provenance)
     finally:
+        settle()
         if collecting:
             gc.enable()
 
