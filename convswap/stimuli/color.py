@@ -21,13 +21,17 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 from functools import lru_cache
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
-from colormath.color_conversions import convert_color
-from colormath.color_objects import LabColor, XYZColor, sRGBColor
 
 from convswap.core import ConvswapError, ImageSpec
+
+if TYPE_CHECKING:
+    from colormath.color_objects import LabColor
+
+# colormath (and the graph library it loads) is imported where a color is converted: `tables` and `view` read
+# wheels and vocabularies without converting a color, and its import took about 90 ms of their start-up.
 
 ILLUMINANT = "d65"
 WHEEL_PARAMS = ("lightness", "center_a", "center_b", "radius")
@@ -81,6 +85,9 @@ class Wheel:
         hue that falls below 0 in some channel, so the XYZ -> linear RGB step is
         redone here with colormath's own sRGB matrix.
         """
+        from colormath.color_conversions import convert_color
+        from colormath.color_objects import XYZColor, sRGBColor
+
         xyz = convert_color(_lab_color(self.lab(angle)), XYZColor, target_illuminant=ILLUMINANT)
         matrix = np.asarray(sRGBColor.conversion_matrices["xyz_to_rgb"])
         r, g, b = matrix @ np.asarray(xyz.get_value_tuple())
@@ -118,11 +125,16 @@ DEFAULT_WHEEL = Wheel()
 
 
 def _lab_color(lab: tuple[float, float, float]) -> LabColor:
+    from colormath.color_objects import LabColor
+
     return LabColor(*lab, illuminant=ILLUMINANT)
 
 
 @lru_cache(maxsize=4096)
 def _rgb(wheel: Wheel, angle: float) -> tuple[int, int, int]:
+    from colormath.color_conversions import convert_color
+    from colormath.color_objects import sRGBColor
+
     converted = convert_color(_lab_color(wheel.lab(angle)), sRGBColor)
     clamped = sRGBColor(converted.clamped_rgb_r, converted.clamped_rgb_g, converted.clamped_rgb_b)
     return clamped.get_upscaled_value_tuple()
