@@ -48,12 +48,6 @@ class Builds:
                 except Exception:  # noqa: BLE001 - `write` builds it again, in its place, and raises it there
                     continue
                 stale += builder.stale_pages(drawings, out)
-        if stale:
-            # Imported before the workers are forked (at the first task), matplotlib's pages are shared with them
-            # rather than each worker's own; this process draws a page too, where it comes to one no worker took.
-            import matplotlib.backends.backend_agg
-            import matplotlib.backends.backend_pdf
-            import matplotlib.figure  # noqa: F401
         # Pages first: drawing one takes longer than most tables.
         for drawing in stale:
             self._pages.setdefault(drawing.digest, self._pool.submit(figure_files, drawing))
