@@ -21,7 +21,18 @@ pytestmark = pytest.mark.slow  # tiny transformers models, browsers or subproces
 MODEL = "openai:gpt-4o"
 LIMIT = 6  # 6 trials x 2 conditions x 5 conventions = 60 requests
 WORKERS = 8  # the OpenAI backend's default concurrency
-HEAVY = ("scipy", "statsmodels", "matplotlib", "torch", "transformers", "accelerate", "openai", "google.genai")
+HEAVY = (
+    "numpy",
+    "pydantic",
+    "scipy",
+    "statsmodels",
+    "matplotlib",
+    "torch",
+    "transformers",
+    "accelerate",
+    "openai",
+    "google.genai",
+)
 
 
 def run_env(server: LoopbackServer, tmp_path) -> dict[str, str]:

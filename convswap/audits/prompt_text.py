@@ -14,8 +14,8 @@ from dataclasses import dataclass
 from convswap.conventions.cells import COLUMN_LETTERS, NORMALIZED_SCALE, cell_names, cell_of_point, grid_of
 from convswap.conventions.choice import OPTIONS_PLACEHOLDER, QUESTION_META
 from convswap.conventions.fields import DESCRIPTIONS_META, Reading
-from convswap.conventions.instructions import integer_answer
 from convswap.core import Trial
+from convswap.instructions import integer_answer
 
 _GLOSS = re.compile(r"^(?P<body>.*?)\s*(?:\[(?P<square>[^\]]+)\]|\((?P<round>[A-Za-z][^)]*)\))$")
 _PAIR = re.compile(r"^\((?P<x>\d+)%?, (?P<y>\d+)%?\)$")

@@ -5,9 +5,9 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from convswap.conventions.instructions import CALIBRATION_PROMPT
 from convswap.core import ConvswapError
 from convswap.fileio import why_not_a_folder
+from convswap.instructions import CALIBRATION_PROMPT
 from convswap.readout.base import DEFAULT_MAX_NEW_TOKENS, check_max_new_tokens
 from convswap.readout.options import add_model_arguments, model_options
 from convswap.readout.registry import load_backend

@@ -29,8 +29,8 @@ from collections.abc import Mapping, Sequence
 import numpy as np
 from PIL import Image
 
-from convswap.conventions.instructions import WORD_ANSWER, integer_answer
 from convswap.core import ConvswapError, OutputFormat, Prompt, Surface, Task
+from convswap.instructions import WORD_ANSWER, integer_answer
 from convswap.readout.base import Backend, LogitsUnavailable, Query
 from convswap.readout.first_token import candidate_masses
 from convswap.readout.logprobs import Bounds, Candidate, candidate_bounds

@@ -43,9 +43,9 @@ from typing import Any
 
 from tqdm import tqdm
 
-from convswap.conventions.instructions import CALIBRATION_PROMPT
 from convswap.core import ColorAnchor, ConvswapError, Prompt
 from convswap.fileio import atomic_write_text
+from convswap.instructions import CALIBRATION_PROMPT
 from convswap.readout.base import DEFAULT_MAX_NEW_TOKENS, QUANTIZATIONS, Backend, Query
 from convswap.readout.parse import ends_mid_word, normalize_word
 from convswap.stimuli.arrays import SWATCH_GRID_STEP, SWATCH_PLACEMENTS, swatch_angles, swatch_specs

@@ -6,8 +6,8 @@ once; the numbered options replace it and the integer instruction follows.
 
 from __future__ import annotations
 
-from convswap.conventions.instructions import integer_answer
 from convswap.core import ConvswapError, Trial
+from convswap.instructions import integer_answer
 
 QUESTION_META = "question"
 OPTIONS_PLACEHOLDER = "{options}"

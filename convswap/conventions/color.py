@@ -7,8 +7,8 @@ option is described is the convention's declaration (conventions.toml).
 
 from __future__ import annotations
 
-from convswap.conventions.instructions import WORD_ANSWER, integer_answer
 from convswap.core import ConvswapError, Trial
+from convswap.instructions import WORD_ANSWER, integer_answer
 
 WHICH_HELD_OUT = "Which of these is it closest to?"
 WHICH_CALIBRATION = "Which one?"

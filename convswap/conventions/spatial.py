@@ -8,7 +8,7 @@ declaration (conventions.toml); every sentence around it is written out in full 
 
 from __future__ import annotations
 
-from convswap.conventions.instructions import integer_answer
+from convswap.instructions import integer_answer
 
 
 def glossed(description: str, name: str) -> str:

@@ -28,6 +28,7 @@ from typing import TYPE_CHECKING, Any, Literal
 
 from convswap.conventions.declarations import FILE_NAME as CONVENTIONS_FILE
 from convswap.core import TASKS, ConvswapError, Trial
+from convswap.experiments.protocol_build_limits import DEFAULT_SMOKE, MAX_EXAMPLES
 from convswap.protocols.declarations import (
     FILE_NAME,
     GUIDANCE_FIELDS,
@@ -47,8 +48,6 @@ if TYPE_CHECKING:
 
 Route = Literal["reuse", "build", "fallback"]
 ROUTES: tuple[Route, ...] = ("reuse", "build", "fallback")
-MAX_EXAMPLES = 3
-DEFAULT_SMOKE = 5
 TASK = "choice"  # an items file's items are choice trials
 SMOKE_SEED = 0
 _NAME = re.compile(r"^[a-z][a-z0-9_]*$")

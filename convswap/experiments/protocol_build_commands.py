@@ -6,13 +6,12 @@ import argparse
 from pathlib import Path
 
 from convswap.core import ConvswapError
+from convswap.experiments.protocol_build_limits import DEFAULT_SMOKE, MAX_EXAMPLES
 
 DEFAULT_PAINTER = "sim:perfect"
 
 
 def register(actions: argparse._SubParsersAction) -> None:
-    from convswap.experiments.protocol_build import DEFAULT_SMOKE, MAX_EXAMPLES
-
     build = actions.add_parser(
         "build",
         help="build a visual protocol for an items file with a planner model, check it, smoke-validate it and "

@@ -28,7 +28,7 @@ READER_MAX_NEW_TOKENS = 16  # an option's number
 def reader_prompt(protocol: Protocol, prompt: Prompt) -> Prompt:
     """The prompt a reader reads one generated image with: its declared prompt over the evidence contract's fields,
     ending in the integer answer instruction; the slots and keys are the protocol prompt's."""
-    from convswap.conventions.instructions import integer_answer
+    from convswap.instructions import integer_answer
     from convswap.protocols.layouts import layout_sentence
 
     assert protocol.reader is not None

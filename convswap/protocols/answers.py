@@ -11,8 +11,8 @@ from collections.abc import Mapping
 from typing import TYPE_CHECKING
 
 from convswap.conventions.cells import cell_names, cell_of_point, cell_position, grid_of
-from convswap.conventions.instructions import WORD_ANSWER, integer_answer
 from convswap.core import ConvswapError, Prompt, Trial, thaw
+from convswap.instructions import WORD_ANSWER, integer_answer
 from convswap.protocols.layouts import OUTER_CELLS, layout_sentence
 from convswap.protocols.parse import resolve_layout
 
