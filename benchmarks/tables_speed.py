@@ -17,7 +17,9 @@ A last variant writes into the folder the previous `tables` wrote, as a study's 
 imports, as a user sees it.  Its memory is given twice: the largest one process held
 (`ru_maxrss`), and what the command and its forked workers held together (their
 proportional set sizes, summed, sampled every 20 ms), which is what the target is held
-to.  Each run writes into a fresh folder, so every figure is drawn.  A study's logs are
+to.  The sampling is not free (the kernel walks every page of each process it reads,
+and on two CPUs that time is taken from the command), so the summed memory is measured
+in one more run of each variant, after the timed rounds, and no timed run is sampled.  Each run writes into a fresh folder, so every figure is drawn.  A study's logs are
 read once into the record cache and found there by every later `tables`: the first
 reading is timed apart, with an emptied cache, and the other variants read through a
 cache the logs were read into once before the rounds.  On a machine shared with other
@@ -148,11 +150,14 @@ class Measured:
     wall: float  # seconds, start-up and imports included
     cpu: float  # seconds of the command and every worker it waited for
     peak_mb: float  # the largest process's peak resident memory (ru_maxrss)
-    tree_mb: float  # the most the command and its workers held together, as proportional set sizes, sampled
+    tree_mb: float | None  # the most the command and its workers held together, as proportional set sizes, sampled
 
 
-def time_tables(logdir: Path, out: Path, options: tuple[str, ...], cache: Path, fresh: bool = True) -> Measured:
-    """One `convswap tables` run into `out` (emptied first when `fresh`), through the record cache in `cache`."""
+def time_tables(
+    logdir: Path, out: Path, options: tuple[str, ...], cache: Path, fresh: bool = True, sampled: bool = False
+) -> Measured:
+    """One `convswap tables` run into `out` (emptied first when `fresh`), through the record cache in `cache`;
+    `sampled`, the summed memory of the command and its workers is sampled while it runs."""
     if fresh:
         shutil.rmtree(out, ignore_errors=True)
     # The log's plan is the amended copy beside it, not the registered plan: its tables are labelled unregistered.
@@ -162,16 +167,18 @@ def time_tables(logdir: Path, out: Path, options: tuple[str, ...], cache: Path, 
     with tempfile.TemporaryFile() as output:
         started = time.perf_counter()
         child = subprocess.Popen(command, stdout=output, stderr=output, env=environment)
-        sampler = TreeMemory(child.pid)
+        sampler = TreeMemory(child.pid) if sampled else None
         _, status, usage = os.wait4(child.pid, 0)  # this child's own usage, and that of the workers it waited for
         wall = time.perf_counter() - started
-        sampler.stop()
+        if sampler is not None:
+            sampler.stop()
         child.returncode = os.waitstatus_to_exitcode(status)
         if child.returncode != 0:
             output.seek(0)
             raise SystemExit(f"convswap tables failed ({child.returncode}):\n{output.read().decode()}")
     # ru_maxrss is in kilobytes on Linux
-    return Measured(wall, usage.ru_utime + usage.ru_stime, usage.ru_maxrss / 1024, sampler.peak_kb / 1024)
+    tree_mb = sampler.peak_kb / 1024 if sampler is not None else None
+    return Measured(wall, usage.ru_utime + usage.ru_stime, usage.ru_maxrss / 1024, tree_mb)
 
 
 class TreeMemory:
@@ -249,21 +256,29 @@ def main() -> int:
             time_tables(variant_log, root / "tables", ("--no-figures",), warm)
         time_tables(few, again, (), warm)  # the last `tables` into that folder: its pages are current
         runs: dict[str, list[Measured]] = {name: [] for name in variants}
-        for _ in range(args.rounds):
-            for name, (variant_log, options, cold, out) in variants.items():
-                cache = root / "empty-cache" if cold else warm
+        held: dict[str, Measured] = {}
+        for round_number in range(args.rounds + 1):
+            for name, (variant_log, options, emptied, out) in variants.items():
+                cache = root / "empty-cache" if emptied else warm
                 shutil.rmtree(root / "empty-cache", ignore_errors=True)
-                measured = time_tables(variant_log, out or root / "tables", options, cache, fresh=out is None)
-                runs[name].append(measured)
-    print(f"records: {args.records} (of {built} built); {args.rounds} interleaved rounds, medians")
+                sampled = round_number == args.rounds
+                timed = time_tables(variant_log, out or root / "tables", options, cache, out is None, sampled)
+                if sampled:
+                    held[name] = timed
+                else:
+                    runs[name].append(timed)
+    print(
+        f"records: {args.records} (of {built} built); {args.rounds} interleaved rounds, medians; memory summed in "
+        "one more, sampled run of each variant"
+    )
     print(f"load average over the last minute: {os.getloadavg()[0]:.2f} on {os.cpu_count()} CPUs")
     medians = {}
     for name, measured in runs.items():
         walls = [run.wall for run in measured]
         medians[name] = statistics.median(walls)
         cpu = statistics.median(run.cpu for run in measured)
-        peak = max(run.peak_mb for run in measured)
-        tree = max(run.tree_mb for run in measured)
+        peak = max(run.peak_mb for run in [*measured, held[name]])
+        tree = held[name].tree_mb
         print(
             f"{name}: wall {medians[name]:.2f} s ({spread(walls)}), cpu {cpu:.2f} s, peak memory {peak:.0f} MB "
             f"(the command and its workers together {tree:.0f} MB)"
@@ -274,7 +289,7 @@ def main() -> int:
     growth = statistics.median(large.wall / small.wall for small, large in zip(few_runs, many_runs, strict=True))
     cpu_growth = statistics.median(large.cpu / small.cpu for small, large in zip(few_runs, many_runs, strict=True))
     print(f"{more} models over {args.models} models, per round: wall {growth:.2f}x, cpu {cpu_growth:.2f}x")
-    tree_mb = max(run.tree_mb for measured in runs.values() for run in measured)
+    tree_mb = max(run.tree_mb or 0.0 for run in held.values())
     checks = (
         (f"{args.models} models with figures", few_wall, WALL_TARGET_S, "s"),
         (f"{args.models} models with figures, first reading of the logs", cold, WALL_TARGET_S, "s"),
