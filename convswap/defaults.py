@@ -1,6 +1,6 @@
 """Defaults that the command line shows in its help, kept apart from the modules that apply them.
 
-Those modules load numpy, scipy, statsmodels and the model SDKs; `convswap --help`
+Those modules load numpy, scipy and the model SDKs; `convswap --help`
 needs only these values.  Each applying module imports its value from here.
 """
 

@@ -2,7 +2,7 @@
 
 The statistics scripts and notebooks call directly are re-exported here, each
 module imported on first use (PEP 562) so that importing one submodule, or running
-`convswap --help`, does not load scipy, statsmodels and matplotlib.
+`convswap --help`, does not load scipy and matplotlib.
 """
 
 from __future__ import annotations

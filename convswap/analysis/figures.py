@@ -116,7 +116,7 @@ def accuracy_bars(
     the legend's handles."""
     from matplotlib import rcParams
     from matplotlib.patches import Patch
-    from statsmodels.stats.proportion import proportion_confint
+    from scipy.stats import binomtest
 
     models = sorted({model for model, _ in by_cell})
     width = 0.8 / len(conventions)
@@ -127,7 +127,7 @@ def accuracy_bars(
             result = by_cell.get((model, convention))
             if result is None or result.rate is None:
                 continue
-            low, high = proportion_confint(result.correct, result.scored, alpha=0.05, method="wilson")
+            low, high = binomtest(result.correct, result.scored).proportion_ci(0.95, method="wilson")
             rate = 100 * result.rate
             axes.bar(
                 offset,
