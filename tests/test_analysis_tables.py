@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import io
+import json
 import math
 import re
 from pathlib import Path
@@ -25,7 +26,7 @@ from scipy import stats as scipy_stats
 
 from convswap.analysis.generate import generate
 from convswap.analysis.layouts import latex_cell, markdown_cell
-from convswap.analysis.loading import load_records
+from convswap.analysis.loading import load_records, read_log_folder
 from convswap.analysis.registration import POST_HOC, REGISTERED, Registry
 from convswap.analysis.tables import share_of_word
 from convswap.cli import main
@@ -419,6 +420,42 @@ def test_loading_folds_shared_parts_without_changing_a_record(tmp_path):
     assert loaded == expected  # every field of every record, in file order
     ladder = [r for r in loaded if r.experiment == "color_ladder" and r.trial_id == "color-0"]
     assert len(ladder) == 6 and all(r.trial is ladder[0].trial for r in ladder)  # one trial object for all six
+
+
+def test_readouts_logged_alike_load_as_one_object_and_no_others_do(tmp_path):
+    logdir = write_logs(tmp_path / "logs")
+    logged = [(path, json.loads(line)) for path in sorted(logdir.rglob("*.jsonl"))
+              for line in path.read_text(encoding="utf-8").splitlines()]  # fmt: skip
+    documents = [document for _, document in logged]
+    loaded = load_records(logdir)
+    by_json: dict[tuple[Path, str], list[Record]] = {}  # a log's records share parts among themselves
+    for (path, document), record in zip(logged, loaded, strict=True):
+        if document["first_token"] is not None:
+            by_json.setdefault((path, json.dumps(document["first_token"], sort_keys=True)), []).append(record)
+    repeated = [records for records in by_json.values() if len(records) > 1]
+    assert repeated  # the planted logs repeat readouts: the check below is not empty
+    for records in repeated:
+        assert all(record.first_token is records[0].first_token for record in records)
+    firsts = [records[0].first_token for records in by_json.values()]
+    assert len({id(first_token) for first_token in firsts}) == len(firsts)  # readouts logged apart stay apart
+
+    # A line holding an integer beyond 64 bits is read by the standard library, which reads NaN too; orjson would
+    # write a NaN back as null, so a NaN readout after a null one must not pass for it, and is refused.
+    template = next(document for document in documents if document["first_token"] is not None)
+    twins = []
+    for trial_id, upper in (("long-null", None), ("long-nan", float("nan"))):
+        twin = json.loads(json.dumps(template))
+        twin["trial_id"] = twin["trial"]["trial_id"] = trial_id
+        twin["first_token"]["candidate_mass_upper"] = upper
+        twin["trial"]["meta"] = {**twin["trial"].get("meta", {}), "seed": 10**20}
+        twins.append(json.dumps(twin, sort_keys=True))
+    alone = tmp_path / "alone" / "run.jsonl"
+    alone.parent.mkdir()
+    alone.write_text("".join(line + "\n" for line in twins), encoding="utf-8")
+    folder = read_log_folder(alone.parent)
+    (null_record,) = folder.records
+    assert null_record.first_token.candidate_mass_upper is None and null_record.trial.meta_value("seed") == 10**20
+    assert folder.refused == [f"{alone}:2: first_token.candidate_mass_upper nan is not a finite number"]
 
 
 MARKED = re.compile(r"\d(\*{1,3})(?![*\w])")

@@ -27,6 +27,8 @@ from convswap.calibration.vocabulary import Vocabulary, load_vocabulary, model_o
 from convswap.core import (
     PART_FIELDS,
     ConvswapError,
+    FirstTokenReadout,
+    Generation,
     PartType,
     Record,
     RecordExtra,
@@ -179,7 +181,7 @@ def read_log(path: Path, data: bytes) -> list[tuple[bytes, Record, str | None]]:
     read = []
     for number, line in enumerate(whole_lines(data), start=1):
         try:
-            record = Record.from_dict(shared.parts_of(_decoded(line)))
+            record = Record.from_dict(shared.parts_of(*_decoded(line)))
         except (UnicodeDecodeError, json.JSONDecodeError, TypeError, KeyError, ValueError, RecursionError):
             record = parse_line(path, number, line)
         # Records are written as canonical JSON, so two copies of one record are the same bytes: a digest of the
@@ -196,12 +198,13 @@ def _logs(paths: list[Path], provenance: ProvenanceCheck | None) -> Iterator[tup
         yield path, data
 
 
-def _decoded(line: bytes) -> Any:
-    """A line's JSON, by orjson, which reads an integer beyond 64 bits as a float where the standard library
-    keeps it whole: a line that may hold one is read by the standard library."""
+def _decoded(line: bytes) -> tuple[Any, bool]:
+    """A line's JSON, and whether it is strict JSON as orjson reads it.  orjson reads an integer beyond 64 bits as
+    a float where the standard library keeps it whole: a line that may hold one is read by the standard library,
+    which also reads NaN and Infinity."""
     if LONG_DIGITS in line.translate(DIGITS_AS_ZERO) and LONG_INTEGER.search(line):
-        return json.loads(line.decode("utf-8"))
-    return orjson.loads(line)
+        return json.loads(line.decode("utf-8")), False
+    return orjson.loads(line), True
 
 
 DIGITS_AS_ZERO = bytes.maketrans(b"123456789", b"000000000")
@@ -215,8 +218,10 @@ class SharedParts:
 
     Every convention's and condition's record of a trial carries the same trial
     description, every record of an alphabet and condition the same extra part
-    (its resolved surface, and a cached query's instruction), and many
-    records the same option tuples, token ids and short strings.  An equal part
+    (its resolved surface, and a cached query's instruction), many records
+    the same readout (a simulated or deterministic model answers a trial alike
+    under every condition), and many the same option tuples, token ids and
+    short strings.  An equal part
     seen before is replaced by the earlier object (equality, not identity of
     origin, decides), so nothing is lost and nothing is recomputed: a trial or
     extra part logged as the same JSON as an earlier one is the part loaded then.
@@ -225,20 +230,28 @@ class SharedParts:
     TEXT_FIELDS = ("experiment", "model", "backend", "condition", "convention", "task", "readout", "parse_status",
                    "plan_hash", "model_revision", "package_version", "image_sha256")  # fmt: skip
     TUPLE_FIELDS = ("referents", "slots", "glosses", "alphabet")
+    READOUT_PARTS: dict[str, PartType] = {"first_token": FirstTokenReadout, "generation": Generation}
 
     def __init__(self) -> None:
         self._parts: dict[object, Any] = {}
 
-    def parts_of(self, data: dict[str, Any]) -> dict[str, Any]:
-        """A decoded record object with its common parts replaced by their first copies (changed in place)."""
+    def parts_of(self, data: dict[str, Any], strict: bool = True) -> dict[str, Any]:
+        """A decoded record object with its common parts replaced by their first copies (changed in place).
+        `strict`: the object was read as strict JSON, so that orjson writes its readouts back as the JSON they
+        were (an integer beyond 64 bits or a NaN would not be), and two readouts written alike are equal."""
         for name in self.TEXT_FIELDS:
             data[name] = sys.intern(data[name])
         for name in self.TUPLE_FIELDS:
             data[name] = self._one(tuple(data[name]))
+        if type(acknowledgement := data.get("acknowledgement")) is str:
+            data["acknowledgement"] = sys.intern(acknowledgement)
         model = (data["model"], data["quant"])
         data["trial"] = self._loaded(("trial", *model, data["experiment"], data["trial_id"]), Trial, data["trial"])
         data["extra"] = self._loaded(("extra", *model, data["condition"], data["alphabet"]), RecordExtra, data["extra"])
         self._share_readout(data.get("first_token"), data.get("generation"))
+        for name, part_type in self.READOUT_PARTS.items():
+            if strict and isinstance(logged := data.get(name), dict):
+                data[name] = self._same_json(name, part_type, logged)
         return data
 
     def _share_readout(self, first_token: Any, generation: Any) -> None:
@@ -258,6 +271,15 @@ class SharedParts:
 
     def _one(self, value: tuple) -> tuple:
         return self._parts.setdefault(value, value)
+
+    def _same_json(self, name: str, part_type: PartType, logged: dict[str, Any]) -> Any:
+        """The part loaded for the first record that logged it as the same JSON: a part's JSON is all it is made
+        from, so the two are equal."""
+        key = (name, orjson.dumps(logged, option=orjson.OPT_SORT_KEYS))
+        part = self._parts.get(key)
+        if part is None:
+            part = self._parts[key] = load_part(part_type, logged)
+        return part
 
     def _loaded(self, key: tuple, part_type: PartType, logged: Any) -> Any:
         """The part logged as `logged`: the one loaded for the first record under `key` when it logged equal JSON."""
