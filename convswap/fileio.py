@@ -75,6 +75,11 @@ def open_no_follow(path: Path, flags: int, what: str) -> int:
         raise ConvswapError(f"cannot open the {what} {path}: {error.strerror}") from error
 
 
+def user_cache_folder() -> Path:
+    """convswap's folder of the user's cache: under `XDG_CACHE_HOME` where it is set, else under ~/.cache."""
+    return Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "convswap"
+
+
 def why_not_a_folder(folder: Path) -> str:
     """Why `folder` is no folder to write in, naming it: it, or the nearest of its parents that exists, is a file;
     or it does not exist."""

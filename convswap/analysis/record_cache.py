@@ -26,6 +26,7 @@ from pathlib import Path
 from typing import Any
 
 import convswap
+from convswap.fileio import user_cache_folder
 from convswap.workers import forked_pool, usable_cpus
 
 CACHE_VARIABLE = "CONVSWAP_RECORD_CACHE"
@@ -45,7 +46,7 @@ def cache_folder() -> Path | None:
         return None
     if named:
         return Path(named)
-    return Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "convswap" / "records"
+    return user_cache_folder() / "records"
 
 
 @functools.cache

@@ -38,6 +38,7 @@ from PIL import Image
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from convswap.core import ConvswapError, Generation, canonical_json, sha256_hex
+from convswap.fileio import user_cache_folder
 from convswap.readout.base import DEFAULT_MAX_NEW_TOKENS, Backend, LogitsUnavailable, ModelInfo, Query
 from convswap.readout.conversation import Turn, conversation
 from convswap.readout.logprobs import FirstTokenLogprobs, LogprobsRefused
@@ -64,8 +65,7 @@ _DETAIL_CHARS = 300
 
 
 def default_cache_path() -> Path:
-    cache_home = os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache"
-    return Path(cache_home) / "convswap" / "api.sqlite"
+    return user_cache_folder() / "api.sqlite"
 
 
 # A query's image is rendered anew for each condition and encoded by every path that sends or keys it (the cache
