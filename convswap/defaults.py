@@ -6,3 +6,5 @@ needs only these values.  Each applying module imports its value from here.
 
 MIN_RESAMPLES = 10_000  # bootstrap resamples behind every interval (spec section 10)
 DEFAULT_COLOR_WORDS = ("red", "orange", "yellow", "green", "blue", "purple", "pink", "brown")
+MAX_EXAMPLES = 3  # answer-hidden examples `protocol build` shows its planner, at most
+DEFAULT_SMOKE = 5  # items `protocol build` draws and parses to validate a protocol

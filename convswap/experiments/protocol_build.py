@@ -28,7 +28,7 @@ from typing import TYPE_CHECKING, Any, Literal
 
 from convswap.conventions.declarations import FILE_NAME as CONVENTIONS_FILE
 from convswap.core import TASKS, ConvswapError, Trial
-from convswap.experiments.protocol_build_limits import DEFAULT_SMOKE, MAX_EXAMPLES
+from convswap.defaults import DEFAULT_SMOKE, MAX_EXAMPLES
 from convswap.protocols.declarations import (
     FILE_NAME,
     GUIDANCE_FIELDS,

@@ -6,7 +6,7 @@ import argparse
 from pathlib import Path
 
 from convswap.core import ConvswapError
-from convswap.experiments.protocol_build_limits import DEFAULT_SMOKE, MAX_EXAMPLES
+from convswap.defaults import DEFAULT_SMOKE, MAX_EXAMPLES
 
 DEFAULT_PAINTER = "sim:perfect"
 
