@@ -5,7 +5,6 @@ with the same result, errors included."""
 
 from __future__ import annotations
 
-import dataclasses
 import json
 import os
 import shutil
@@ -150,18 +149,3 @@ def test_a_full_cache_lets_the_entries_used_longest_ago_go(runs, cache, monkeypa
     read_log_folder(tmp_path / "other")
     kept = {entry.name for entry in cache.iterdir()}
     assert entries[0].name not in kept and {entry.name for entry in entries[1:]} <= kept
-
-
-def test_a_cached_record_is_the_record_field_for_field_and_as_frozen(runs, cache, monkeypatch):
-    uncached = read_uncached(runs, monkeypatch).records
-    read_log_folder(runs)
-    refuse_to_decode(monkeypatch)
-    cached = read_log_folder(runs).records
-    assert cached == uncached
-    for record, reference in zip(cached, uncached, strict=True):
-        for name in reference.__slots__:  # every slot set, to the value read from the line
-            assert getattr(record, name) == getattr(reference, name), name
-        with pytest.raises(dataclasses.FrozenInstanceError):
-            record.first_token.slot = 1  # type: ignore[misc]
-    with pytest.raises(dataclasses.FrozenInstanceError):
-        cached[0].model = "another"  # type: ignore[misc]
