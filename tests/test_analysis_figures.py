@@ -14,6 +14,7 @@ from analysis_factory import locate_trial, planted
 from analysis_logs import cross_model_records, vocabulary_namings
 from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.container import BarContainer
+from matplotlib.text import Text
 
 from convswap.analysis import figures
 from convswap.analysis.context import Context
@@ -27,16 +28,13 @@ PLAN_DIR = Path(__file__).resolve().parents[1] / "convswap" / "analysis_plan"
 
 
 def drawn_labels(figure) -> list[tuple[str, object]]:
-    """Every tick label, anchor label and panel title of a drawn figure, with its extent on the canvas."""
+    """Every text a drawn figure shows (angle labels, anchor labels, panel titles, its title), with its extent
+    on the canvas."""
     canvas = FigureCanvasAgg(figure)
     canvas.draw()
     renderer = canvas.get_renderer()
-    labels = []
-    for axes in figure.axes:
-        texts = [text for text in axes.get_xticklabels() if text.get_visible() and text.get_text()]
-        texts += [*axes.texts, axes.title]
-        labels += [(text.get_text(), text.get_window_extent(renderer)) for text in texts]
-    return labels
+    texts = [text for text in figure.findobj(Text) if text.get_visible() and text.get_text()]
+    return [(text.get_text(), text.get_window_extent(renderer)) for text in texts]
 
 
 @pytest.mark.slow

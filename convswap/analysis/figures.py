@@ -36,18 +36,17 @@ if TYPE_CHECKING:
 FIGURE1_CONVENTIONS = ("cell_name", "normalized", "pixels")
 WHEELS_PER_ROW = 4
 WHEELS_PER_PAGE = 2 * WHEELS_PER_ROW
-# A wheel's cell of the page, in inches, and where its polar axes sit in it: room for the 45° tick labels
-# around the circle and the title above it, so that no label reaches a neighbouring cell.
+# A wheel's cell of the page, in inches, and where the wheel sits in it: room for the angles' labels around the
+# circle and the title above it, so that no label reaches a neighbouring cell.
 WHEEL_CELL = (3.6, 3.8)
-WHEEL_SIDE = 2.8  # the polar axes' square
-WHEEL_BOTTOM = 0.3  # below the axes, within the cell
-WHEEL_RADIUS = 2.9  # the r limit; the anchors' words sit at 2.5
+WHEEL_SIDE = 2.8  # the circle's diameter
+WHEEL_BOTTOM = 0.3  # below the circle, within the cell
+WHEEL_RADIUS = 2.9  # the circle's radius in the wheel's units; the anchors' words sit at 2.5
 WHEEL_RING = (1.0, 2.0)  # the ring's inner and outer radius
+WHEEL_TICK_STEP = 45  # degrees between the labelled angles
+WHEEL_TICK_PAD = 3.5  # points between the circle and an angle's label
+WHEEL_TITLE_GAP = 31  # points between the circle and its title: above the 90° label
 WHEEL_TITLE_WIDTH = 44  # characters per line of a panel's title
-# Where a panel's title stands (its pad above that): 17 points above the axes, where the 90° tick label ends.  It is
-# where matplotlib's automatic placement puts it, at the cost of laying out every tick label of every panel again
-# in each format.
-WHEEL_TITLE_Y = 1 + 17 / 72 / WHEEL_SIDE
 SUPTITLE_HEIGHT = 0.4
 UNGATED_GREY = (0.7, 0.7, 0.7)
 MODEL_LABEL_WIDTH = 32  # characters per line of a model's tick label
@@ -168,12 +167,16 @@ def color_wheels(context: Context) -> list[Drawing]:
 
 def wheel_figure(vocabularies: Sequence[Vocabulary]) -> Figure:
     """One wheel per model, at most WHEELS_PER_ROW to a row: retained angles in the color the wheel draws, kept
-    runs labelled at their anchors.  Each wheel sits at the same place in a cell of WHEEL_CELL inches, which
-    holds its tick labels and title, so one wheel's 0° never runs into its neighbour's 180°; with the layout
-    fixed, drawing the page is one pass of each format's renderer."""
+    runs labelled at their anchors, the angles every 45° around the circle.  Each wheel sits at the same place in
+    a cell of WHEEL_CELL inches, which holds its labels and title, so one wheel's 0° never runs into its
+    neighbour's 180°.  The wheels are the figure's own artists, in inches, not polar axes: no axes means no ticks
+    to make, lay out and draw, which were most of a page's time, so drawing the page is one pass of each format's
+    renderer over the marks it shows."""
     from matplotlib import rcParams
     from matplotlib.collections import LineCollection, PathCollection
     from matplotlib.figure import Figure
+    from matplotlib.patches import Circle
+    from matplotlib.transforms import Affine2D, ScaledTranslation
 
     count = len(vocabularies)
     columns = min(count, WHEELS_PER_ROW)
@@ -181,50 +184,58 @@ def wheel_figure(vocabularies: Sequence[Vocabulary]) -> Figure:
     cell_width, cell_height = WHEEL_CELL
     width, height = cell_width * columns, cell_height * rows + SUPTITLE_HEIGHT
     figure = Figure(figsize=(width, height))
+    inches = figure.dpi_scale_trans
     for index, vocabulary in enumerate(vocabularies):
         row, column = divmod(index, columns)
-        left = column * cell_width + (cell_width - WHEEL_SIDE) / 2
-        bottom = height - SUPTITLE_HEIGHT - (row + 1) * cell_height + WHEEL_BOTTOM
-        axes = figure.add_axes(
-            (left / width, bottom / height, WHEEL_SIDE / width, WHEEL_SIDE / height), projection="polar"
-        )
+        centre_x = (column + 0.5) * cell_width
+        centre_y = height - SUPTITLE_HEIGHT - (row + 1) * cell_height + WHEEL_BOTTOM + WHEEL_SIDE / 2
+        # The wheel's own units: its centre at the origin, one unit of radius WHEEL_SIDE / 2 / WHEEL_RADIUS inches.
+        wheel = Affine2D().scale(WHEEL_SIDE / 2 / WHEEL_RADIUS).translate(centre_x, centre_y) + inches
         half_step = _grid_step(vocabulary) / 2
         colors = [
             np.asarray(vocabulary.wheel.rgb(naming.angle)) / 255 if naming.name is not None else (0.85, 0.85, 0.85)
             for naming in vocabulary.namings
         ]
-        # The annular sectors, and the lines of the run edges and anchors, are laid out in the axes' own
-        # coordinates, where a path is drawn as it is: a path in (theta, r) is converted to arcs, one path at a
-        # time, in every format.  One collection each: a single draw call per kind of mark.
-        sectors = [_sector(naming.angle - half_step, naming.angle + half_step) for naming in vocabulary.namings]
-        axes.add_collection(
-            PathCollection(sectors, facecolors=colors, edgecolors="none", transform=axes.transAxes), autolim=False
-        )
+        ticks = range(0, 360, WHEEL_TICK_STEP)
+        grid = ([(0.0, 0.0), _wheel_point(angle, WHEEL_RADIUS)] for angle in ticks)
         # The run's edges, so neighbouring runs of similar color stay apart.
         edges = [angle for run in vocabulary.runs if run.kept
                  for angle in (run.angles[0] - half_step, run.angles[-1] + half_step)]  # fmt: skip
-        spokes = (([_wheel_point(angle, radius) for radius in WHEEL_RING] for angle in edges), "white", 1.5)
-        anchors = (([_wheel_point(a.angle, 0.9), _wheel_point(a.angle, 2.1)] for a in vocabulary.anchors), "black", 1.2)
-        for segments, color, linewidth in (spokes, anchors):
-            lines = LineCollection(list(segments), colors=color, linewidths=linewidth, transform=axes.transAxes)
-            lines.set_capstyle(rcParams["lines.solid_capstyle"])  # as a line of `plot` ends
-            axes.add_collection(lines, autolim=False)
+        spokes = ([_wheel_point(angle, radius) for radius in WHEEL_RING] for angle in edges)
+        anchors = ([_wheel_point(a.angle, 0.9), _wheel_point(a.angle, 2.1)] for a in vocabulary.anchors)
+        lines = [
+            (grid, rcParams["grid.color"], rcParams["grid.linewidth"], 1),
+            (spokes, "white", 1.5, 3),
+            (anchors, "black", 1.2, 3),
+        ]
+        for segments, color, linewidth, zorder in lines:
+            collection = LineCollection(list(segments), colors=color, linewidths=linewidth, zorder=zorder)
+            collection.set_capstyle(rcParams["lines.solid_capstyle"])  # as a line of `plot` ends
+            figure.add_artist(collection).set_transform(wheel)
+        # One collection of sectors: a single draw call for the ring.
+        sectors = [_sector(naming.angle - half_step, naming.angle + half_step) for naming in vocabulary.namings]
+        figure.add_artist(PathCollection(sectors, facecolors=colors, edgecolors="none", zorder=2)).set_transform(wheel)
+        edge = Circle((0, 0), WHEEL_RADIUS, fill=False, edgecolor=rcParams["axes.edgecolor"],
+                      linewidth=rcParams["axes.linewidth"], zorder=4)  # fmt: skip
+        figure.add_artist(edge).set_transform(wheel)
         for anchor in vocabulary.anchors:
-            axes.text(
-                np.radians(anchor.angle), 2.5, f"{anchor.word}\n{anchor.angle}°", ha="center", va="center", fontsize=7
-            )
-        axes.set_ylim(0, WHEEL_RADIUS)
-        axes.tick_params(labelsize=6)  # before the ticks are set, so that each is made at its size, not made again
-        axes.set_yticks([])
-        axes.set_xticks(np.radians(np.arange(0, 360, 45)))
-        # The axes have no axis labels: placed, matplotlib no longer finds them room beside every tick label.
-        axes.xaxis.set_label_coords(0.5, 0.0)
-        axes.yaxis.set_label_coords(0.0, 0.5)
-        axes.set_title(
+            x, y = _wheel_point(anchor.angle, 2.5)
+            figure.text(x, y, f"{anchor.word}\n{anchor.angle}°", ha="center", va="center", fontsize=7, transform=wheel)
+        for angle in ticks:
+            # Outside the circle by the tick labels' pad, aligned on the side that faces the wheel.
+            x, y = _wheel_point(angle, WHEEL_RADIUS)
+            cos, sin = math.cos(math.radians(angle)), math.sin(math.radians(angle))
+            pad = ScaledTranslation(cos * WHEEL_TICK_PAD / 72, sin * WHEEL_TICK_PAD / 72, inches)
+            figure.text(x, y, f"{angle}°", fontsize=6, transform=wheel + pad, ha=_side(cos, "left", "right"),
+                        va=_side(sin, "bottom", "top"))  # fmt: skip
+        figure.text(
+            centre_x,
+            centre_y + WHEEL_SIDE / 2 + WHEEL_TITLE_GAP / 72,
             "\n".join(textwrap.wrap(vocabulary_label(vocabulary), WHEEL_TITLE_WIDTH)),
             fontsize=8,
-            pad=14,
-            y=WHEEL_TITLE_Y,
+            ha="center",
+            va="bottom",
+            transform=inches,
         )
     figure.suptitle(
         "Calibrated vocabularies: unanimously named angles in their wheel color (gray: not retained), "
@@ -236,23 +247,29 @@ def wheel_figure(vocabularies: Sequence[Vocabulary]) -> Figure:
     return figure
 
 
+def _side(component: float, positive: str, negative: str) -> str:
+    """How a label beside the circle aligns along one axis: away from the wheel, centred where the direction
+    to it runs along the other axis."""
+    if abs(component) < 1e-9:
+        return "center"
+    return positive if component > 0 else negative
+
+
 def _wheel_point(angle: float, radius: float) -> tuple[float, float]:
-    """Where (angle in degrees, radius) of a wheel lies in its polar axes' coordinates: the full circle fills the
-    axes' square, WHEEL_RADIUS at its edge."""
-    scale = 0.5 * radius / WHEEL_RADIUS
+    """Where (angle in degrees, radius) of a wheel lies in the wheel's own units, its centre at the origin."""
     theta = math.radians(angle)
-    return 0.5 + scale * math.cos(theta), 0.5 + scale * math.sin(theta)
+    return radius * math.cos(theta), radius * math.sin(theta)
 
 
 def _sector(start: float, end: float) -> Path:
-    """The wheel's ring from `start` to `end` degrees, in its axes' coordinates: the outer arc, then the inner one
-    back, each the cubic Bézier arc matplotlib draws a circle's arc with."""
+    """The wheel's ring from `start` to `end` degrees, in the wheel's own units: the outer arc, then the inner
+    one back, each the cubic Bézier arc matplotlib draws a circle's arc with."""
     from matplotlib.path import Path
 
     arc = np.asarray(Path.arc(start, end).vertices)
     inner_radius, outer_radius = WHEEL_RING
-    outer = 0.5 + 0.5 * outer_radius / WHEEL_RADIUS * arc
-    inner = 0.5 + 0.5 * inner_radius / WHEEL_RADIUS * arc[::-1]
+    outer = outer_radius * arc
+    inner = inner_radius * arc[::-1]
     curves = [Path.CURVE4] * (len(arc) - 1)
     codes = [Path.MOVETO, *curves, Path.LINETO, *curves, Path.CLOSEPOLY]
     return Path(np.concatenate([outer, inner, outer[:1]]), codes)
