@@ -18,6 +18,7 @@ from view_support import MODEL_FOLDER, PLANTED_LOG, SCRIPT_OUTPUT, plant, run_de
 
 from convswap.cli import main
 from convswap.core import Record
+from convswap.view import images
 from convswap.view.images import OUTLINE, THUMBNAIL_SIDE, Thumbnails, draw_grid
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
@@ -92,6 +93,33 @@ def test_a_hash_mismatch_and_a_missing_image_are_verdicts_not_errors(logs, coco_
     unavailable = thumbnails.check(Record.from_json(json.dumps(gone)))
     assert (unavailable.verdict, unavailable.file) == ("unavailable", None)
     assert str(tmp_path / "moved.jpg") in unavailable.note
+
+
+def test_images_rendered_by_workers_are_those_rendered_one_at_a_time(logs, coco_images, tmp_path, monkeypatch):
+    records = [Record.from_json(line) for line in (logs / PLANTED_LOG).read_text(encoding="utf-8").splitlines()]
+    records += [photograph_record(logs, coco_images), photograph_record(logs, coco_images, image_sha256="f" * 64)]
+    one_at_a_time = Thumbnails(tmp_path / "serial" / "images")
+    expected = [one_at_a_time.check(record) for record in records]
+    monkeypatch.setattr(images, "PARALLEL_IMAGES", 1)
+    monkeypatch.setattr(images, "forked_pool", counted(images.forked_pool))
+    by_workers = Thumbnails(tmp_path / "workers" / "images")
+    by_workers.render_all(records)
+    assert images.forked_pool.calls == 1  # the workers rendered them
+    assert by_workers.rendered == one_at_a_time.rendered == len({check.file for check in expected}) >= 3
+    assert [by_workers.check(record) for record in records] == expected
+    assert by_workers.rendered == one_at_a_time.rendered  # `check` found every image rendered
+    assert {"match", "mismatch"} <= {check.verdict for check in expected}
+    for check in expected:
+        assert (tmp_path / "workers" / check.file).read_bytes() == (tmp_path / "serial" / check.file).read_bytes()
+
+
+def counted(function):
+    def call(*args, **kwargs):
+        call.calls += 1
+        return function(*args, **kwargs)
+
+    call.calls = 0
+    return call
 
 
 def test_a_color_array_is_re_rendered_from_its_logged_parameters(logs, tmp_path):

@@ -12,23 +12,27 @@ image is rendered and written once.
 from __future__ import annotations
 
 import json
+from collections.abc import Iterable
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Literal
 
 from PIL import Image, ImageDraw
+from tqdm import tqdm
 
 from convswap.conventions import cell_position
 from convswap.core import ConvswapError, Record, Trial, canonical_json, sha256_hex
 from convswap.fileio import atomic_write_text
 from convswap.stimuli.arrays import GRID
 from convswap.stimuli.render import image_sha256, render_image
+from convswap.workers import forked_pool, usable_cpus
 
 THUMBNAIL_SIDE = 384  # the color arrays' own size: they are shown unscaled, photographs shrunk to fit
 GRID_LINE = (255, 255, 255)
 OUTLINE = (255, 214, 0)
 OUTLINE_EDGE = (0, 0, 0)
 MANIFEST = "manifest.json"
+PARALLEL_IMAGES = 64  # fewer images render in less time than forking workers takes
 
 Verdict = Literal["match", "mismatch", "unavailable"]
 
@@ -79,7 +83,7 @@ class Thumbnails:
         folder.mkdir(parents=True, exist_ok=True)
         manifest = folder / MANIFEST
         self._checks: dict[str, ImageCheck] = {}
-        self._seen: dict[str, ImageCheck] = {}
+        self._names: dict[str, tuple[str, tuple[int, str] | None]] = {}
         self._by_trial: dict[tuple[int, str], tuple[Trial, ImageCheck]] = {}
         if manifest.is_file():
             for name, check in json.loads(manifest.read_text(encoding="utf-8")).items():
@@ -88,6 +92,28 @@ class Thumbnails:
                     self._checks[name] = ImageCheck(**check)
         self.rendered = 0
 
+    def render_all(self, records: Iterable[Record]) -> None:
+        """Render every image of `records` not kept yet, by worker processes where there are enough of them to
+        pay for the workers, so that `check` finds each one rendered."""
+        wanted: dict[str, tuple[Trial, str, tuple[int, str] | None]] = {}
+        for record in records:
+            if (id(record.trial), record.image_sha256) not in self._by_trial:
+                name, outline = self._image_of(record)
+                if name not in self._checks:
+                    wanted.setdefault(name, (record.trial, record.image_sha256, outline))
+        jobs = [(self.folder, name, trial, logged, outline) for name, (trial, logged, outline) in wanted.items()]
+        pool = forked_pool(usable_cpus()) if len(jobs) >= PARALLEL_IMAGES else None
+        chunk = max(1, len(jobs) // (8 * usable_cpus()))
+        try:
+            rendering = map(_rendered, jobs) if pool is None else pool.map(_rendered, jobs, chunksize=chunk)
+            # disable=None: a bar on a terminal only, so piped output stays clean.
+            checks = list(tqdm(rendering, total=len(jobs), desc="thumbnails", unit="image", leave=False, disable=None))
+        finally:
+            if pool is not None:
+                pool.shutdown(cancel_futures=True)  # an interrupted build renders no more
+        self._checks.update(zip(wanted, checks, strict=True))
+        self.rendered += len(jobs)
+
     def check(self, record: Record) -> ImageCheck:
         trial = record.trial
         # The records of a trial read from a log share one trial object: it finds the check without spelling out
@@ -95,40 +121,49 @@ class Thumbnails:
         shared = self._by_trial.get((id(trial), record.image_sha256))
         if shared is not None:
             return shared[1]
-        # Every convention of a trial shows the same image: look it up by what decides it.
-        seen = repr((record.image_sha256, trial.image, trial.task, trial.grid, trial.cell, trial.subject))
-        if seen not in self._seen:
+        name, outline = self._image_of(record)
+        if name not in self._checks:
+            self._checks[name] = _rendered((self.folder, name, trial, record.image_sha256, outline))
+            self.rendered += 1
+        self._by_trial[(id(trial), record.image_sha256)] = (trial, self._checks[name])
+        return self._checks[name]
+
+    def _image_of(self, record: Record) -> tuple[str, tuple[int, str] | None]:
+        """The name of the thumbnail a record shows, and the cell it outlines: every convention of a trial shows
+        the same image, named by what decides it."""
+        trial = record.trial
+        decided_by = repr((record.image_sha256, trial.image, trial.task, trial.grid, trial.cell, trial.subject))
+        if decided_by not in self._names:
             outline = outlined_cell(trial)
             name = sha256_hex(canonical_json([trial.image.to_json(), record.image_sha256, outline]))[:24]
-            if name not in self._checks:
-                self._checks[name] = self._render(name, trial, record.image_sha256, outline)
-            self._seen[seen] = self._checks[name]
-        self._by_trial[(id(trial), record.image_sha256)] = (trial, self._seen[seen])
-        return self._seen[seen]
-
-    def _render(self, name: str, trial: Trial, logged: str, outline: tuple[int, str] | None) -> ImageCheck:
-        self.rendered += 1
-        outlined = outline[1] if outline else None
-        try:
-            image = render_image(trial.image)
-        except ConvswapError as error:
-            return ImageCheck(None, "unavailable", logged, None, outlined, f"cannot re-render the image: {error}")
-        rendered = image_sha256(image)
-        if outline is not None:
-            image = draw_grid(image, *outline)
-        image.thumbnail((THUMBNAIL_SIDE, THUMBNAIL_SIDE))
-        file = f"{self.folder.name}/{name}.png"
-        # Fast compression: at the default level, encoding is most of a large site's build time.
-        image.save(self.folder / f"{name}.png", compress_level=1)
-        if rendered == logged:
-            return ImageCheck(file, "match", logged, rendered, outlined, "re-rendered pixels match the logged hash")
-        note = "re-rendered pixels differ from the logged hash: this is not the image the model saw"
-        return ImageCheck(file, "mismatch", logged, rendered, outlined, note)
+            self._names[decided_by] = (name, outline)
+        return self._names[decided_by]
 
     def shown(self) -> list[ImageCheck]:
         """Each distinct image of the records checked so far, once."""
-        return list({id(check): check for check in self._seen.values()}.values())
+        return list({id(check): check for _, check in self._by_trial.values()}.values())
 
     def save_manifest(self) -> None:
         data = {name: asdict(check) for name, check in sorted(self._checks.items())}
         atomic_write_text(self.folder / MANIFEST, canonical_json(data) + "\n")
+
+
+def _rendered(job: tuple[Path, str, Trial, str, tuple[int, str] | None]) -> ImageCheck:
+    """Render a trial's image, check it against the logged hash, and write its thumbnail as `name` in `folder`."""
+    folder, name, trial, logged, outline = job
+    outlined = outline[1] if outline else None
+    try:
+        image = render_image(trial.image)
+    except ConvswapError as error:
+        return ImageCheck(None, "unavailable", logged, None, outlined, f"cannot re-render the image: {error}")
+    rendered = image_sha256(image)
+    if outline is not None:
+        image = draw_grid(image, *outline)
+    image.thumbnail((THUMBNAIL_SIDE, THUMBNAIL_SIDE))
+    # Fast compression: at the default level, encoding is most of a large site's build time.
+    image.save(folder / f"{name}.png", compress_level=1)
+    file = f"{folder.name}/{name}.png"
+    if rendered == logged:
+        return ImageCheck(file, "match", logged, rendered, outlined, "re-rendered pixels match the logged hash")
+    note = "re-rendered pixels differ from the logged hash: this is not the image the model saw"
+    return ImageCheck(file, "mismatch", logged, rendered, outlined, note)

@@ -81,6 +81,7 @@ def build_site(view: LogView, logdir: Path, out: Path, tables: Path, tables_give
     thumbnails = Thumbnails(out / "images")
     drawings = Drawings(out / "drawings", kept_images(logdir), view.protocols)
     with collector_paused():
+        thumbnails.render_all(record for run in view.runs for record in run.records)
         # disable=None: a bar on a terminal only, so piped output stays clean.
         for run in tqdm(view.runs, desc="site pages", unit="run", leave=False, disable=None):
             write_run(run, view, thumbnails, out / "data", drawings)
