@@ -88,6 +88,21 @@ def test_the_reader_refuses_a_damaged_record_naming_its_line_field_and_value(edi
     assert folder.missing and "1 of 10 units visible.expected.json lists have no record" in folder.missing[0]
 
 
+def test_a_damaged_readout_logged_alike_on_two_lines_is_refused_on_both(clean, tmp_path):
+    # Records that logged a readout alike hold one readout object, which is checked once for all of them.
+    runs = shutil.copytree(clean, tmp_path / "runs")
+    log = runs / SPATIAL / FOLDER / "visible.jsonl"
+    lines = [json.loads(line) for line in log.read_text(encoding="utf-8").splitlines()]
+    damaged_readout = {**lines[1]["first_token"], "top": [{"token_id": False, "text": "A", "prob": 0.5}]}
+    for index in (1, 2):
+        lines[index]["first_token"] = damaged_readout
+    log.write_text("".join(json.dumps(line) + "\n" for line in lines), encoding="utf-8")
+    folder = read_log_folder(runs)
+    said = "first_token.top[0].token_id False is not"
+    assert [line.startswith((f"{log}:2: {said}", f"{log}:3: {said}")) for line in folder.refused] == [True, True]
+    assert len(folder.records) == 18
+
+
 def test_a_trial_that_does_not_load_is_kept_for_the_audit_and_refused_for_tables_and_the_viewer(clean, tmp_path):
     runs, _ = damaged(clean, tmp_path, changed(trial="x"))
     folder = read_log_folder(runs)

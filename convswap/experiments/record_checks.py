@@ -25,6 +25,7 @@ from typing import Any, Literal, Union
 from convswap.core import (
     CONDITIONS,
     FirstTokenReadout,
+    Generation,
     Record,
     RecordExtra,
     Trial,
@@ -131,7 +132,7 @@ def _field_checks(cls: Any) -> tuple[tuple[str, Check], ...]:
     return tuple((item.name, _check(hints[item.name])) for item in dataclasses.fields(cls))
 
 
-_SHARED = (Trial, RecordExtra)
+_SHARED = (Trial, RecordExtra, FirstTokenReadout, Generation)
 _SIMPLE: dict[Any, tuple[Callable[[Any], bool], str]] = {
     str: (lambda value: isinstance(value, str), "is not text"),
     bool: (lambda value: isinstance(value, bool), "is not true or false"),
@@ -344,7 +345,8 @@ def _fields_accepted(cls: Any) -> Callable[[Any], bool]:
 
 
 # Parts a folder reader shares among records (`SharedParts`): one trial is every convention's, one extra part
-# every record's of an alphabet.  Each object is checked once; the objects are kept so that their ids stay theirs.
+# every record's of an alphabet, one readout every record's that logged it alike.  Each object is checked once;
+# the objects are kept so that their ids stay theirs.
 _SHARED_LIMIT = 200_000
 
 
