@@ -102,15 +102,20 @@ def test_images_rendered_by_workers_are_those_rendered_one_at_a_time(logs, coco_
     expected = [one_at_a_time.check(record) for record in records]
     monkeypatch.setattr(images, "PARALLEL_IMAGES", 1)
     monkeypatch.setattr(images, "forked_pool", counted(images.forked_pool))
-    by_workers = Thumbnails(tmp_path / "workers" / "images")
-    by_workers.render_all(records)
-    assert images.forked_pool.calls == 1  # the workers rendered them
+    with Thumbnails(tmp_path / "workers" / "images") as by_workers:
+        by_workers.render_ahead(records)
+        assert images.forked_pool.calls == 1  # the workers render them
+        assert not (tmp_path / "workers").exists()  # and nothing is written before the site is
+        monkeypatch.setattr(images, "_rendered", refused)  # here, not in the workers: `check` takes theirs
+        assert [by_workers.check(record) for record in records] == expected
     assert by_workers.rendered == one_at_a_time.rendered == len({check.file for check in expected}) >= 3
-    assert [by_workers.check(record) for record in records] == expected
-    assert by_workers.rendered == one_at_a_time.rendered  # `check` found every image rendered
     assert {"match", "mismatch"} <= {check.verdict for check in expected}
     for check in expected:
         assert (tmp_path / "workers" / check.file).read_bytes() == (tmp_path / "serial" / check.file).read_bytes()
+
+
+def refused(*args):
+    raise AssertionError("rendered again, not taken from the workers")
 
 
 def counted(function):

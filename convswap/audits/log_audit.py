@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import gc
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 
 from convswap.analysis.loading import LogFolder, read_log_folder
@@ -63,6 +63,7 @@ def audit_log_folder(
     conventions: Catalog = CONVENTIONS,
     protocols: Mapping[str, Protocol] = PROTOCOLS,
     provenance: ProvenanceCheck | None = None,
+    on_read: Callable[[LogFolder], object] = lambda folder: None,
 ) -> tuple[LogFolder, list[checks.CheckResult]]:
     """What reading `logdir` found and every check's result over its records; a folder without records is an error.
 
@@ -70,7 +71,8 @@ def audit_log_folder(
     are those of the plan folder the records ran under (`conventions_of`, `load_protocols`); the images of pixel
     answers are those kept under `logdir`.  The records `read_log_folder` refused, and the units it found missing,
     are the folder's to report: the checks run over the records it read.  A `provenance` check is handed each line
-    as it is read, so that a caller who needs both reads the logs once.
+    as it is read, so that a caller who needs both reads the logs once; `on_read` is handed what was read before
+    the checks run, so that a caller can start work of its own on the records meanwhile.
     """
     folder = read_log_folder(logdir, provenance)
     # The reader makes a log's objects with the collector paused, so they all wait in its youngest generation: the
@@ -90,6 +92,7 @@ def audit_log_folder(
             if not Path(path).is_file():
                 raise ConvswapError(f"vocabulary file not found: {path}")
         vocabulary_files = find_vocabularies(logdir, vocabularies)
+        on_read(folder)
         return folder, audit_records(
             folder.records, vocabulary_files, seed, conventions, kept_images(Path(logdir)), protocols
         )

@@ -43,6 +43,7 @@ def view_command(args: argparse.Namespace) -> int:
     from convswap.conventions import conventions_of
     from convswap.experiments.provenance import ProvenanceCheck
     from convswap.protocols import load_protocols
+    from convswap.view.images import Thumbnails
     from convswap.view.runs import read_logs
     from convswap.view.serve import site_server
     from convswap.view.site import build_site
@@ -53,22 +54,26 @@ def view_command(args: argparse.Namespace) -> int:
     plan_dir = plan_folder(args.plan_dir)
     if not args.logdir.is_dir():
         raise ConvswapError(f"log folder {args.logdir} does not exist")
-    check = ProvenanceCheck(plan_dir)  # handed every line as the audit's reading reads it: the logs are read once
-    view = read_logs(args.logdir, args.vocabulary, conventions_of(plan_dir), load_protocols(plan_dir), check)
-    provenance = check.result
-    if provenance.unregistered and not args.allow_unregistered:
-        view.refusal = provenance.refusal()
-    for line in [*provenance.torn, *view.missing]:
-        print(line, file=sys.stderr)
-    if view.refusal is not None:
-        print(f"the site shows no audit verdict: {view.refusal}", file=sys.stderr)
-    if view.refused:
-        print(f"{len(view.refused)} record(s) refused, listed on the index page; the first: {view.refused[0]}",
-              file=sys.stderr)  # fmt: skip
     with tempfile.TemporaryDirectory(prefix="convswap-view-") as temporary:
         site = args.out if args.out is not None else Path(temporary) / "site"
-        with long_lived():
-            built = build_site(view, args.logdir, site, tables, tables_given=args.tables is not None)
+        # The images render in workers while the audit runs; they are written into the site with its pages.
+        with Thumbnails(site / "images") as thumbnails:
+            check = ProvenanceCheck(plan_dir)  # handed every line as the audit's reading reads it: read once
+            view = read_logs(args.logdir, args.vocabulary, conventions_of(plan_dir), load_protocols(plan_dir), check,
+                             on_read=thumbnails.render_ahead)  # fmt: skip
+            provenance = check.result
+            if provenance.unregistered and not args.allow_unregistered:
+                view.refusal = provenance.refusal()
+            for line in [*provenance.torn, *view.missing]:
+                print(line, file=sys.stderr)
+            if view.refusal is not None:
+                print(f"the site shows no audit verdict: {view.refusal}", file=sys.stderr)
+            if view.refused:
+                print(f"{len(view.refused)} record(s) refused, listed on the index page; the first: {view.refused[0]}",
+                      file=sys.stderr)  # fmt: skip
+            with long_lived():
+                built = build_site(view, args.logdir, site, tables, tables_given=args.tables is not None,
+                                   thumbnails=thumbnails)  # fmt: skip
         if built.unavailable:
             print(
                 f"warning: {len(built.unavailable)} of {built.images} images could not be re-rendered, so their "

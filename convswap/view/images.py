@@ -11,14 +11,15 @@ image is rendered and written once.
 
 from __future__ import annotations
 
+import io
 import json
 from collections.abc import Iterable
+from concurrent.futures import Future, ProcessPoolExecutor
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Literal
 
 from PIL import Image, ImageDraw
-from tqdm import tqdm
 
 from convswap.conventions import cell_position
 from convswap.core import ConvswapError, Record, Trial, canonical_json, sha256_hex
@@ -76,15 +77,20 @@ def draw_grid(image: Image.Image, grid: int, cell: str) -> Image.Image:
 
 
 class Thumbnails:
-    """The images of one site folder, each rendered, checked and written once."""
+    """The images of one site folder, each rendered, checked and written once.
+
+    `render_ahead` hands the images of records read to worker processes, which render and check them while the
+    command does other work (the audit); `check` then finds each one rendered, and writes it into the folder
+    only then, so that the folder is touched when the site is written.  Close it to stop the workers."""
 
     def __init__(self, folder: Path) -> None:
         self.folder = folder
-        folder.mkdir(parents=True, exist_ok=True)
         manifest = folder / MANIFEST
         self._checks: dict[str, ImageCheck] = {}
         self._names: dict[str, tuple[str, tuple[int, str] | None]] = {}
         self._by_trial: dict[tuple[int, str], tuple[Trial, ImageCheck]] = {}
+        self._ahead: dict[str, Future[list[Rendered]]] = {}
+        self._pool: ProcessPoolExecutor | None = None
         if manifest.is_file():
             for name, check in json.loads(manifest.read_text(encoding="utf-8")).items():
                 # An image that could not be rendered is tried again: its file may be back.
@@ -92,27 +98,39 @@ class Thumbnails:
                     self._checks[name] = ImageCheck(**check)
         self.rendered = 0
 
-    def render_all(self, records: Iterable[Record]) -> None:
-        """Render every image of `records` not kept yet, by worker processes where there are enough of them to
-        pay for the workers, so that `check` finds each one rendered."""
-        wanted: dict[str, tuple[Trial, str, tuple[int, str] | None]] = {}
+    def __enter__(self) -> Thumbnails:
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        if self._pool is not None:
+            self._pool.shutdown(cancel_futures=True)  # an interrupted build renders no more
+            self._pool = None
+
+    def render_ahead(self, records: Iterable[Record]) -> None:
+        """Start rendering every image of `records` not kept yet, in worker processes where there are enough
+        images to pay for the workers."""
+        wanted: dict[str, tuple[str, Trial, str, tuple[int, str] | None]] = {}
+        trials = set()
         for record in records:
-            if (id(record.trial), record.image_sha256) not in self._by_trial:
-                name, outline = self._image_of(record)
-                if name not in self._checks:
-                    wanted.setdefault(name, (record.trial, record.image_sha256, outline))
-        jobs = [(self.folder, name, trial, logged, outline) for name, (trial, logged, outline) in wanted.items()]
-        pool = forked_pool(usable_cpus()) if len(jobs) >= PARALLEL_IMAGES else None
-        chunk = max(1, len(jobs) // (8 * usable_cpus()))
-        try:
-            rendering = map(_rendered, jobs) if pool is None else pool.map(_rendered, jobs, chunksize=chunk)
-            # disable=None: a bar on a terminal only, so piped output stays clean.
-            checks = list(tqdm(rendering, total=len(jobs), desc="thumbnails", unit="image", leave=False, disable=None))
-        finally:
-            if pool is not None:
-                pool.shutdown(cancel_futures=True)  # an interrupted build renders no more
-        self._checks.update(zip(wanted, checks, strict=True))
-        self.rendered += len(jobs)
+            if (id(record.trial), record.image_sha256) in trials:  # the records of a trial share its object
+                continue
+            trials.add((id(record.trial), record.image_sha256))
+            name, outline = self._image_of(record)
+            if name not in self._checks and name not in self._ahead:
+                wanted.setdefault(name, (name, record.trial, record.image_sha256, outline))
+        if len(wanted) < PARALLEL_IMAGES or self._pool is not None:
+            return
+        workers = max(1, usable_cpus() - 1)  # a CPU left to the audit, which runs meanwhile
+        self._pool = forked_pool(workers)
+        if self._pool is None:
+            return
+        jobs = list(wanted.values())
+        # In chunks: the pages written first wait only for their own images, and the workers finish together.
+        size = max(1, len(jobs) // (8 * workers))
+        for start in range(0, len(jobs), size):
+            chunk = jobs[start : start + size]
+            future = self._pool.submit(_render_chunk, self.folder.name, chunk)
+            self._ahead.update((name, future) for name, *_ in chunk)
 
     def check(self, record: Record) -> ImageCheck:
         trial = record.trial
@@ -122,11 +140,22 @@ class Thumbnails:
         if shared is not None:
             return shared[1]
         name, outline = self._image_of(record)
-        if name not in self._checks:
-            self._checks[name] = _rendered((self.folder, name, trial, record.image_sha256, outline))
-            self.rendered += 1
+        if name in self._ahead:
+            for rendered in self._ahead[name].result():
+                self._keep(rendered)
+                del self._ahead[rendered[0]]
+        elif name not in self._checks:
+            self._keep(_rendered(self.folder.name, name, trial, record.image_sha256, outline))
         self._by_trial[(id(trial), record.image_sha256)] = (trial, self._checks[name])
         return self._checks[name]
+
+    def _keep(self, rendered: Rendered) -> None:
+        name, check, png = rendered
+        if png is not None:
+            self.folder.mkdir(parents=True, exist_ok=True)
+            (self.folder / f"{name}.png").write_bytes(png)
+        self._checks[name] = check
+        self.rendered += 1
 
     def _image_of(self, record: Record) -> tuple[str, tuple[int, str] | None]:
         """The name of the thumbnail a record shows, and the cell it outlines: every convention of a trial shows
@@ -145,25 +174,38 @@ class Thumbnails:
 
     def save_manifest(self) -> None:
         data = {name: asdict(check) for name, check in sorted(self._checks.items())}
+        self.folder.mkdir(parents=True, exist_ok=True)
         atomic_write_text(self.folder / MANIFEST, canonical_json(data) + "\n")
 
 
-def _rendered(job: tuple[Path, str, Trial, str, tuple[int, str] | None]) -> ImageCheck:
-    """Render a trial's image, check it against the logged hash, and write its thumbnail as `name` in `folder`."""
-    folder, name, trial, logged, outline = job
+# A thumbnail's name, its check, and its PNG (None where the image could not be rendered).
+Rendered = tuple[str, ImageCheck, bytes | None]
+
+
+def _render_chunk(folder_name: str, chunk: list[tuple[str, Trial, str, tuple[int, str] | None]]) -> list[Rendered]:
+    return [_rendered(folder_name, *job) for job in chunk]
+
+
+def _rendered(folder_name: str, name: str, trial: Trial, logged: str, outline: tuple[int, str] | None) -> Rendered:
+    """Render a trial's image, check it against the logged hash, and encode its thumbnail, to be kept as `name`
+    in the site's folder `folder_name`."""
     outlined = outline[1] if outline else None
     try:
         image = render_image(trial.image)
     except ConvswapError as error:
-        return ImageCheck(None, "unavailable", logged, None, outlined, f"cannot re-render the image: {error}")
+        unavailable = ImageCheck(None, "unavailable", logged, None, outlined, f"cannot re-render the image: {error}")
+        return name, unavailable, None
     rendered = image_sha256(image)
     if outline is not None:
         image = draw_grid(image, *outline)
     image.thumbnail((THUMBNAIL_SIDE, THUMBNAIL_SIDE))
+    png = io.BytesIO()
     # Fast compression: at the default level, encoding is most of a large site's build time.
-    image.save(folder / f"{name}.png", compress_level=1)
-    file = f"{folder.name}/{name}.png"
+    image.save(png, format="png", compress_level=1)
+    file = f"{folder_name}/{name}.png"
     if rendered == logged:
-        return ImageCheck(file, "match", logged, rendered, outlined, "re-rendered pixels match the logged hash")
-    note = "re-rendered pixels differ from the logged hash: this is not the image the model saw"
-    return ImageCheck(file, "mismatch", logged, rendered, outlined, note)
+        check = ImageCheck(file, "match", logged, rendered, outlined, "re-rendered pixels match the logged hash")
+    else:
+        note = "re-rendered pixels differ from the logged hash: this is not the image the model saw"
+        check = ImageCheck(file, "mismatch", logged, rendered, outlined, note)
+    return name, check, png.getvalue()

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import functools
 from collections import defaultdict
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -81,12 +81,14 @@ def read_logs(
     conventions: Catalog = CONVENTIONS,
     protocols: Mapping[str, Protocol] = PROTOCOLS,
     provenance: ProvenanceCheck | None = None,
+    on_read: Callable[[Sequence[Record]], object] = lambda records: None,
 ) -> LogView:
     """Every record under `logdir`, grouped into runs, with the audit computed once over all of them, reading each
     prompt by `conventions` and each pixel answer by `protocols` (a plan folder's, for those it declares), and
-    handing each line to `provenance` as it is read."""
+    handing each line to `provenance` as it is read; the records the site shows are handed to `on_read` before
+    the audit runs."""
     folder, results = audit_log_folder(logdir, vocabularies, conventions=conventions, protocols=protocols,
-                                       provenance=provenance)  # fmt: skip
+                                       provenance=provenance, on_read=lambda read: on_read(read.readable()[0]))  # fmt: skip
     records, unreadable = folder.readable()
     failures: dict[tuple, list[tuple[str, str]]] = defaultdict(list)
     for result in results:

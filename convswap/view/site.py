@@ -69,19 +69,27 @@ class BuiltSite:
     unavailable: tuple[str, ...]  # why each image that could not be re-rendered was not
 
 
-def build_site(view: LogView, logdir: Path, out: Path, tables: Path, tables_given: bool = True) -> BuiltSite:
+def build_site(
+    view: LogView,
+    logdir: Path,
+    out: Path,
+    tables: Path,
+    tables_given: bool = True,
+    thumbnails: Thumbnails | None = None,
+) -> BuiltSite:
     """Write the whole site for `view` into `out`, linking what `convswap tables` wrote in `tables` (which must exist
-    when given; the default folder may be absent, and the index then says where it looked)."""
+    when given; the default folder may be absent, and the index then says where it looked).  `thumbnails`: the
+    site's images, some perhaps rendering ahead already (`Thumbnails.render_ahead`)."""
     if tables_given and not tables.is_dir():
         raise ConvswapError(f"tables folder {tables} does not exist")
     prepare_site(out)
     static = resources.files("convswap.view") / "static"
     for name in STATIC_FILES:
         (out / name).write_bytes((static / name).read_bytes())
-    thumbnails = Thumbnails(out / "images")
+    if thumbnails is None:
+        thumbnails = Thumbnails(out / "images")
     drawings = Drawings(out / "drawings", kept_images(logdir), view.protocols)
     with collector_paused():
-        thumbnails.render_all(record for run in view.runs for record in run.records)
         # disable=None: a bar on a terminal only, so piped output stays clean.
         for run in tqdm(view.runs, desc="site pages", unit="run", leave=False, disable=None):
             write_run(run, view, thumbnails, out / "data", drawings)
