@@ -18,7 +18,7 @@ from view_support import MODEL_FOLDER, PLANTED_LOG, SCRIPT_OUTPUT, plant, run_de
 
 from convswap.cli import main
 from convswap.core import Record
-from convswap.view import images
+from convswap.view import images, site
 from convswap.view.images import OUTLINE, THUMBNAIL_SIDE, Thumbnails, draw_grid
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
@@ -125,6 +125,21 @@ def counted(function):
 
     call.calls = 0
     return call
+
+
+def test_a_site_written_by_workers_is_the_site_one_process_writes(logs, tmp_path, monkeypatch):
+    assert main(["view", str(logs), "--out", str(tmp_path / "one")]) == 0
+    monkeypatch.setattr(site, "PARALLEL_RECORDS", 1)
+    monkeypatch.setattr(images, "PARALLEL_IMAGES", 1)
+    monkeypatch.setattr(site, "forked_pool", counted(site.forked_pool))
+    assert main(["view", str(logs), "--out", str(tmp_path / "workers")]) == 0
+    assert site.forked_pool.calls == 1  # the runs' pages were written by workers
+    one, workers = (
+        {path.relative_to(root): path.read_bytes() for path in sorted(root.rglob("*")) if path.is_file()}
+        for root in (tmp_path / "one", tmp_path / "workers")
+    )
+    assert len([path for path in one if path.parts[0] == "data"]) >= 4
+    assert workers == one
 
 
 def test_a_color_array_is_re_rendered_from_its_logged_parameters(logs, tmp_path):

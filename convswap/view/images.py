@@ -102,8 +102,12 @@ class Thumbnails:
         return self
 
     def __exit__(self, *exc_info: object) -> None:
+        self.close()
+
+    def close(self) -> None:
+        """Stop the workers rendering ahead: an interrupted build renders no more."""
         if self._pool is not None:
-            self._pool.shutdown(cancel_futures=True)  # an interrupted build renders no more
+            self._pool.shutdown(cancel_futures=True)
             self._pool = None
 
     def render_ahead(self, records: Iterable[Record]) -> None:

@@ -20,6 +20,7 @@ from __future__ import annotations
 import functools
 import json
 import shutil
+from concurrent.futures import as_completed
 from dataclasses import asdict, dataclass
 from html import escape
 from importlib import resources
@@ -40,8 +41,10 @@ from convswap.long_lived import collector_paused
 from convswap.view.drawings import Drawings
 from convswap.view.images import ImageCheck, Thumbnails
 from convswap.view.runs import LOW_MASS, LogView, Run, record_detail, record_row, run_title
+from convswap.workers import forked_pool, usable_cpus
 
 TRIALS_PER_PART = 50
+PARALLEL_RECORDS = 5_000  # fewer records are written in less time than forking workers takes
 SITE_MARKER = ".convswap-view"
 STATIC_FILES = ("run.html", "trial.html", "view.js", "style.css")
 
@@ -90,9 +93,12 @@ def build_site(
         thumbnails = Thumbnails(out / "images")
     drawings = Drawings(out / "drawings", kept_images(logdir), view.protocols)
     with collector_paused():
-        # disable=None: a bar on a terminal only, so piped output stays clean.
-        for run in tqdm(view.runs, desc="site pages", unit="run", leave=False, disable=None):
-            write_run(run, view, thumbnails, out / "data", drawings)
+        # Every image is had here, so that the manifest and the index count each, whichever process writes its pages.
+        for run in view.runs:
+            for record in run.records:
+                thumbnails.check(record)
+        thumbnails.close()
+        write_runs(view, thumbnails, out / "data", drawings)
     thumbnails.save_manifest()
     table_files = copy_tables(tables, out / "tables") if tables.is_dir() else []
     shown = thumbnails.shown()
@@ -112,6 +118,38 @@ def write_data(path: Path, data: Any) -> None:
         text = json.dumps(data, separators=(",", ":")).encode()
     # "<" escaped so that no text from a log can close a script element, wherever the data ends up.
     atomic_write_bytes(path, b"convswapLoaded(" + text.replace(b"<", b"\\u003c") + b");\n")
+
+
+def write_runs(view: LogView, thumbnails: Thumbnails, data: Path, drawings: Drawings) -> None:
+    """Every run's data files, by worker processes where the records are many enough to pay for them, the
+    largest runs first so that the workers finish together."""
+    records = sum(len(run.records) for run in view.runs)
+    pool = forked_pool(usable_cpus()) if records >= PARALLEL_RECORDS and len(view.runs) > 1 else None
+    # disable=None: a bar on a terminal only, so piped output stays clean.
+    with tqdm(total=len(view.runs), desc="site pages", unit="run", leave=False, disable=None) as bar:
+        if pool is None:
+            for run in view.runs:
+                write_run(run, view, thumbnails, data, drawings)
+                bar.update()
+            return
+        _FORKED[:] = [(view, thumbnails, data, drawings)]  # before the first submit forks the workers
+        try:
+            largest_first = sorted(range(len(view.runs)), key=lambda index: -len(view.runs[index].records))
+            for written in as_completed([pool.submit(_write_forked, index) for index in largest_first]):
+                written.result()
+                bar.update()
+        finally:
+            pool.shutdown(cancel_futures=True)
+            _FORKED.clear()
+
+
+# What a forked worker writes pages from: set before the workers are forked, so that each starts with it.
+_FORKED: list[tuple[LogView, Thumbnails, Path, Drawings]] = []
+
+
+def _write_forked(index: int) -> None:
+    ((view, thumbnails, data, drawings),) = _FORKED
+    write_run(view.runs[index], view, thumbnails, data, drawings)
 
 
 def write_run(run: Run, view: LogView, thumbnails: Thumbnails, data: Path, drawings: Drawings | None = None) -> None:
