@@ -4,10 +4,14 @@ numbers.json at full precision."""
 
 from __future__ import annotations
 
+import json
+import math
+
+import numpy as np
 import pytest
 
 from convswap.analysis.layouts import layout_latex, layout_markdown
-from convswap.analysis.numbers import table_numbers
+from convswap.analysis.numbers import table_numbers, write_numbers
 from convswap.analysis.report import IntervalCell, Table, count, points, pvalue, ratio, signed, to_csv, to_markdown
 
 
@@ -85,3 +89,25 @@ def test_a_row_naming_a_column_the_table_lacks_or_given_by_position_is_refused()
         Table("T", ("model", "acc"), ({"model": "sim:a", "acc.": points(0.5)},))
     with pytest.raises(TypeError, match="table 'T': a row is tuple, not a mapping of its columns"):
         Table("T", ("model", "acc"), (("sim:a", points(0.5)),))  # type: ignore[arg-type]
+
+
+def test_numbers_json_reads_back_every_value_as_written_even_those_the_fast_encoder_would_not_write(tmp_path):
+    rows = (
+        {"model": "sim:a", "acc": points(0.6849), "n": count(200)},
+        {"model": "sim:b", "acc": points(float("nan")), "n": count(2**70)},  # written as NaN; past 64 bits
+        {"model": "sim:c", "acc": points(np.float64(0.25)), "n": count(7)},  # a numpy float
+        {"model": "sim:é", "acc": points(float("inf")), "n": count(1)},
+    )
+    table = Table("Planted", ("model", "acc", "n"), rows, name="planted")
+    write_numbers([table], tmp_path)
+    written = json.loads((tmp_path / "numbers.json").read_text(encoding="utf-8"))["numbers"]
+    # The reference: each number as the standard library writes it, read back.
+    expected = json.loads(json.dumps({number.name: number.to_json() for number in table_numbers(table)}))
+    assert len(written) == 8 and written.keys() == expected.keys()
+    for name, entry in expected.items():
+        value = written[name].pop("value")
+        assert written[name] == {key: item for key, item in entry.items() if key != "value"}
+        assert value == entry["value"] or (math.isnan(value) and math.isnan(entry["value"]))
+        assert type(value) is type(entry["value"])
+    assert expected["csPlantedSimBN"]["value"] == 2**70 and math.isnan(expected["csPlantedSimBAcc"]["value"])
+    assert written["csPlantedSimAcc"]["row"] == {"model": "sim:é"}  # text outside ASCII, as it is

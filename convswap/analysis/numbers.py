@@ -20,11 +20,14 @@ from __future__ import annotations
 
 import functools
 import json
+import math
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, Any
+
+import orjson
 
 from convswap.analysis.report import Quantity, Table, label_columns, text
 from convswap.fileio import atomic_open
@@ -114,8 +117,8 @@ def named_numbers(tables: Sequence[Table]) -> tuple[dict[str, Number], dict[str,
 
 def write_numbers(tables: Sequence[Table], out_dir: Path) -> list[Path]:
     """`numbers.tex` and `numbers.json`, from one pass over the named numbers, each written as it is made (a study
-    of many models has tens of thousands).  The JSON holds one number to a line, each line written by the C encoder
-    (an indented document would be written by the pure-Python one)."""
+    of many models has tens of thousands).  The JSON holds one number to a line, each line written by orjson (an
+    indented document would be written by the standard library's pure-Python encoder)."""
     named, ambiguous = named_numbers(tables)
     paths = [out_dir / "numbers.tex", out_dir / "numbers.json"]
     with atomic_open(paths[0]) as tex, atomic_open(paths[1]) as document:
@@ -138,7 +141,15 @@ def write_numbers(tables: Sequence[Table], out_dir: Path) -> list[Path]:
 
 
 def _json(value: object) -> str:
-    return json.dumps(value, ensure_ascii=False)
+    """`value` as JSON, by orjson where it writes what the standard library does: not a non-finite number (which
+    it writes as null, where the standard library writes NaN or Infinity, and reads them back), and not what it
+    refuses (an integer past 64 bits, a numpy scalar)."""
+    if isinstance(value, dict) and isinstance(number := value.get("value"), float) and not math.isfinite(number):
+        return json.dumps(value, ensure_ascii=False)
+    try:
+        return orjson.dumps(value).decode()
+    except orjson.JSONEncodeError:
+        return json.dumps(value, ensure_ascii=False)
 
 
 class _Members:
