@@ -109,6 +109,12 @@ def test_images_rendered_by_workers_are_those_rendered_one_at_a_time(logs, coco_
         monkeypatch.setattr(images, "_rendered", refused)  # here, not in the workers: `check` takes theirs
         assert [by_workers.check(record) for record in records] == expected
     assert by_workers.rendered == one_at_a_time.rendered == len({check.file for check in expected}) >= 3
+    monkeypatch.undo()
+    stopped = Thumbnails(tmp_path / "stopped" / "images")
+    monkeypatch.setattr(images, "PARALLEL_IMAGES", 1)
+    stopped.render_ahead(records)
+    stopped.close()  # at once: what the workers had not started is rendered here when asked for
+    assert [stopped.check(record) for record in records] == expected
     assert {"match", "mismatch"} <= {check.verdict for check in expected}
     for check in expected:
         assert (tmp_path / "workers" / check.file).read_bytes() == (tmp_path / "serial" / check.file).read_bytes()

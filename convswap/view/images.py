@@ -109,6 +109,8 @@ class Thumbnails:
         if self._pool is not None:
             self._pool.shutdown(cancel_futures=True)
             self._pool = None
+            # An image whose rendering never started is rendered by `check`, if it is asked for.
+            self._ahead = {name: future for name, future in self._ahead.items() if not future.cancelled()}
 
     def render_ahead(self, records: Iterable[Record]) -> None:
         """Start rendering every image of `records` not kept yet, in worker processes where there are enough
