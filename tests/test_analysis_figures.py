@@ -16,13 +16,15 @@ from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.container import BarContainer
 from matplotlib.text import Text
 
-from convswap.analysis import figures
+from convswap.analysis import building, figures
 from convswap.analysis.context import Context
 from convswap.analysis.figures import UNGATED_GREY, figure1, wheel_figure
 from convswap.analysis.generate import generate
 from convswap.analysis.loading import load_vocabularies
 from convswap.analysis.registration import Registry
 from convswap.calibration.vocabulary import AngleNaming, Render, build_vocabulary, save_vocabulary
+from convswap.cli import main
+from convswap.workers import forked_pool
 
 PLAN_DIR = Path(__file__).resolve().parents[1] / "convswap" / "analysis_plan"
 
@@ -186,3 +188,43 @@ def png_bytes(drawn) -> bytes:
     buffer = io.BytesIO()
     drawn.savefig(buffer, format="png", metadata={"Software": None}, dpi=150)
     return buffer.getvalue()
+
+
+class RecordedPool:
+    """A worker pool that records what is sent to it."""
+
+    def __init__(self, pool):
+        self.pool, self.sent = pool, []
+
+    def submit(self, function, *args):
+        self.sent.append(function.__name__)
+        return self.pool.submit(function, *args)
+
+    def shutdown(self, **options):
+        self.pool.shutdown(**options)
+
+
+def test_tables_draw_the_pages_in_the_worker_started_before_the_logs_are_read(tmp_path, monkeypatch):
+    monkeypatch.setattr(figures, "WHEELS_PER_PAGE", 1)
+    logdir = tmp_path / "logs"
+    logdir.mkdir()
+    wheels_log(logdir, 3)
+    generate(logdir, tmp_path / "here", plan_dir=PLAN_DIR, messages=io.StringIO())  # every page in this process
+    pools = []
+
+    def recorded(workers):
+        pool = forked_pool(workers)
+        pools.append(None if pool is None else RecordedPool(pool))
+        return pools[-1]
+
+    monkeypatch.setattr(building, "forked_pool", recorded)
+    assert main(["tables", str(logdir), "--out", str(tmp_path / "drawer"), "--plan-dir", str(PLAN_DIR)]) == 0
+    drawer, *others = pools
+    assert drawer.sent == ["_warm_up", "figure_files", "figure_files", "figure_files"]
+    assert others == [None]  # a study this small builds its tables here
+    drawn = drawn_bytes(tmp_path / "here")
+    assert drawn_bytes(tmp_path / "drawer") == drawn and len(drawn) == 6
+
+
+def drawn_bytes(out: Path) -> dict[str, bytes]:
+    return {path.name: path.read_bytes() for path in sorted(out.glob("figure_*"))}

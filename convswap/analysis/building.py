@@ -12,10 +12,11 @@ Where the system cannot fork, or the study is small, every builder runs in this 
 
 from __future__ import annotations
 
+import io
 from concurrent.futures import Future
 from pathlib import Path
 
-from convswap.analysis.builders import Drawing, Registered, RegisteredFigure, figure_files
+from convswap.analysis.builders import FIGURE_SUFFIXES, Drawing, Registered, RegisteredFigure, figure_files
 from convswap.analysis.context import Context
 from convswap.analysis.report import Table
 from convswap.workers import forked_pool, usable_cpus
@@ -30,7 +31,15 @@ _FORKED: list[tuple[list[Registered], Context, Path]] = []
 class Builds:
     """Each builder's outputs, built ahead by workers where there are any (`write` gives them in order)."""
 
-    def __init__(self, builders: list[Registered], context: Context, out: Path, stage: Path, figures: bool) -> None:
+    def __init__(
+        self,
+        builders: list[Registered],
+        context: Context,
+        out: Path,
+        stage: Path,
+        figures: bool,
+        drawer: PageDrawer | None = None,
+    ) -> None:
         self._context, self._out, self._stage, self._figures = context, out, stage, figures
         self._drawings: dict[int, list[Drawing]] = {}
         self._tables: dict[int, Future[tuple[list[Path], list[Table]]]] = {}
@@ -38,7 +47,8 @@ class Builds:
         workers = min(usable_cpus() - 1, MAX_WORKERS) if len(context.records) >= PARALLEL_RECORDS else 0
         _FORKED[:] = [(builders, context, stage)]
         self._pool = forked_pool(workers)
-        if self._pool is None:
+        pages = drawer.pool if drawer is not None and drawer.pool is not None else self._pool
+        if pages is None:
             return
         stale: list[Drawing] = []
         for index, builder in enumerate(builders):
@@ -50,7 +60,9 @@ class Builds:
                 stale += builder.stale_pages(drawings, out)
         # Pages first: drawing one takes longer than most tables.
         for drawing in stale:
-            self._pages.setdefault(drawing.digest, self._pool.submit(figure_files, drawing))
+            self._pages.setdefault(drawing.digest, pages.submit(figure_files, drawing))
+        if self._pool is None:
+            return
         for index, builder in reversed(list(enumerate(builders))):
             if not isinstance(builder, RegisteredFigure):
                 self._tables[index] = self._pool.submit(_write_tables, index)
@@ -79,6 +91,33 @@ class Builds:
         if started is None or started.cancel():
             return figure_files(drawing)
         return started.result()
+
+
+class PageDrawer:
+    """A worker process for the figures' pages, forked before the logs are read, so that it imports matplotlib and
+    draws a first small page (loading its fonts, its renderers) while they are: a fresh process spends a second on
+    that before its first page.  A page's inputs are sent to it with the page, so it needs no records."""
+
+    def __init__(self) -> None:
+        self.pool = forked_pool(1)
+        if self.pool is not None:
+            self.pool.submit(_warm_up)  # the worker starts now, not at the first page
+
+    def __enter__(self) -> PageDrawer:
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        if self.pool is not None:
+            self.pool.shutdown(cancel_futures=True)
+
+
+def _warm_up() -> None:
+    from matplotlib.figure import Figure
+
+    figure = Figure(figsize=(1, 1))
+    figure.text(0.5, 0.5, "0°")
+    for suffix in FIGURE_SUFFIXES:
+        figure.savefig(io.BytesIO(), format=suffix[1:])
 
 
 def _write_tables(index: int) -> tuple[list[Path], list[Table]]:

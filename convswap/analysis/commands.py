@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import contextlib
 import sys
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -61,27 +62,31 @@ def run_tables(args: argparse.Namespace) -> int:
     if args.resamples < MIN_RESAMPLES:
         raise ConvswapError(f"--resamples must be at least {MIN_RESAMPLES}, got {args.resamples}")
     plan_dir = plan_folder(args.plan_dir)
+    from convswap.analysis.building import PageDrawer
     from convswap.analysis.generate import generate
     from convswap.analysis.loading import read_log_folder
     from convswap.experiments.provenance import ProvenanceCheck
     from convswap.long_lived import long_lived
 
-    # One reading of the logs serves the provenance check and the tables.
-    check = ProvenanceCheck(plan_dir)
-    folder = read_log_folder(args.logdir, check)
-    # Frozen at once: the collector's first pass would otherwise walk every object the reading made.
-    with long_lived():
-        provenance = reported_provenance(check.result, args.allow_unregistered)
-        summary = generate(
-            args.logdir,
-            args.out,
-            folder=folder,
-            plan_dir=plan_dir,
-            seed=args.seed,
-            resamples=args.resamples,
-            unregistered=frozenset(provenance.unregistered_experiments),
-            figures=args.figures,
-        )
+    # The figures' worker starts first, to make ready while the logs are read.
+    with PageDrawer() if args.figures else contextlib.nullcontext() as drawer:
+        # One reading of the logs serves the provenance check and the tables.
+        check = ProvenanceCheck(plan_dir)
+        folder = read_log_folder(args.logdir, check)
+        # Frozen at once: the collector's first pass would otherwise walk every object the reading made.
+        with long_lived():
+            provenance = reported_provenance(check.result, args.allow_unregistered)
+            summary = generate(
+                args.logdir,
+                args.out,
+                folder=folder,
+                plan_dir=plan_dir,
+                seed=args.seed,
+                resamples=args.resamples,
+                unregistered=frozenset(provenance.unregistered_experiments),
+                figures=args.figures,
+                drawer=drawer,
+            )
     refused = f", {len(summary.refused)} record(s) refused" if summary.refused else ""
     missing = f", {len(summary.missing)} run(s) missing units" if summary.missing else ""
     print(

@@ -28,7 +28,7 @@ from typing import TextIO
 from tqdm import tqdm
 
 from convswap.analysis.builders import Registered, RegisteredFigure, registered
-from convswap.analysis.building import Builds
+from convswap.analysis.building import Builds, PageDrawer
 from convswap.analysis.context import Context, MissingInput
 from convswap.analysis.loading import LogFolder, load_vocabularies, read_log_folder
 from convswap.analysis.numbers import write_numbers
@@ -63,18 +63,21 @@ def generate(
     unregistered: frozenset[str] = frozenset(),
     figures: bool = True,
     folder: LogFolder | None = None,
+    drawer: PageDrawer | None = None,
 ) -> Summary:
     """Every table and figure from the records under `logdir`; `unregistered` names the experiments whose records
     include some not of their registered plan, so that every row of theirs says so.  Without `figures` no figure
     is drawn, and a figure left from other records is removed.  `folder` is `logdir` as `read_log_folder` read it,
-    where the caller has read it already."""
+    where the caller has read it already; `drawer`, a worker for the figures' pages the caller started before."""
     messages = messages or sys.stderr
     if folder is None:
         folder = read_log_folder(logdir)
     # From here on the records read are only read: the collector passes over them (loading the vocabularies alone
     # took it half a second of walks over 30,000 records).
     with long_lived():
-        return _generate(folder, logdir, Path(out_dir), plan_dir, seed, resamples, messages, unregistered, figures)
+        return _generate(
+            folder, logdir, Path(out_dir), plan_dir, seed, resamples, messages, unregistered, figures, drawer
+        )
 
 
 def _generate(
@@ -87,6 +90,7 @@ def _generate(
     messages: TextIO,
     unregistered: frozenset[str],
     figures: bool,
+    drawer: PageDrawer | None,
 ) -> Summary:
     records, unreadable = folder.readable()
     vocabularies = load_vocabularies(logdir)
@@ -108,7 +112,7 @@ def _generate(
     for line in summary.missing:
         print(f"missing: {line}", file=messages)
     with _staged(out) as stage:
-        stale = _write_all(context, out, stage, summary, messages, figures)
+        stale = _write_all(context, out, stage, summary, messages, figures, drawer)
         atomic_write_text(stage / "index.md", _index(summary, logdir, plan_dir, seed, resamples))
     for builder in stale:
         builder.remove(out)
@@ -116,7 +120,13 @@ def _generate(
 
 
 def _write_all(
-    context: Context, out: Path, stage: Path, summary: Summary, messages: TextIO, figures: bool
+    context: Context,
+    out: Path,
+    stage: Path,
+    summary: Summary,
+    messages: TextIO,
+    figures: bool,
+    drawer: PageDrawer | None,
 ) -> list[Registered]:
     """Every builder's tables into `stage` and its figures into `out` (a page replaced only when its inputs changed,
     and then only once whole), then the numbers of every table written; the builders skipped or failed this time,
@@ -124,7 +134,7 @@ def _write_all(
     tables: list[Table] = []
     stale: list[Registered] = []
     builders = registered()
-    with Builds(builders, context, out, stage, figures) as builds:
+    with Builds(builders, context, out, stage, figures, drawer) as builds:
         # disable=None: a bar on a terminal only, so piped reports stay clean.
         bar = tqdm(builders, desc="tables", unit="builder", leave=False, disable=None)
         for index, builder in enumerate(bar):
