@@ -15,6 +15,7 @@ from convswap.analysis import builders, building
 from convswap.analysis.generate import generate
 from convswap.core import ConvswapError
 from convswap.fileio import WriteError
+from convswap.workers import forked_pool
 
 pytestmark = pytest.mark.slow  # whole `tables` runs, several to a test
 
@@ -91,3 +92,22 @@ def test_a_write_that_fails_in_a_worker_stops_the_command_and_leaves_the_folder(
 def test_a_write_error_crosses_processes_whole():
     error = pickle.loads(pickle.dumps(WriteError("cannot write t.md: No space left on device", "No space left")))
     assert (str(error), error.reason) == ("cannot write t.md: No space left on device", "No space left")
+
+
+def test_while_the_drawer_has_pages_the_tables_take_one_cpu_fewer(logs, tmp_path, monkeypatch):
+    alone = tables(logs, tmp_path / "alone", monkeypatch, workers=False)[0]
+    asked = []
+
+    def recorded(workers):
+        asked.append(workers)
+        return forked_pool(workers)
+
+    monkeypatch.setattr(building, "forked_pool", recorded)
+    monkeypatch.setattr(building, "PARALLEL_RECORDS", 0)
+    monkeypatch.setattr(building, "usable_cpus", lambda: 2)
+    for _ in range(2):
+        with building.PageDrawer() as drawer:
+            generate(logs, tmp_path / "drawn", plan_dir=PLAN_DIR, messages=io.StringIO(), drawer=drawer)
+        assert files_in(tmp_path / "drawn") == alone
+    # Two CPUs: the drawer's and this process's while pages are drawn; a worker for tables once they are current.
+    assert asked == [1, 0, 1, 1]

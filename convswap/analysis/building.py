@@ -44,28 +44,36 @@ class Builds:
         self._drawings: dict[int, list[Drawing]] = {}
         self._tables: dict[int, Future[tuple[list[Path], list[Table]]]] = {}
         self._pages: dict[str, Future[list[bytes]]] = {}
-        workers = min(usable_cpus() - 1, MAX_WORKERS) if len(context.records) >= PARALLEL_RECORDS else 0
+        large = len(context.records) >= PARALLEL_RECORDS
+        drawer_pool = drawer.pool if drawer is not None else None
+        stale = self._stale_pages(builders, context, out) if figures and (large or drawer_pool is not None) else []
+        # The drawer has a CPU to itself while it has pages to draw; the tables' workers take the others but one.
+        busy = 1 if drawer_pool is not None and stale else 0
+        workers = min(usable_cpus() - 1 - busy, MAX_WORKERS) if large else 0
         _FORKED[:] = [(builders, context, stage)]
         self._pool = forked_pool(workers)
-        pages = drawer.pool if drawer is not None and drawer.pool is not None else self._pool
-        if pages is None:
-            return
-        stale: list[Drawing] = []
-        for index, builder in enumerate(builders):
-            if isinstance(builder, RegisteredFigure) and figures:
-                try:
-                    drawings = self._drawings[index] = builder.build(context)
-                except Exception:  # noqa: BLE001 - `write` builds it again, in its place, and raises it there
-                    continue
-                stale += builder.stale_pages(drawings, out)
-        # Pages first: drawing one takes longer than most tables.
-        for drawing in stale:
-            self._pages.setdefault(drawing.digest, pages.submit(figure_files, drawing))
+        pages = drawer_pool if drawer_pool is not None else self._pool
+        if pages is not None:
+            # Pages first: drawing one takes longer than most tables.
+            for drawing in stale:
+                self._pages.setdefault(drawing.digest, pages.submit(figure_files, drawing))
         if self._pool is None:
             return
         for index, builder in reversed(list(enumerate(builders))):
             if not isinstance(builder, RegisteredFigure):
                 self._tables[index] = self._pool.submit(_write_tables, index)
+
+    def _stale_pages(self, builders: list[Registered], context: Context, out: Path) -> list[Drawing]:
+        """Every figure's pages that are not current in `out`; each figure's pages are kept for `write`."""
+        stale: list[Drawing] = []
+        for index, builder in enumerate(builders):
+            if isinstance(builder, RegisteredFigure):
+                try:
+                    drawings = self._drawings[index] = builder.build(context)
+                except Exception:  # noqa: BLE001 - `write` builds it again, in its place, and raises it there
+                    continue
+                stale += builder.stale_pages(drawings, out)
+        return stale
 
     def __enter__(self) -> Builds:
         return self
