@@ -13,6 +13,10 @@ import sys
 from collections.abc import Callable
 from concurrent.futures import ProcessPoolExecutor
 
+# Below this many records, forking workers costs more than the work they would share: the tables' builders and the
+# viewer's pages are then made in the command's own process.
+PARALLEL_RECORDS = 5_000
+
 
 def usable_cpus() -> int:
     """The CPUs this process may run on."""

@@ -7,7 +7,9 @@ through the builders in the registry's order, building itself each one no worker
 the others' results in their place: a builder's error is raised there, and a figure's bookkeeping (which of
 its pages are current) is kept by the command alone, so the files are the same, byte for byte, as those of one
 process.  A worker's copy of the records costs memory as it touches them, hence no more workers than that.
-Where the system cannot fork, or the study is small, every builder runs in this process.
+`convswap tables` also forks a worker of its own for the pages (`PageDrawer`) before it reads the logs; while that
+worker has pages to draw, the tables take one CPU fewer.  Where the system cannot fork, or the study is small,
+every builder runs in this process.
 """
 
 from __future__ import annotations
@@ -19,9 +21,8 @@ from pathlib import Path
 from convswap.analysis.builders import FIGURE_SUFFIXES, Drawing, Registered, RegisteredFigure, figure_files
 from convswap.analysis.context import Context
 from convswap.analysis.report import Table
-from convswap.workers import forked_pool, usable_cpus
+from convswap.workers import PARALLEL_RECORDS, forked_pool, usable_cpus
 
-PARALLEL_RECORDS = 5_000  # below this, forking workers costs more than the builders take
 MAX_WORKERS = 3
 
 # What a forked worker builds from: set before the workers are forked, so that each starts with it.

@@ -41,10 +41,9 @@ from convswap.long_lived import collector_paused
 from convswap.view.drawings import Drawings
 from convswap.view.images import ImageCheck, Thumbnails
 from convswap.view.runs import LOW_MASS, LogView, Run, record_detail, record_row, run_title
-from convswap.workers import forked_pool, usable_cpus
+from convswap.workers import PARALLEL_RECORDS, forked_pool, usable_cpus
 
 TRIALS_PER_PART = 50
-PARALLEL_RECORDS = 5_000  # fewer records are written in less time than forking workers takes
 SITE_MARKER = ".convswap-view"
 STATIC_FILES = ("run.html", "trial.html", "view.js", "style.css")
 
