@@ -56,7 +56,9 @@ def protocol_prompt(trial: Trial, protocol: Protocol, catalog: Catalog) -> Promp
 
 def png_bytes(image: Image.Image) -> bytes:
     buffer = io.BytesIO()
-    image.save(buffer, format="PNG")
+    # zlib's fastest level: a photograph-sized answer encodes about three times faster than at the default level,
+    # in a file some 10% larger, and PNG keeps every pixel at any level.
+    image.save(buffer, format="PNG", compress_level=1)
     return buffer.getvalue()
 
 
