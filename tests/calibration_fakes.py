@@ -7,6 +7,7 @@ every softmax mass the tests expect has a closed form they compute themselves.
 from __future__ import annotations
 
 import functools
+import json
 import math
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
@@ -19,10 +20,15 @@ from convswap.readout.base import DEFAULT_MAX_NEW_TOKENS, Backend, ModelInfo, Qu
 
 @functools.cache
 def real_tokenizer(path: Path):
-    """The tokenizer saved at `path`, loaded once per process (about 0.3 CPU s a load); backends only read it."""
-    from transformers import AutoTokenizer  # torch with it: only for the tests that build one
+    """The tokenizer saved at `path`, loaded once per process; backends only read it.
 
-    return AutoTokenizer.from_pretrained(path)
+    Loaded through the class its tokenizer_config.json names, which is the class AutoTokenizer returns: AutoTokenizer
+    itself imports torch, torchvision and torch._dynamo on the way (about 6 CPU s, once per test worker).
+    """
+    import transformers
+
+    named = json.loads((path / "tokenizer_config.json").read_text())["tokenizer_class"]
+    return getattr(transformers, named).from_pretrained(path)
 
 
 class PlantedBackend(Backend):
