@@ -54,10 +54,10 @@ def pytest_ignore_collect(collection_path: Path, config: pytest.Config) -> bool 
     return True if SLOW_MODULE.search(collection_path.read_text(encoding="utf-8")) else None
 
 
-# The modules whose tests load real tokenizers and tiny models, importing transformers and torch with them: about
-# 4 CPU seconds in each process that does.
+# The modules whose tests load real tokenizers and tiny models, or make torch's own bfloat16 numbers, importing
+# transformers or torch with them: 3-4 CPU seconds in each process that does.
 TRANSFORMERS_MODULES = frozenset({"test_audit_model.py", "test_calibration.py", "test_served_backend.py",
-                                  "test_surfaces.py"})  # fmt: skip
+                                  "test_surfaces.py", "test_surfaces_first_token.py"})  # fmt: skip
 
 
 def pytest_xdist_make_scheduler(config: pytest.Config, log):
