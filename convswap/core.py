@@ -175,7 +175,9 @@ class Trial:
         return self.meta_entries.get(name, default)
 
     def to_json(self) -> dict[str, Any]:
-        data = asdict(self)
+        # A shallow copy, the nested fields written below: `asdict` copied the image, anchors and meta deeply only to
+        # have them replaced, half of what writing a record cost.
+        data = {name: getattr(self, name) for name in self.__dataclass_fields__}
         data["referents"] = list(self.referents)
         data["image"] = self.image.to_json()
         data["anchors"] = [{"word": a.word, "angle": a.angle} for a in self.anchors]
