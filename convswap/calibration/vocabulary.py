@@ -41,6 +41,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 from tqdm import tqdm
 
 from convswap.core import ColorAnchor, ConvswapError, Prompt
@@ -171,18 +172,24 @@ def choose_anchors(runs: Iterable[tuple[str, tuple[int, ...]]]) -> list[Run]:
 
 def held_out_angles(namings: Sequence[AngleNaming], anchors: Sequence[ColorAnchor]) -> list[HeldOut]:
     """The held-out angles of each anchor, by the module's rule, in angle order."""
-    held = []
-    given = [(naming.angle, set(naming.names)) for naming in namings]  # every vocabulary file loaded rebuilds these
+    # Every vocabulary file loaded rebuilds these, so the distances are taken as arrays (a loop over the 360 angles
+    # and every swatch named otherwise took 3.6 ms a vocabulary).
+    held: list[HeldOut] = []
+    given = [(naming.angle, set(naming.names)) for naming in namings]
+    off_grid = np.array([angle for angle in range(360) if angle % SWATCH_GRID_STEP])
     for anchor in anchors:
-        named_otherwise = [angle for angle, names in given if names - {anchor.word}]
-        for angle in range(360):
-            if angle % SWATCH_GRID_STEP == 0:
-                continue
-            if not HELD_OUT_NEAR <= circular_distance(angle, anchor.angle) <= HELD_OUT_FAR:
-                continue
-            if all(circular_distance(angle, other) >= HELD_OUT_CLEARANCE for other in named_otherwise):
-                held.append(HeldOut(angle, anchor.word, anchor.angle))
+        from_anchor = _circular_distances(off_grid, np.array(anchor.angle))
+        near = off_grid[(HELD_OUT_NEAR <= from_anchor) & (from_anchor <= HELD_OUT_FAR)]
+        named_otherwise = np.array([angle for angle, names in given if names - {anchor.word}])
+        clear = np.all(_circular_distances(near[:, None], named_otherwise[None, :]) >= HELD_OUT_CLEARANCE, axis=1)
+        held.extend(HeldOut(int(angle), anchor.word, anchor.angle) for angle in near[clear])
     return sorted(held, key=lambda h: h.angle)
+
+
+def _circular_distances(first: np.ndarray, second: np.ndarray) -> np.ndarray:
+    """`circular_distance` elementwise over two broadcast arrays."""
+    apart = np.abs(first - second) % 360
+    return np.minimum(apart, 360 - apart)
 
 
 @dataclass(frozen=True)
