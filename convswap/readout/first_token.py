@@ -68,7 +68,7 @@ def first_token_readout(
     ids = _check_ids(surface.token_ids, row.size)
     if top_k < 1:
         raise ConvswapError(f"top_k must be at least 1, got {top_k}")
-    log_probs = log_softmax(row)
+    log_probs = log_softmax(row)  # the candidates' mass is read from it too: one pass over the vocabulary, not three
     candidate_logits = row[ids]
     top_ids = _top_ids(log_probs, top_k)
     tied_slots = tuple(int(i) + 1 for i in np.flatnonzero(candidate_logits == candidate_logits.max()))
@@ -76,7 +76,7 @@ def first_token_readout(
         surface=surface.variant,
         candidate_token_ids=tuple(int(i) for i in ids),
         candidate_logits=tuple(float(v) for v in candidate_logits),
-        candidate_mass=float(candidate_masses(row[None, :], ids)[0]),
+        candidate_mass=float(np.exp(logsumexp(log_probs[np.unique(ids)]))),
         top=tuple(TokenScore(int(i), decode_token(int(i)), float(np.exp(log_probs[i]))) for i in top_ids),
         slot=tied_slots[0] if len(tied_slots) == 1 else None,
         tie=len(tied_slots) > 1,
