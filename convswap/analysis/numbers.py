@@ -52,12 +52,13 @@ class Number:
         return latex_number(str(self.cell))
 
     def to_json(self) -> dict[str, object]:
+        text = str(self.cell)
         return {
             "table": self.table,
             "row": dict(self.row),
             "column": self.column,
-            "text": str(self.cell),
-            "latex": self.latex,
+            "text": text,
+            "latex": latex_number(text),
             "value": self.cell.value,
         }
 
@@ -94,14 +95,19 @@ def latex_number(text: str) -> str:
 
 def table_numbers(table: Table) -> list[Number]:
     labels = label_columns(table)
+    label_names, value_columns = table.columns[:labels], table.columns[labels:]
+    # `macro_name(table, *row labels, column)`, its words spelled once per table, row and column: a study of many
+    # models has tens of thousands of numbers.
+    table_words = macro_name(table.name)
+    column_words = [_macro_words(column) for column in value_columns]
     numbers = []
     for row in table.rows:
         cells = table.cells(row)
-        row_labels = tuple(zip(table.columns[:labels], map(text, cells[:labels]), strict=True))
-        for column, cell in zip(table.columns[labels:], cells[labels:], strict=True):
+        row_labels = tuple(zip(label_names, map(text, cells[:labels]), strict=True))
+        row_words = table_words + "".join(_macro_words(label) for _, label in row_labels)
+        for column, words, cell in zip(value_columns, column_words, cells[labels:], strict=True):
             if isinstance(cell, Quantity):
-                name = macro_name(table.name, *(label for _, label in row_labels), column)
-                numbers.append(Number(name, table.name, row_labels, column, cell))
+                numbers.append(Number(row_words + words, table.name, row_labels, column, cell))
     return numbers
 
 
