@@ -47,10 +47,6 @@ class Number:
     column: str
     cell: Quantity
 
-    @property
-    def latex(self) -> str:
-        return latex_number(str(self.cell))
-
     def to_json(self) -> dict[str, object]:
         text = str(self.cell)
         return {
