@@ -36,8 +36,13 @@ def _check_ids(token_ids: Sequence[int] | np.ndarray, vocab_size: int) -> np.nda
 def candidate_masses(logits: np.ndarray, token_ids: Sequence[int] | np.ndarray) -> np.ndarray:
     """Softmax mass on the set of `token_ids` for each row of `logits` [n, vocab]; a repeated id counts once."""
     rows = _as_logits(logits, 2)
-    ids = np.unique(_check_ids(token_ids, rows.shape[1]))
-    return np.exp(logsumexp(rows[:, ids], axis=1) - logsumexp(rows, axis=1))
+    return _mass(log_softmax(rows, axis=1), _check_ids(token_ids, rows.shape[1]))
+
+
+def _mass(log_probs: np.ndarray, ids: np.ndarray) -> np.ndarray:
+    """Softmax mass on the set of `ids` from log-probabilities over the vocabulary (the last axis): one pass over
+    the vocabulary has made them, so the rest is a sum over the candidates alone."""
+    return np.exp(logsumexp(log_probs[..., np.unique(ids)], axis=-1))
 
 
 def _top_ids(log_probs: np.ndarray, k: int) -> np.ndarray:
@@ -68,7 +73,7 @@ def first_token_readout(
     ids = _check_ids(surface.token_ids, row.size)
     if top_k < 1:
         raise ConvswapError(f"top_k must be at least 1, got {top_k}")
-    log_probs = log_softmax(row)  # the candidates' mass is read from it too: one pass over the vocabulary, not three
+    log_probs = log_softmax(row)
     candidate_logits = row[ids]
     top_ids = _top_ids(log_probs, top_k)
     tied_slots = tuple(int(i) + 1 for i in np.flatnonzero(candidate_logits == candidate_logits.max()))
@@ -76,7 +81,7 @@ def first_token_readout(
         surface=surface.variant,
         candidate_token_ids=tuple(int(i) for i in ids),
         candidate_logits=tuple(float(v) for v in candidate_logits),
-        candidate_mass=float(np.exp(logsumexp(log_probs[np.unique(ids)]))),
+        candidate_mass=float(_mass(log_probs, ids)),
         top=tuple(TokenScore(int(i), decode_token(int(i)), float(np.exp(log_probs[i]))) for i in top_ids),
         slot=tied_slots[0] if len(tied_slots) == 1 else None,
         tie=len(tied_slots) > 1,
