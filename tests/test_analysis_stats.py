@@ -121,6 +121,35 @@ def test_bootstrap_matches_a_hand_written_paired_resampling():
     assert interval.high == pytest.approx(reference[1], abs=0.015)
 
 
+@pytest.mark.parametrize(
+    "size, seed, resamples, confidence",
+    [
+        (2, 0, 10_000, 0.95),
+        (37, 5, 10_000, 0.95),
+        (150, 11, 12_345, 0.90),
+        (400, 3, 20_000, 0.99),
+        (61, 8, 10_001, 0.8),
+    ],
+)
+def test_bootstrap_interval_is_scipys_paired_percentile_bootstrap_to_the_last_bit(size, seed, resamples, confidence):
+    rng = np.random.default_rng(size)
+    first, second = rng.random(size) < 0.6, rng.random(size) < 0.45
+    second[0] = not first[0]  # the two differ, so the interval is drawn
+    reference = scipy_stats.bootstrap(
+        (first.astype(float), second.astype(float)),
+        lambda a, b, axis: a.mean(axis=axis) - b.mean(axis=axis),
+        paired=True,
+        vectorized=True,
+        n_resamples=resamples,
+        batch=2_000,
+        confidence_level=confidence,
+        method="percentile",
+        rng=np.random.default_rng(seed),
+    ).confidence_interval
+    interval = bootstrap_diff(first, second, seed=seed, resamples=resamples, confidence=confidence)
+    assert (interval.low, interval.high) == (float(reference.low), float(reference.high))
+
+
 def test_bootstrap_refuses_too_few_resamples():
     with pytest.raises(ConvswapError, match="at least 10000 resamples"):
         bootstrap_diff([True, False], [False, False], resamples=999)

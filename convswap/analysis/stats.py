@@ -116,26 +116,33 @@ def bootstrap_diff(
     return _bootstrap(first_array.tobytes(), second_array.tobytes(), seed, resamples, confidence)
 
 
+# Resamples drawn at a time: scipy's `bootstrap` is called with this batch, and the intervals are scipy's, bit for bit.
+RESAMPLE_BATCH = 2_000
+
+
 @functools.lru_cache(maxsize=CACHED_TESTS)
 def _bootstrap(first: bytes, second: bytes, seed: int, resamples: int, confidence: float) -> Interval:
-    """`bootstrap_diff` of two paired boolean arrays, given as their bytes so that a repeated call is found."""
+    """`bootstrap_diff` of two paired boolean arrays, given as their bytes so that a repeated call is found.
+
+    The resamples are scipy's `bootstrap(..., paired=True, vectorized=True, method="percentile", batch=2_000)`
+    draws (each batch one `rng.integers(0, n, (batch, n))` of indices into the pairs), and the interval is its
+    `scipy.stats.quantile` of their differences, so the numbers are the same to the last bit; drawn here, without
+    the 8-10 ms of checking and broadcasting that each call of scipy's general `bootstrap` costs: a study's tables
+    take an interval for every contrast of every model."""
     first_array, second_array = np.frombuffer(first, dtype=bool), np.frombuffer(second, dtype=bool)
     difference = float(first_array.mean() - second_array.mean())
     if np.array_equal(first_array, second_array) or len(first_array) < 2:
         return Interval(difference, difference, difference, confidence, resamples, seed)
-    result = scipy_stats.bootstrap(
-        (first_array.astype(float), second_array.astype(float)),
-        lambda a, b, axis: a.mean(axis=axis) - b.mean(axis=axis),
-        paired=True,
-        vectorized=True,
-        n_resamples=resamples,
-        batch=2_000,
-        confidence_level=confidence,
-        method="percentile",
-        rng=np.random.default_rng(seed),
-    )
-    interval = result.confidence_interval
-    return Interval(difference, float(interval.low), float(interval.high), confidence, resamples, seed)
+    rng = np.random.default_rng(seed)
+    size = len(first_array)
+    differences = []
+    for start in range(0, resamples, RESAMPLE_BATCH):
+        drawn = rng.integers(0, size, (min(RESAMPLE_BATCH, resamples - start), size))
+        # A mean of 0.0/1.0 values is their exact count over the size: the same floats as the means scipy takes.
+        differences.append(first_array[drawn].sum(axis=-1) / size - second_array[drawn].sum(axis=-1) / size)
+    alpha = (1 - confidence) / 2
+    low, high = scipy_stats.quantile(np.concatenate(differences), np.asarray([alpha, 1 - alpha]))
+    return Interval(difference, float(low), float(high), confidence, resamples, seed)
 
 
 def _paired_arrays(first: Sequence[bool], second: Sequence[bool]) -> tuple[np.ndarray, np.ndarray]:
