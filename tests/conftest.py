@@ -58,23 +58,31 @@ def pytest_ignore_collect(collection_path: Path, config: pytest.Config) -> bool 
 # transformers or torch with them: 3-4 CPU seconds in each process that does.
 TRANSFORMERS_MODULES = frozenset({"test_audit_model.py", "test_calibration.py", "test_served_backend.py",
                                   "test_surfaces.py", "test_surfaces_first_token.py"})  # fmt: skip
+# The modules whose tests share a folder `built_once` (runs of several experiments, a site): handed out one at a
+# time, a test of theirs in the other worker waits on the build's lock, 1-3 s a module, where it could run others.
+SHARED_BUILD_MODULES = frozenset({"test_audit_logs.py", "test_pixel_audit.py", "test_pixel_tables.py",
+                                  "test_view.py", "test_analysis_check_numbers.py"})  # fmt: skip
 
 
 def pytest_xdist_make_scheduler(config: pytest.Config, log):
-    """In the fast tier under `-n`, the transformers modules run in one worker, which alone pays for the import;
-    every other test is handed out one at a time as by xdist's default.  With the slow tests every worker imports
-    transformers anyway, so xdist's default hands those out too.  (xdist's own `--dist loadgroup` relies on
-    renaming test ids, which pytest 9 no longer allows.)"""
-    if config.getoption("dist") != "load" or not leaves_out_slow(config):
+    """Under `-n`, each module of SHARED_BUILD_MODULES runs in one worker, and in the fast tier the transformers
+    modules run together in one worker, which alone pays for the import (with the slow tests every worker imports
+    transformers anyway); every other test is handed out one at a time as by xdist's default.  (xdist's own
+    `--dist loadgroup` relies on renaming test ids, which pytest 9 no longer allows.)"""
+    if config.getoption("dist") != "load":
         return None
     from xdist.scheduler import LoadScopeScheduling
 
-    class TransformersTogether(LoadScopeScheduling):
+    transformers_together = leaves_out_slow(config)
+
+    class SharedWorkTogether(LoadScopeScheduling):
         def _split_scope(self, nodeid: str) -> str:
             module = nodeid.split("::", 1)[0].rsplit("/", 1)[-1]
-            return "transformers" if module in TRANSFORMERS_MODULES else nodeid
+            if transformers_together and module in TRANSFORMERS_MODULES:
+                return "transformers"
+            return module if module in SHARED_BUILD_MODULES else nodeid
 
-    return TransformersTogether(config, log)
+    return SharedWorkTogether(config, log)
 
 
 def _require(path: Path) -> Path:
