@@ -26,7 +26,7 @@ from scipy import stats as scipy_stats
 
 from convswap.analysis.generate import generate
 from convswap.analysis.layouts import latex_cell, markdown_cell
-from convswap.analysis.loading import load_records, read_log_folder
+from convswap.analysis.loading import load_records, read_log, read_log_folder
 from convswap.analysis.registration import POST_HOC, REGISTERED, Registry
 from convswap.analysis.tables import share_of_word
 from convswap.cli import main
@@ -420,6 +420,34 @@ def test_loading_folds_shared_parts_without_changing_a_record(tmp_path):
     assert loaded == expected  # every field of every record, in file order
     ladder = [r for r in loaded if r.experiment == "color_ladder" and r.trial_id == "color-0"]
     assert len(ladder) == 6 and all(r.trial is ladder[0].trial for r in ladder)  # one trial object for all six
+
+
+def test_a_logs_keys_flags_environment_and_shard_load_as_one_object_each_and_keep_their_types(tmp_path):
+    logdir = write_logs(tmp_path / "logs")
+    path = max(logdir.rglob("*.jsonl"), key=lambda log: len(log.read_text(encoding="utf-8").splitlines()))
+    documents = [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines()]
+    # One more record logs its keys' slots and shard as floats, its flags as integers: equal to the first's, not the same.
+    odd = json.loads(json.dumps(documents[0]))
+    odd["keys"] = {name: float(slot) for name, slot in odd["keys"].items()}
+    odd["correct"] = {name: int(flag) for name, flag in odd["correct"].items()}
+    odd["shard"] = [float(part) for part in odd["shard"]]
+    data = "".join(json.dumps(document, sort_keys=True) + "\n" for document in [*documents, odd]).encode()
+    read = read_log(path, data)
+    records = [record for _, record, _ in read[:-1]]
+    for name in ("keys", "correct", "environment", "shard"):
+        by_value: dict[str, list[object]] = {}
+        for document, record in zip(documents, records, strict=True):
+            assert getattr(record, name) == (tuple(document[name]) if name == "shard" else document.get(name, {}))
+            by_value.setdefault(json.dumps(document.get(name)), []).append(getattr(record, name))
+        assert any(len(values) > 1 for values in by_value.values())  # the log repeats them: the check is not empty
+        for values in by_value.values():
+            assert all(value is values[0] for value in values)
+    _, odd_record, problem = read[-1]
+    assert odd_record.keys == records[0].keys and odd_record.keys is not records[0].keys
+    assert {type(slot) for slot in odd_record.keys.values()} == {float}
+    assert {type(flag) for flag in odd_record.correct.values()} == {int}
+    assert odd_record.shard == records[0].shard and {type(part) for part in odd_record.shard} == {float}
+    assert problem is not None and "keys" in problem  # the record's checks still see what it logged
 
 
 def test_readouts_logged_alike_load_as_one_object_and_no_others_do(tmp_path):

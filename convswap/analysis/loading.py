@@ -213,23 +213,26 @@ LONG_DIGITS = b"0" * 20  # 2**64 has 20 digits
 LONG_INTEGER = re.compile(rb"[:,\[]\s*-?[0-9]{20,}(?![0-9.eE])")
 
 
+SCALAR_TYPES = frozenset({str, int, bool, float, type(None)})
+
+
 class SharedParts:
     """One copy of what many records hold alike, so that 30,000 records fit in memory.
 
-    Every convention's and condition's record of a trial carries the same trial
-    description, every record of an alphabet and condition the same extra part
-    (its resolved surface, and a cached query's instruction), many records
-    the same readout (a simulated or deterministic model answers a trial alike
-    under every condition), and many the same option tuples, token ids and
-    short strings.  An equal part
-    seen before is replaced by the earlier object (equality, not identity of
-    origin, decides), so nothing is lost and nothing is recomputed: a trial or
-    extra part logged as the same JSON as an earlier one is the part loaded then.
+    Every convention's and condition's record of a trial carries the same trial description, every record of an
+    alphabet and condition the same extra part (its resolved surface, and a cached query's instruction), many
+    records the same readout (a simulated or deterministic model answers a trial alike under every condition), and
+    many the same option tuples, token ids, short strings, keys, correctness flags, environment and shard (a run's
+    records hold the same few; records are values, so these mappings are read and never changed).  An equal part
+    seen before is replaced by the earlier object (equality, not identity of origin, decides), so nothing is lost
+    and nothing is recomputed: a trial or extra part logged as the same JSON as an earlier one is the part loaded
+    then.
     """
 
     TEXT_FIELDS = ("experiment", "model", "backend", "condition", "convention", "task", "readout", "parse_status",
                    "plan_hash", "model_revision", "package_version", "image_sha256")  # fmt: skip
     TUPLE_FIELDS = ("referents", "slots", "glosses", "alphabet")
+    MAPPING_FIELDS = ("keys", "correct", "environment")
     READOUT_PARTS: dict[str, PartType] = {"first_token": FirstTokenReadout, "generation": Generation}
 
     def __init__(self) -> None:
@@ -243,6 +246,11 @@ class SharedParts:
             data[name] = sys.intern(data[name])
         for name in self.TUPLE_FIELDS:
             data[name] = self._one(tuple(data[name]))
+        shard = tuple(data["shard"])
+        data["shard"] = self._exact("shard", shard, shard)
+        for name in self.MAPPING_FIELDS:
+            if type(mapping := data.get(name)) is dict:
+                data[name] = self._exact(name, mapping, (*mapping, *mapping.values()))
         if type(acknowledgement := data.get("acknowledgement")) is str:
             data["acknowledgement"] = sys.intern(acknowledgement)
         model = (data["model"], data["quant"])
@@ -271,6 +279,14 @@ class SharedParts:
 
     def _one(self, value: tuple) -> tuple:
         return self._parts.setdefault(value, value)
+
+    def _exact(self, name: str, value: Any, scalars: tuple) -> Any:
+        """`value`, or the first of `name` seen before that is made of equal `scalars` of the same types: 1 equals
+        True and 1.0, and a record that logged one where another belongs keeps what it logged, for
+        `record_problem` to find."""
+        if not all(type(scalar) in SCALAR_TYPES for scalar in scalars):
+            return value  # as logged: `record_problem` names what it holds
+        return self._parts.setdefault((name, scalars, tuple(map(type, scalars))), value)
 
     def _same_json(self, name: str, part_type: PartType, logged: dict[str, Any]) -> Any:
         """The part loaded for the first record that logged it as the same JSON: a part's JSON is all it is made
