@@ -13,7 +13,6 @@ import re
 import sys
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
-from functools import partial
 from itertools import product
 from operator import attrgetter
 from pathlib import Path
@@ -379,51 +378,49 @@ def guessing_rate(records: Iterable[Record]) -> float:
     return sum(1.0 / size for size in sizes) / len(sizes)
 
 
-def field_value(record: Record, name: str) -> Any:
-    """A record's field as `select` matches it and `group_by` groups it: `model` is the model label, quantization
-    included (4-bit and 8-bit runs of one model are two models to every table)."""
-    return model_label(record) if name == "model" else getattr(record, name)
-
-
 def select(records: Iterable[Record], **criteria: Any) -> list[Record]:
-    """Records whose fields (as `field_value` reads them) equal every criterion; a tuple criterion means 'any of
+    """Records whose fields (as `field_getter` reads them) equal every criterion; a tuple criterion means 'any of
     these'."""
-    # The named fields of a record as one tuple, tested against every accepted combination of values: one
-    # attribute fetch and one set lookup per record, since tables select over every record many times.
+    # The named fields of a record, tested against every accepted combination of values: one set lookup per record.
     names = tuple(criteria)
     if not names:
         return list(records)
     accepted = set(product(*(wanted if isinstance(wanted, tuple) else (wanted,) for wanted in criteria.values())))
     fields: Callable[[Record], Any]
-    if "model" in names:
-        fields = partial(field_values, names=names)
-    elif len(names) > 1:
-        fields = attrgetter(*names)
-    else:
-        fields = attrgetter(names[0])
+    if len(names) == 1:
         accepted = {values[0] for values in accepted}
+        fields = field_getter(names[0])
+    else:
+        fields = _fields_of(names)
     return [record for record in records if fields(record) in accepted]
 
 
-def field_values(record: Record, names: tuple[str, ...]) -> tuple:
-    return tuple([field_value(record, name) for name in names])
-
-
 def group_by(records: Iterable[Record], *fields: str) -> dict[tuple, list[Record]]:
-    """Records grouped by the named fields, as `field_value` reads them."""
-    # Tables group every record many times: one attribute fetch per record where no field is the model label.
-    key: Callable[[Record], tuple]
-    if "model" in fields or not fields:
-        key = partial(field_values, names=fields)
-    elif len(fields) > 1:
-        key = attrgetter(*fields)
-    else:
-        (name,) = fields
-        key = lambda record: (getattr(record, name),)  # noqa: E731
+    """Records grouped by the named fields, as `field_getter` reads them."""
+    key = _fields_of(fields)
     groups: dict[tuple, list[Record]] = {}
     for record in records:
         groups.setdefault(key(record), []).append(record)
     return dict(sorted(groups.items(), key=lambda item: tuple(str(part) for part in item[0])))
+
+
+def field_getter(name: str) -> Callable[[Record], Any]:
+    """A record's field as `select` matches it and `group_by` groups it: `model` is the model label, quantization
+    included (4-bit and 8-bit runs of one model are two models to every table)."""
+    return model_label if name == "model" else attrgetter(name)
+
+
+def _fields_of(names: tuple[str, ...]) -> Callable[[Record], tuple]:
+    """The named fields of a record as one tuple, as `field_getter` reads them: tables group and select every record
+    many times, so each field's getter is found once per call, and one attribute fetch serves where no field is the
+    model label."""
+    if "model" not in names and len(names) > 1:
+        return attrgetter(*names)
+    getters = tuple(map(field_getter, names))
+    if len(getters) == 1:
+        (getter,) = getters
+        return lambda record: (getter(record),)
+    return lambda record: tuple([getter(record) for getter in getters])
 
 
 def outcomes(records: Iterable[Record], key: str | None = None) -> dict[str, bool | None]:
