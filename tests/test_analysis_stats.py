@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import functools
 from dataclasses import replace
+from fractions import Fraction
+from math import comb
 
 import numpy as np
 import pytest
@@ -22,6 +25,7 @@ from convswap.analysis import (
     readership,
     readership_of,
 )
+from convswap.analysis.stats import wilson_interval
 from convswap.core import ConvswapError
 
 
@@ -88,6 +92,75 @@ def test_binomial_two_sided_matches_scipy():
     assert binomial_test(30, 100, 0.2).pvalue == pytest.approx(scipy_stats.binomtest(30, 100, 0.2).pvalue)
 
 
+def binomial_cases(count: int, seed: int) -> list[tuple[int, int, float, str]]:
+    """Counts near and far from each null, at the spec's chance rates and others, small n and large."""
+    rng = np.random.default_rng(seed)
+    cases = []
+    for _ in range(count):
+        n = int(rng.choice([rng.integers(1, 40), rng.integers(40, 700), rng.integers(700, 40_000)]))
+        p = float(rng.choice([0.5, 1 / 3, 0.25, 1 / 6, 1 / 9, 1 / 16, 0.9, rng.uniform(0.001, 0.999)]))
+        k = int(rng.binomial(n, float(np.clip(p + rng.normal(0, 0.1), 0, 1))))
+        cases.append((k, n, p, str(rng.choice(["two-sided", "less", "greater"]))))
+    return cases
+
+
+@pytest.mark.parametrize("seed", range(2))
+def test_binomial_p_values_are_scipys_binomtest(seed):
+    for k, n, p, alternative in binomial_cases(250, seed):
+        reference = scipy_stats.binomtest(k, n, p, alternative=alternative).pvalue
+        # scipy.stats' own tail loses its digits below about 1e-250 (see the exact test below).
+        if reference > 1e-250:
+            assert binomial_test(k, n, p, alternative).pvalue == pytest.approx(reference, rel=1e-9), (k, n, p)
+
+
+@functools.cache
+def scaled_likelihoods(n: int, p: float) -> tuple[list[int], int]:
+    """Each outcome's probability times a common scale, as whole numbers, and the scale: exact sums without a
+    Fraction per term."""
+    success, total = Fraction(p).as_integer_ratio()
+    return [comb(n, i) * success**i * (total - success) ** (n - i) for i in range(n + 1)], total**n
+
+
+def exact_binomial_pvalue(k: int, n: int, p: float, alternative: str) -> float:
+    """The definition in exact rational arithmetic: the probability of each outcome at most as likely as k
+    (within scipy's relative tolerance of 1e-7) two-sided, or of the tail on the named side."""
+    likelihood, scale = scaled_likelihoods(n, p)
+    if alternative == "less":
+        tail = sum(likelihood[: k + 1])
+    elif alternative == "greater":
+        tail = sum(likelihood[k:])
+    else:
+        tail = sum(term for term in likelihood if term * 10**7 <= likelihood[k] * (10**7 + 1))
+    return min(1.0, float(Fraction(tail, scale)))
+
+
+@pytest.mark.parametrize(
+    "k, n, p",
+    [(668, 692, 1 / 3), (0, 692, 1 / 3), (3, 40, 0.5), (17, 40, 0.5), (5, 120, 1 / 16),
+     (1, 9, 1 / 9), (60, 61, 0.37), (200, 400, 0.5)],
+)  # fmt: skip
+@pytest.mark.parametrize("alternative", ["two-sided", "less", "greater"])
+def test_binomial_p_values_are_the_exact_sums_even_deep_in_a_tail(k, n, p, alternative):
+    assert binomial_test(k, n, p, alternative).pvalue == pytest.approx(
+        exact_binomial_pvalue(k, n, p, alternative), rel=1e-9
+    )
+
+
+@pytest.mark.parametrize("confidence", [0.8, 0.95, 0.99])
+def test_wilson_interval_is_scipys(confidence):
+    for n in (1, 2, 7, 30, 101):
+        for successes in range(n + 1):
+            reference = scipy_stats.binomtest(successes, n).proportion_ci(confidence, method="wilson")
+            low, high = wilson_interval(successes, n, confidence)
+            assert (low, high) == pytest.approx((reference.low, reference.high), abs=1e-12)
+
+
+@pytest.mark.parametrize("successes, n", [(3, 0), (-1, 4), (5, 4)])
+def test_wilson_interval_refuses_impossible_counts(successes, n):
+    with pytest.raises(ConvswapError, match="0 <= successes <= n"):
+        wilson_interval(successes, n, 0.95)
+
+
 @pytest.mark.parametrize(
     "args, message",
     [((5, 3, 0.5), "0 <= k <= n"), ((1, 3, 0.0), "strictly between"), ((1, 3, 0.5, "below"), "alternative")],
@@ -131,7 +204,7 @@ def test_bootstrap_matches_a_hand_written_paired_resampling():
         (61, 8, 10_001, 0.8),
     ],
 )
-def test_bootstrap_interval_is_scipys_paired_percentile_bootstrap_to_the_last_bit(size, seed, resamples, confidence):
+def test_bootstrap_interval_is_scipys_paired_percentile_bootstrap(size, seed, resamples, confidence):
     rng = np.random.default_rng(size)
     first, second = rng.random(size) < 0.6, rng.random(size) < 0.45
     second[0] = not first[0]  # the two differ, so the interval is drawn
@@ -147,7 +220,8 @@ def test_bootstrap_interval_is_scipys_paired_percentile_bootstrap_to_the_last_bi
         rng=np.random.default_rng(seed),
     ).confidence_interval
     interval = bootstrap_diff(first, second, seed=seed, resamples=resamples, confidence=confidence)
-    assert (interval.low, interval.high) == (float(reference.low), float(reference.high))
+    # The same resamples; numpy's percentile and scipy's may round the last bit or two apart.
+    assert (interval.low, interval.high) == pytest.approx((reference.low, reference.high), rel=1e-14, abs=1e-15)
 
 
 def test_bootstrap_refuses_too_few_resamples():

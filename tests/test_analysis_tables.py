@@ -6,6 +6,8 @@ import io
 import json
 import math
 import re
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -501,3 +503,19 @@ def test_every_significance_mark_a_table_shows_is_defined_in_its_legend(generate
             seen.add(mark)
             assert definitions[mark] in legend, (path.name, mark)
     assert seen == {"*", "**", "***"}  # the planted logs hold differences at every level
+
+
+def test_tables_and_the_audit_test_their_counts_without_importing_scipy_stats(tmp_path):
+    # scipy.stats took about a second to import, on every command that reads logs; scipy.special suffices.
+    logdir = write_logs(tmp_path / "logs")
+    out = tmp_path / "out"
+    probe = (
+        "import sys\nfrom convswap.cli import main\n"
+        f"tables = main(['tables', {str(logdir)!r}, '--out', {str(out)!r}, '--allow-unregistered', '--no-figures'])\n"
+        f"audit = main(['audit', {str(logdir)!r}, '--allow-unregistered'])\n"
+        "print(tables, audit, 'scipy.stats' in sys.modules)\n"
+    )
+    result = subprocess.run([sys.executable, "-c", probe], cwd=REPO, capture_output=True, text=True, check=True)
+    tables, audit, imported = result.stdout.split()[-3:]
+    assert (tables, audit in ("0", "1"), imported) == ("0", True, "False")
+    assert row(out, "table2_coco", convention="pixels")["locate p"] == f"{sign_test(0, 12):.1e}"

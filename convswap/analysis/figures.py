@@ -22,6 +22,7 @@ from convswap.analysis.context import Context, MissingInput, experiment_records,
 from convswap.analysis.gating import gated_models
 from convswap.analysis.loading import chance, group_by, vocabulary_label
 from convswap.analysis.registration import POST_HOC
+from convswap.analysis.stats import wilson_interval
 from convswap.calibration.vocabulary import Vocabulary
 from convswap.experiments.scoring import Accuracy, accuracy
 
@@ -115,7 +116,6 @@ def accuracy_bars(
     the legend's handles."""
     from matplotlib import rcParams
     from matplotlib.patches import Patch
-    from scipy.stats import binomtest
 
     models = sorted({model for model, _ in by_cell})
     width = 0.8 / len(conventions)
@@ -126,7 +126,7 @@ def accuracy_bars(
             result = by_cell.get((model, convention))
             if result is None or result.rate is None:
                 continue
-            low, high = binomtest(result.correct, result.scored).proportion_ci(0.95, method="wilson")
+            low, high = wilson_interval(result.correct, result.scored, 0.95)
             rate = 100 * result.rate
             axes.bar(
                 offset,

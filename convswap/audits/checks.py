@@ -15,9 +15,9 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
 import numpy as np
-from scipy.stats import binomtest
 
 from convswap.analysis.loading import group_by
+from convswap.analysis.stats import binomial_test
 from convswap.audits.prompt_text import PromptReader, PromptUnreadable, question_position, referent_of, split_gloss
 from convswap.calibration.surfaces import MIN_CANDIDATE_MASS
 from convswap.conventions.declarations import CONVENTIONS, Catalog, Convention
@@ -242,7 +242,7 @@ def pairing_break(records: Sequence[Record], seed: int = 0) -> CheckResult:
             partners = rng.permutation(len(members))
             hits = sum(score_answer(record.answer_slot, members[j].keys).get(key, False)
                        for record, j in zip(members, partners, strict=True))  # fmt: skip
-            pvalue = binomtest(hits, len(members), 1 / k).pvalue
+            pvalue = binomial_test(hits, len(members), 1 / k).pvalue
             line = f"{where}: shuffled accuracy {hits}/{len(members)} against chance 1/{k}, p = {pvalue:.3g}"
             result.notes.append(line)
             if pvalue < PAIRING_BREAK_ALPHA:
