@@ -650,6 +650,10 @@ class Record(QuickRestore):
             logged = data.get(name)
             if logged is not None:
                 data[name] = load_part(part_type, logged)
+        # Keywords in a log's sorted order are each searched for among __init__'s parameters; the fields a record
+        # logs are the first of those declared (a text record's stop before `pixels`), so they go in by position.
+        if data.keys() == _LOGGED_FIELDS.get(len(data)):
+            return cls(*map(data.__getitem__, _RECORD_FIELDS[: len(data)]))
         return cls(**data)
 
 
@@ -661,6 +665,9 @@ PART_TYPES: dict[str, PartType] = {
     "pixels": PixelAnswer,
 }
 PART_FIELDS = tuple(PART_TYPES)
+_RECORD_FIELDS = tuple(item.name for item in fields(Record))
+# The field names a record may log by position, by their number: the declared fields up to that one.
+_LOGGED_FIELDS = {count: frozenset(_RECORD_FIELDS[:count]) for count in range(len(_RECORD_FIELDS) + 1)}
 
 
 def score_answer(answer_slot: int | None, keys: Mapping[str, int]) -> dict[str, bool]:

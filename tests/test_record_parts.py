@@ -71,6 +71,22 @@ def test_the_folder_reader_keeps_an_integer_beyond_64_bits_whole(tmp_path):
     assert record.trial.meta_value("seed") == 2**70 + 1 and record.to_json() == canonical_json(logged)
 
 
+def test_a_record_logged_with_fewer_fields_takes_their_defaults_and_an_unknown_or_missing_one_is_refused():
+    older = json.loads(LINES[0])
+    for name in ("extra", "dtype", "environment"):  # fields a record logged before they existed lacks
+        del older[name]
+    record = Record.from_dict(copy.deepcopy(older))
+    assert (record.extra, record.dtype, record.environment, record.pixels) == (RecordExtra(), None, {}, None)
+    assert record.prompt == older["prompt"] and record.trial.to_json() == older["trial"]
+    unknown = {**json.loads(LINES[0]), "bogus": 1}
+    with pytest.raises(TypeError, match="unexpected keyword argument 'bogus'"):
+        Record.from_dict(unknown)
+    missing = json.loads(LINES[0])
+    del missing["prompt"]
+    with pytest.raises(TypeError, match="missing 1 required positional argument: 'prompt'"):
+        Record.from_dict(missing)
+
+
 def test_each_field_reads_as_logged():
     for line in LINES:
         logged = json.loads(line)
