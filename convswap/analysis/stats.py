@@ -188,10 +188,10 @@ def _bootstrap(first: bytes, second: bytes, seed: int, resamples: int, confidenc
     The resamples are scipy's `bootstrap(..., paired=True, vectorized=True, method="percentile", batch=2_000)`
     draws (each batch one `rng.integers(0, n, (batch, n))` of indices into the pairs), and the interval is the
     linear-interpolation percentile of their differences that its `scipy.stats.quantile` takes (numpy's, which
-    may round the last bit apart, without scipy.stats' import); drawn here, without
-    the checks, broadcasting and float copies of the resamples that each call of scipy's general `bootstrap` adds
-    (an interval at n = 50: 9.2 -> 7.1 ms; at n = 150: 32.6 -> 20.8 ms), since a study's tables take an interval
-    for every contrast of every model."""
+    may round the last bit apart, without scipy.stats' import); drawn here, without the checks, broadcasting and
+    float copies of the resamples that each call of scipy's general `bootstrap` adds (an interval at n = 50:
+    9.2 -> 7.1 ms; at n = 150: 32.6 -> 20.8 ms), since a study's tables take an interval for every contrast of
+    every model."""
     first_array, second_array = np.frombuffer(first, dtype=bool), np.frombuffer(second, dtype=bool)
     difference = float(first_array.mean() - second_array.mean())
     if np.array_equal(first_array, second_array) or len(first_array) < 2:
