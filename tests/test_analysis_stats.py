@@ -24,6 +24,7 @@ from convswap.analysis import (
     paired_mcnemar,
     readership,
     readership_of,
+    stats,
 )
 from convswap.analysis.stats import wilson_interval
 from convswap.core import ConvswapError
@@ -194,6 +195,20 @@ def test_bootstrap_matches_a_hand_written_paired_resampling():
     assert interval.high == pytest.approx(reference[1], abs=0.015)
 
 
+def scipy_interval(first, second, seed, resamples=10_000, confidence=0.95):
+    return scipy_stats.bootstrap(
+        (first.astype(float), second.astype(float)),
+        lambda a, b, axis: a.mean(axis=axis) - b.mean(axis=axis),
+        paired=True,
+        vectorized=True,
+        n_resamples=resamples,
+        batch=2_000,
+        confidence_level=confidence,
+        method="percentile",
+        rng=np.random.default_rng(seed),
+    ).confidence_interval
+
+
 @pytest.mark.parametrize(
     "size, seed, resamples, confidence",
     [
@@ -208,20 +223,28 @@ def test_bootstrap_interval_is_scipys_paired_percentile_bootstrap(size, seed, re
     rng = np.random.default_rng(size)
     first, second = rng.random(size) < 0.6, rng.random(size) < 0.45
     second[0] = not first[0]  # the two differ, so the interval is drawn
-    reference = scipy_stats.bootstrap(
-        (first.astype(float), second.astype(float)),
-        lambda a, b, axis: a.mean(axis=axis) - b.mean(axis=axis),
-        paired=True,
-        vectorized=True,
-        n_resamples=resamples,
-        batch=2_000,
-        confidence_level=confidence,
-        method="percentile",
-        rng=np.random.default_rng(seed),
-    ).confidence_interval
+    reference = scipy_interval(first, second, seed, resamples, confidence)
     interval = bootstrap_diff(first, second, seed=seed, resamples=resamples, confidence=confidence)
     # The same resamples; numpy's percentile and scipy's may round the last bit or two apart.
     assert (interval.low, interval.high) == pytest.approx((reference.low, reference.high), rel=1e-14, abs=1e-15)
+
+
+@pytest.mark.parametrize("kept_bytes", [stats.RESAMPLE_COUNT_BYTES, 10_000 * 60 * 4, 0])
+def test_intervals_of_one_size_share_their_resamples_and_are_each_scipys(monkeypatch, kept_bytes):
+    """A study's contrasts share a few sizes: each interval is still scipy's, whether its resamples were counted
+    for an earlier contrast, dropped for another size and counted again, or never kept at all."""
+    monkeypatch.setattr(stats, "RESAMPLE_COUNT_BYTES", kept_bytes)
+    monkeypatch.setattr(stats, "_RESAMPLE_COUNTS", {})
+    stats._bootstrap.cache_clear()  # each interval computed here, not found from an earlier call
+    rng = np.random.default_rng(21)
+    for size in (60, 60, 45, 60, 45, 45):
+        first, second = rng.random(size) < rng.random(), rng.random(size) < rng.random()
+        second[0] = not first[0]
+        for seed in (0, 1):
+            reference = scipy_interval(first, second, seed)
+            interval = bootstrap_diff(first, second, seed=seed)
+            assert (interval.low, interval.high) == pytest.approx((reference.low, reference.high), rel=1e-14, abs=1e-15)
+        assert sum(counts.nbytes for counts in stats._RESAMPLE_COUNTS.values()) <= kept_bytes
 
 
 def test_bootstrap_refuses_too_few_resamples():
