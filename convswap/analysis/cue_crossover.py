@@ -19,10 +19,15 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
+from functools import partial
+from typing import TYPE_CHECKING
 
 import numpy as np
 
 from convswap.core import ConvswapError, Record
+
+if TYPE_CHECKING:
+    from convswap.analysis.context import Context
 
 ROLES = ("first", "second", "untouched")
 ARRAYS = ("A", "B")
@@ -113,13 +118,15 @@ def crossover(records: Sequence[Record]) -> Crossover:
     )
 
 
-def crossover_if_scored(records: Sequence[Record]) -> Crossover | None:
+def crossover_if_scored(context: Context, records: Sequence[Record]) -> Crossover | None:
     """The interaction over the crossover records among `records`, or None where there are no crossover
-    records or some lack the candidate scores (a generate-only run): a missing cell, not an error."""
+    records or some lack the candidate scores (a generate-only run): a missing cell, not an error.  Computed once
+    per context for the same records: Table 1 and the hypotheses both take every model's."""
     crossing = [record for record in records if is_crossover(record)]
     if not crossing or not all(has_scores(record) for record in crossing):
         return None
-    return crossover(crossing)
+    # The context holds every record it was given, so no two of them share an id while it lives.
+    return context.computed(("crossover", *map(id, crossing)), partial(crossover, crossing))
 
 
 def _spreads(scores: list[np.ndarray]) -> list[float]:

@@ -129,7 +129,7 @@ def crossover_results(context: Context, hypothesis: Hypothesis, group: Sequence[
     """Per rung: the shifts at the two swapped locations reverse sign, and the untouched one moves less than either."""
     results = []
     for convention in hypothesis.contrast:
-        result = crossover_if_scored(select(group, convention=convention))
+        result = crossover_if_scored(context, select(group, convention=convention))
         if result is None:
             continue
         untouched_smaller = result.untouched is None or abs(result.untouched) < min(

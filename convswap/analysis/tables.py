@@ -84,7 +84,7 @@ def table1_color_ladder(context: Context) -> list[Table]:
         by_rung = group_by(model_records, "convention")
         rungs = ordered({rung for (rung,) in by_rung}, COLOR_RUNGS)
         interactions = {
-            (rung, condition): crossover_if_scored(crossing.get((rung, condition), []))
+            (rung, condition): crossover_if_scored(context, crossing.get((rung, condition), []))
             for rung in rungs
             for condition in CONDITIONS
         }
