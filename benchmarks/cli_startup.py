@@ -16,6 +16,8 @@ import sys
 import time
 from pathlib import Path
 
+from bytecode import compile_convswap
+
 REPO_ROOT = Path(__file__).resolve().parents[1]
 HANDLER_MODULES = (
     "convswap.experiments.runner",
@@ -40,6 +42,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--repeats", type=int, default=5, help="fresh interpreters per figure (default 5)")
     args = parser.parse_args()
+    print(compile_convswap())
     help_s = best_seconds([sys.executable, "-m", "convswap", "--help"], args.repeats)
     heavy = "; ".join(f"import {module}" for module in HANDLER_MODULES)
     heavy_s = best_seconds([sys.executable, "-c", f"{heavy}; import convswap.cli"], args.repeats)

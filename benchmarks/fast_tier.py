@@ -21,6 +21,8 @@ import sys
 import time
 from pathlib import Path
 
+from bytecode import compile_convswap
+
 ROOT = Path(__file__).resolve().parents[1]
 WORKERS = 2
 FAST_TARGET_S = 30.0
@@ -31,6 +33,7 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--all", action="store_true", help="run the whole suite, slow tests included (4 min target)")
     args = parser.parse_args()
+    print(compile_convswap())
     selection = [] if args.all else ["-m", "not slow"]
     target = ALL_TARGET_S if args.all else FAST_TARGET_S
     command = [sys.executable, "-m", "pytest", *selection, "-n", str(WORKERS), "-q", "-p", "no:cacheprovider"]

@@ -48,6 +48,8 @@ import zlib
 from dataclasses import dataclass
 from pathlib import Path
 
+from bytecode import compile_convswap
+
 from convswap.experiments.ledger import Ledger
 from convswap.experiments.plan import SHIPPED_PLAN_DIR
 from convswap.experiments.runner import CALIBRATION_EXPERIMENT, RunRequest, run_experiment
@@ -234,6 +236,7 @@ def main() -> int:
     parser.add_argument("--models", type=int, default=20, help="models the records are spread over (default 20)")
     parser.add_argument("--rounds", type=int, default=3, help="interleaved rounds of every variant (default 3)")
     args = parser.parse_args()
+    print(compile_convswap())
     with tempfile.TemporaryDirectory() as scratch:
         root = Path(scratch)
         logdir = args.logs or root / "logs"

@@ -26,6 +26,7 @@ import tempfile
 import time
 from pathlib import Path
 
+from bytecode import compile_convswap
 from playwright.sync_api import sync_playwright
 
 from convswap.cli import main as convswap
@@ -81,6 +82,7 @@ def main() -> int:
     parser.add_argument("--logs", type=Path, required=True, help="log folder, made here when it holds too few records")
     parser.add_argument("--records", type=int, default=32_000, help="records the log must hold (default 32000)")
     args = parser.parse_args()
+    print(compile_convswap())
     args.logs.mkdir(parents=True, exist_ok=True)
     records = make_log(args.logs, args.records)
     if records < args.records:
