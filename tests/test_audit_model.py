@@ -289,6 +289,7 @@ def test_a_token_that_decodes_to_nothing_prints_by_its_spelling(smolvlm_assets):
     assert audit.probes[0].top[0].text == "▁"
 
 
+@pytest.mark.slow  # a tiny transformers model: its fixture builds one, for the slow tests alone
 def test_the_transformers_backend_spells_tokens_from_its_vocabulary(tiny_smolvlm):
     backend = load_backend(f"hf:{tiny_smolvlm}")
     assert backend.decode_token(SPACE) == " "
