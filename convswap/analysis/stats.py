@@ -218,18 +218,16 @@ def _resample_sums(seed: int, resamples: int, first: np.ndarray, second: np.ndar
     the latest used last, while those kept fit in RESAMPLE_COUNT_BYTES; the sums are then one product with the
     outcomes.  Counts too large to keep are not counted: each batch's draws are summed as drawn."""
     size = len(first)
-    # Every product and partial sum is a whole number no larger than `size`: exact in float32 below 2**24.
-    exact = np.float32 if size < 1 << 24 else np.float64
     key = (seed, size, resamples)
     counts = _RESAMPLE_COUNTS.pop(key, None)
     if counts is None:
-        if resamples * size * np.dtype(exact).itemsize > RESAMPLE_COUNT_BYTES:
+        if resamples * size * 4 > RESAMPLE_COUNT_BYTES:
             batches = [(first[d].sum(axis=1), second[d].sum(axis=1)) for d in _drawn(seed, size, resamples)]
             return np.concatenate([sums for sums, _ in batches]), np.concatenate([sums for _, sums in batches])
         rows = np.arange(RESAMPLE_BATCH)[:, None] * size  # each resample's draws counted in a row of its own
         counts = np.concatenate(
             [
-                np.bincount((d + rows[: len(d)]).ravel(), minlength=d.size).reshape(d.shape).astype(exact)
+                np.bincount((d + rows[: len(d)]).ravel(), minlength=d.size).reshape(d.shape).astype(np.float32)
                 for d in _drawn(seed, size, resamples)
             ]
         )
@@ -237,7 +235,9 @@ def _resample_sums(seed: int, resamples: int, first: np.ndarray, second: np.ndar
     held = sum(kept.nbytes for kept in _RESAMPLE_COUNTS.values())
     while held > RESAMPLE_COUNT_BYTES:
         held -= _RESAMPLE_COUNTS.pop(next(iter(_RESAMPLE_COUNTS))).nbytes
-    sums = (counts @ np.stack([first, second], axis=1).astype(exact)).astype(np.int64)
+    # Every product and partial sum is a whole number no larger than `size`, which counts that fit in
+    # RESAMPLE_COUNT_BYTES keep far below 2**24: float32 holds each exactly.
+    sums = (counts @ np.stack([first, second], axis=1).astype(np.float32)).astype(np.int64)
     return sums[:, 0], sums[:, 1]
 
 
