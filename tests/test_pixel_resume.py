@@ -33,21 +33,39 @@ def lines_in(folder: Path) -> int:
     return sum(path.read_bytes().count(b"\n") for path in folder.glob("*.jsonl")) if folder.is_dir() else 0
 
 
+def log_lines(out: Path) -> int:
+    """The lines the run under `out` has written so far; 0 before it has made its folder."""
+    runs = out / INTERFACE_SWAP
+    return sum(lines_in(folder) for folder in runs.iterdir()) if runs.is_dir() else 0
+
+
 @pytest.mark.slow
 def test_a_pixel_run_killed_at_random_moments_resumes_to_the_uninterrupted_run(tmp_path):
     model = f"sim:{observer_file(tmp_path / 'obs.toml', p_no_image=0.1, p_no_mark=0.1, jpeg_quality=80, jitter=0.3)}"
+    started = time.perf_counter()
+    clean = run_experiment(swap_request(tmp_path / "clean", model, limit=LIMIT), progress=False)
+    total = lines_in(clean.folder)
+    per_line = (time.perf_counter() - started) / total
     out = tmp_path / "killed"
     draw = random.Random()
     kills = 0
+    # Each kill falls after a number of lines drawn from those still to come, and then up to a line's time later:
+    # a moment nobody chose, and always within the run, however fast this machine runs it.
     for _ in range(4):
+        written = log_lines(out)
+        if written >= total - 2:
+            break
+        target = draw.randint(written + 1, total - 2)
         process = subprocess.Popen(command(model, out), cwd=REPO_ROOT, stdout=subprocess.DEVNULL,
                                    stderr=subprocess.DEVNULL)  # fmt: skip
-        time.sleep(draw.uniform(0.5, 4.0))  # past the start-up, at a moment nobody chose
+        while process.poll() is None and log_lines(out) < target:
+            time.sleep(0.005)
+        time.sleep(draw.uniform(0, per_line))
         if process.poll() is None:
             os.kill(process.pid, signal.SIGKILL)
             kills += 1
         process.wait()
-    assert kills, "every run finished before it was killed: raise LIMIT"
+    assert kills, f"no run was killed before it finished ({total} lines)"
     resumed = subprocess.run(command(model, out), cwd=REPO_ROOT, capture_output=True, text=True, timeout=600)
     assert resumed.returncode == 0, resumed.stderr
     folder = next((out / INTERFACE_SWAP).iterdir())
@@ -59,6 +77,5 @@ def test_a_pixel_run_killed_at_random_moments_resumes_to_the_uninterrupted_run(t
     assert on_disk == {f"{name}.png" for name in named}  # no temporary file, no orphan, none missing
     for name in named:
         assert hashlib.sha256((images / f"{name}.png").read_bytes()).hexdigest() == name
-    clean = run_experiment(swap_request(tmp_path / "clean", model, limit=LIMIT), progress=False)
     assert sorted(map(without_run_details, records)) == sorted(map(without_run_details, records_in(clean.folder)))
     assert all(json.loads(line) for line in (folder / "visible.jsonl").read_text().splitlines())
