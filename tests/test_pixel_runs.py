@@ -10,6 +10,7 @@ import shutil
 from dataclasses import replace
 from pathlib import Path
 
+import numpy as np
 import pytest
 from conftest import COCO_MINI
 from PIL import Image
@@ -216,6 +217,35 @@ class ImageOnly(Backend):
     def draw(self, query: Query) -> list[Drawing]:
         self.asked += 1
         return [Drawing(None, "unused") for _ in query.prompts]
+
+
+class NoiseDrawer(ImageOnly):
+    """Answers every protocol with uniform noise of the source's size, the image hardest to keep exactly; it keeps
+    what it drew."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.drawn: list[np.ndarray] = []
+
+    def draw(self, query: Query) -> list[Drawing]:
+        noise = np.random.default_rng(len(self.drawn))
+        pixels = [noise.integers(0, 256, (query.image.height, query.image.width, 3), np.uint8) for _ in query.prompts]
+        self.drawn.extend(pixels)
+        return [Drawing(Image.fromarray(p, "RGB")) for p in pixels]
+
+
+def test_each_kept_image_decodes_to_the_pixels_that_were_drawn(tmp_path):
+    backend = NoiseDrawer()
+    result = run_experiment(swap_request(tmp_path / "runs", backend.spec, limit=2, interface="image"),
+                            backend=backend, progress=False)  # fmt: skip
+    kept = {}
+    for record in pixel_records(result.folder):
+        with Image.open(result.folder / "images" / f"{record['pixels']['image_sha256']}.png") as image:
+            assert image.mode == "RGB"
+            kept[record["pixels"]["image_sha256"]] = np.asarray(image)
+    assert len(kept) == len(backend.drawn) == 2 * len(PROTOCOL_NAMES) + 2  # locate: both protocols; identify: one
+    for drawn in backend.drawn:
+        assert any(np.array_equal(drawn, pixels) for pixels in kept.values())
 
 
 def test_an_image_only_model_asked_for_a_text_convention_is_refused_before_any_request(tmp_path):
