@@ -16,7 +16,7 @@ from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.container import BarContainer
 from matplotlib.text import Text
 
-from convswap.analysis import building, figures
+from convswap.analysis import building, figures, loading
 from convswap.analysis.context import Context
 from convswap.analysis.figures import UNGATED_GREY, figure1, wheel_figure
 from convswap.analysis.generate import generate
@@ -204,7 +204,7 @@ class RecordedPool:
         self.pool.shutdown(**options)
 
 
-def test_tables_draw_the_pages_in_the_worker_started_before_the_logs_are_read(tmp_path, monkeypatch):
+def test_tables_draw_the_wheel_pages_in_the_worker_started_before_the_logs_are_read(tmp_path, monkeypatch):
     monkeypatch.setattr(figures, "WHEELS_PER_PAGE", 1)
     logdir = tmp_path / "logs"
     logdir.mkdir()
@@ -217,10 +217,19 @@ def test_tables_draw_the_pages_in_the_worker_started_before_the_logs_are_read(tm
         pools.append(None if pool is None else RecordedPool(pool))
         return pools[-1]
 
+    sent_before_reading = []
+    read_log_folder = loading.read_log_folder
+
+    def reading(*args):
+        sent_before_reading.extend(pools[0].sent)
+        return read_log_folder(*args)
+
     monkeypatch.setattr(building, "forked_pool", recorded)
+    monkeypatch.setattr(loading, "read_log_folder", reading)
     assert main(["tables", str(logdir), "--out", str(tmp_path / "drawer"), "--plan-dir", str(PLAN_DIR)]) == 0
     drawer, *others = pools
-    assert drawer.sent == ["_warm_up", "figure_files", "figure_files", "figure_files"]
+    # The wheels show the vocabularies alone: each page is sent before the records are read, and only then.
+    assert sent_before_reading == drawer.sent == ["_warm_up", "figure_files", "figure_files", "figure_files"]
     assert others == [None]  # a study this small builds its tables here
     drawn = drawn_bytes(tmp_path / "here")
     assert drawn_bytes(tmp_path / "drawer") == drawn and len(drawn) == 6

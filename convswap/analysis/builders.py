@@ -118,10 +118,12 @@ class Drawing:
 
 @dataclass(frozen=True)
 class RegisteredFigure:
-    """A figure builder and the name its files take."""
+    """A figure builder and the name its files take; `records`: whether its pages show anything of the records
+    (False: they are drawn from the vocabulary files alone)."""
 
     build: FigureBuilder
     name: str
+    records: bool = True
     suffixes = FIGURE_SUFFIXES
 
     @property
@@ -149,7 +151,8 @@ class RegisteredFigure:
             drawings = self.build(context)
         drawn = read_drawn(out_dir)
         written = []
-        pages = tqdm(drawings, desc=f"figures ({self.name})", unit="figure", leave=False, disable=None)
+        # Every page shown as it is written (mininterval=0): they are few, and those drawn ahead come at once.
+        pages = tqdm(drawings, desc=f"figures ({self.name})", unit="figure", leave=False, disable=None, mininterval=0)
         for page, drawing in enumerate(pages, start=1):
             name, digest = self.page_name(page), drawing.digest
             paths = [out_dir / f"{name}{suffix}" for suffix in self.suffixes]
@@ -252,11 +255,13 @@ def table(name: str, *, demo: bool = False, layout: Layout | None = None) -> Cal
     return tables(TableSpec(name, demo, layout))
 
 
-def figure(name: str) -> Callable[[FigureBuilder], FigureBuilder]:
-    """Register a builder of a figure's pages, saved as `name`.png and `name`.pdf, then `name_2`... ."""
+def figure(name: str, *, records: bool = True) -> Callable[[FigureBuilder], FigureBuilder]:
+    """Register a builder of a figure's pages, saved as `name`.png and `name`.pdf, then `name_2`... .  A figure
+    drawn from the vocabulary files alone says so (`records=False`): `convswap tables` starts drawing its pages
+    before it reads the records."""
 
     def register(build: FigureBuilder) -> FigureBuilder:
-        _register(RegisteredFigure(build, name))
+        _register(RegisteredFigure(build, name, records))
         return build
 
     return register

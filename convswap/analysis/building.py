@@ -7,8 +7,9 @@ through the builders in the registry's order, building itself each one no worker
 the others' results in their place: a builder's error is raised there, and a figure's bookkeeping (which of
 its pages are current) is kept by the command alone, so the files are the same, byte for byte, as those of one
 process.  A worker's copy of the records costs memory as it touches them, hence no more workers than that.
-`convswap tables` also forks a worker of its own for the pages (`PageDrawer`) before it reads the logs; while that
-worker has pages to draw, the tables take one CPU fewer.  Where the system cannot fork, or the study is small,
+`convswap tables` also forks a worker of its own for the pages (`PageDrawer`) before it reads the logs, and hands
+it at once the pages of the figures drawn from the vocabularies alone; while that worker has pages to draw, the
+tables take one CPU fewer.  Where the system cannot fork, or the study is small,
 every builder runs in this process.
 """
 
@@ -18,9 +19,18 @@ import io
 from concurrent.futures import Future
 from pathlib import Path
 
-from convswap.analysis.builders import FIGURE_SUFFIXES, Drawing, Registered, RegisteredFigure, figure_files
+from convswap.analysis.builders import (
+    FIGURE_SUFFIXES,
+    Drawing,
+    Registered,
+    RegisteredFigure,
+    figure_files,
+    registered,
+)
 from convswap.analysis.context import Context
+from convswap.analysis.registration import Registry
 from convswap.analysis.report import Table
+from convswap.calibration.vocabulary import Vocabulary
 from convswap.workers import PARALLEL_RECORDS, forked_pool, usable_cpus
 
 MAX_WORKERS = 3
@@ -44,7 +54,7 @@ class Builds:
         self._context, self._out, self._stage, self._figures = context, out, stage, figures
         self._drawings: dict[int, list[Drawing]] = {}
         self._tables: dict[int, Future[tuple[list[Path], list[Table]]]] = {}
-        self._pages: dict[str, Future[list[bytes]]] = {}
+        self._pages: dict[str, Future[list[bytes]]] = dict(drawer.pages) if drawer is not None else {}
         large = len(context.records) >= PARALLEL_RECORDS
         drawer_pool = drawer.pool if drawer is not None else None
         stale = self._stale_pages(builders, context, out) if figures and (large or drawer_pool is not None) else []
@@ -57,7 +67,8 @@ class Builds:
         if pages is not None:
             # Pages first: drawing one takes longer than most tables.
             for drawing in stale:
-                self._pages.setdefault(drawing.digest, pages.submit(figure_files, drawing))
+                if drawing.digest not in self._pages:  # not drawn ahead (`PageDrawer.draw_ahead`)
+                    self._pages[drawing.digest] = pages.submit(figure_files, drawing)
         if self._pool is None:
             return
         for index, builder in reversed(list(enumerate(builders))):
@@ -109,8 +120,28 @@ class PageDrawer:
 
     def __init__(self) -> None:
         self.pool = forked_pool(1)
+        # The pages handed to the worker before the records were read (`draw_ahead`), by digest.
+        self.pages: dict[str, Future[list[bytes]]] = {}
         if self.pool is not None:
             self.pool.submit(_warm_up)  # the worker starts now, not at the first page
+
+    def draw_ahead(self, vocabularies: list[Vocabulary], out: Path) -> None:
+        """Hand the worker the pages not current in `out` of every figure drawn from the vocabularies alone
+        (registered with `records=False`), so that it draws them while the records are read: a study's color
+        wheels are as many pages as it has models.  `Builds` takes each by its digest, so a page that the records
+        do change is drawn anew in its place; the files never depend on what was drawn ahead."""
+        if self.pool is None:
+            return
+        context = Context([], Registry(None), vocabularies)
+        for builder in registered():
+            if isinstance(builder, RegisteredFigure) and not builder.records:
+                try:
+                    drawings = builder.build(context)
+                except Exception:  # noqa: BLE001 - `Builds` builds it again with the records, and raises it there
+                    continue
+                for drawing in builder.stale_pages(drawings, out):
+                    if drawing.digest not in self.pages:
+                        self.pages[drawing.digest] = self.pool.submit(figure_files, drawing)
 
     def __enter__(self) -> PageDrawer:
         return self

@@ -64,12 +64,16 @@ def run_tables(args: argparse.Namespace) -> int:
     plan_dir = plan_folder(args.plan_dir)
     from convswap.analysis.building import PageDrawer
     from convswap.analysis.generate import generate
-    from convswap.analysis.loading import read_log_folder
+    from convswap.analysis.loading import load_vocabularies, read_log_folder
     from convswap.experiments.provenance import ProvenanceCheck
     from convswap.long_lived import long_lived
 
-    # The figures' worker starts first, to make ready while the logs are read.
+    # The figures' worker starts first, to make ready while the logs are read, and is handed the pages it can draw
+    # from the vocabularies alone.
     with PageDrawer() if args.figures else contextlib.nullcontext() as drawer:
+        vocabularies = load_vocabularies(args.logdir)
+        if drawer is not None:
+            drawer.draw_ahead(vocabularies, args.out)
         # One reading of the logs serves the provenance check and the tables.
         check = ProvenanceCheck(plan_dir)
         folder = read_log_folder(args.logdir, check)
@@ -80,6 +84,7 @@ def run_tables(args: argparse.Namespace) -> int:
                 args.logdir,
                 args.out,
                 folder=folder,
+                vocabularies=vocabularies,
                 plan_dir=plan_dir,
                 seed=args.seed,
                 resamples=args.resamples,

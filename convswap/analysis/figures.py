@@ -153,7 +153,7 @@ def accuracy_bars(
     return [*handles, chance_line]
 
 
-@figure("figure_color_wheels")
+@figure("figure_color_wheels", records=False)
 def color_wheels(context: Context) -> list[Drawing]:
     """The calibrated vocabularies, WHEELS_PER_PAGE to a page in model order."""
     if not context.vocabularies:

@@ -35,6 +35,7 @@ from convswap.analysis.numbers import write_numbers
 from convswap.analysis.registration import Registry
 from convswap.analysis.report import Table
 from convswap.analysis.stats import MIN_RESAMPLES
+from convswap.calibration.vocabulary import Vocabulary
 from convswap.core import ConvswapError
 from convswap.fileio import WriteError, atomic_write_text
 from convswap.long_lived import long_lived
@@ -63,25 +64,31 @@ def generate(
     unregistered: frozenset[str] = frozenset(),
     figures: bool = True,
     folder: LogFolder | None = None,
+    vocabularies: list[Vocabulary] | None = None,
     drawer: PageDrawer | None = None,
 ) -> Summary:
     """Every table and figure from the records under `logdir`; `unregistered` names the experiments whose records
     include some not of their registered plan, so that every row of theirs says so.  Without `figures` no figure
     is drawn, and a figure left from other records is removed.  `folder` is `logdir` as `read_log_folder` read it,
-    where the caller has read it already; `drawer`, a worker for the figures' pages the caller started before."""
+    and `vocabularies` its vocabularies as `load_vocabularies` loaded them, where the caller has read them already;
+    `drawer`, a worker for the figures' pages the caller started before."""
     messages = messages or sys.stderr
     if folder is None:
         folder = read_log_folder(logdir)
+    if vocabularies is None:
+        vocabularies = load_vocabularies(logdir)
     # From here on the records read are only read: the collector passes over them (loading the vocabularies alone
     # took it half a second of walks over 30,000 records).
     with long_lived():
         return _generate(
-            folder, logdir, Path(out_dir), plan_dir, seed, resamples, messages, unregistered, figures, drawer
-        )
+            folder, vocabularies, logdir, Path(out_dir), plan_dir, seed, resamples, messages, unregistered, figures,
+            drawer,
+        )  # fmt: skip
 
 
 def _generate(
     folder: LogFolder,
+    vocabularies: list[Vocabulary],
     logdir: str | Path,
     out: Path,
     plan_dir: str | Path | None,
@@ -93,7 +100,6 @@ def _generate(
     drawer: PageDrawer | None,
 ) -> Summary:
     records, unreadable = folder.readable()
-    vocabularies = load_vocabularies(logdir)
     if not records and not vocabularies:
         refused = [*folder.refused, *unreadable]
         if refused:
