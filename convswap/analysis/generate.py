@@ -27,7 +27,7 @@ from typing import TextIO
 
 from tqdm import tqdm
 
-from convswap.analysis.builders import Registered, RegisteredFigure, registered
+from convswap.analysis.builders import Registered, RegisteredFigure, RegisteredTables, registered
 from convswap.analysis.building import Builds, PageDrawer
 from convswap.analysis.context import Context, MissingInput
 from convswap.analysis.loading import LogFolder, load_vocabularies, read_log_folder
@@ -134,39 +134,57 @@ def _write_all(
     figures: bool,
     drawer: PageDrawer | None,
 ) -> list[Registered]:
-    """Every builder's tables into `stage` and its figures into `out` (a page replaced only when its inputs changed,
-    and then only once whole), then the numbers of every table written; the builders skipped or failed this time,
-    whose earlier outputs are to go."""
+    """Every builder's tables into `stage`, then the numbers of every table written, then the figures into `out`
+    (a page replaced only when its inputs changed, and then only once whole); the builders skipped or failed this
+    time, whose earlier outputs are to go.  The numbers come before the figures because they need the tables alone
+    (a figure has none), and the figures' pages may still be drawing in the page worker meanwhile."""
     tables: list[Table] = []
     stale: list[Registered] = []
     builders = registered()
     with Builds(builders, context, out, stage, figures, drawer) as builds:
         # disable=None: a bar on a terminal only, so piped reports stay clean.
-        bar = tqdm(builders, desc="tables", unit="builder", leave=False, disable=None)
-        for index, builder in enumerate(bar):
-            names = ", ".join(builder.names)
-            bar.set_postfix_str(names, refresh=False)
-            try:
-                written, built = builds.write(index, builder)
-            except WriteError:
-                raise
-            except MissingInput as missing:
-                summary.skipped.append((names, str(missing)))
-                tqdm.write(f"skipped {names}: {missing}", file=messages)
-                stale.append(builder)
-                continue
-            except ConvswapError as problem:
-                summary.failed.append((names, str(problem)))
-                tqdm.write(f"failed {names}: {problem}", file=messages)
-                stale.append(builder)
-                continue
-            # A figure's pages are written into `out` itself; the tables into `stage`, to be moved there.
-            summary.written.extend(
-                written if isinstance(builder, RegisteredFigure) else (out / p.name for p in written)
-            )
-            tables.extend(built)
-    summary.written.extend(out / path.name for path in write_numbers(tables, stage))
+        bar = tqdm(total=len(builders), desc="tables", unit="builder", leave=False, disable=None)
+        for kind in (RegisteredTables, RegisteredFigure):
+            for index, builder in enumerate(builders):
+                if isinstance(builder, kind):
+                    bar.set_postfix_str(", ".join(builder.names), refresh=False)
+                    tables += _write_one(builds, index, builder, out, summary, messages, stale)
+                    bar.update()
+            if kind is RegisteredTables:
+                summary.written.extend(out / path.name for path in write_numbers(tables, stage))
+        bar.close()
     return stale
+
+
+def _write_one(
+    builds: Builds,
+    index: int,
+    builder: Registered,
+    out: Path,
+    summary: Summary,
+    messages: TextIO,
+    stale: list[Registered],
+) -> list[Table]:
+    """One builder's outputs, noted in `summary`; its tables, or none where it was skipped or failed (and then it
+    joins `stale`)."""
+    names = ", ".join(builder.names)
+    try:
+        written, built = builds.write(index, builder)
+    except WriteError:
+        raise
+    except MissingInput as missing:
+        summary.skipped.append((names, str(missing)))
+        tqdm.write(f"skipped {names}: {missing}", file=messages)
+        stale.append(builder)
+        return []
+    except ConvswapError as problem:
+        summary.failed.append((names, str(problem)))
+        tqdm.write(f"failed {names}: {problem}", file=messages)
+        stale.append(builder)
+        return []
+    # A figure's pages are written into `out` itself; the tables into `stage`, to be moved there.
+    summary.written.extend(written if isinstance(builder, RegisteredFigure) else (out / p.name for p in written))
+    return built
 
 
 @contextlib.contextmanager
