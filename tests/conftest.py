@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import functools
+import gc
 import os
 import re
 import shutil
@@ -82,6 +83,14 @@ def pytest_xdist_make_scheduler(config: pytest.Config, log):
             return module if module in SHARED_BUILD_MODULES else nodeid
 
     return SharedWorkTogether(config, log)
+
+
+def pytest_unconfigure(config: pytest.Config) -> None:
+    """Every object a test process still holds is frozen once the session is over, as `convswap` does before it
+    exits: the interpreter's exit would otherwise run the cyclic collector over them all, torch's and
+    transformers' included where a worker imported them (0.5 s of a process that only loaded a processor), while
+    the controller waits for each worker to end before it ends the run."""
+    gc.freeze()
 
 
 def _require(path: Path) -> Path:
