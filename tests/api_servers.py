@@ -48,7 +48,18 @@ Responder = Callable[[Seen], Reply]
 
 
 class _QuietHTTPServer(ThreadingHTTPServer):
-    """A client that gave up before its answer (what a timeout test makes happen) is not a server error."""
+    """A client that gave up before its answer (what a timeout test makes happen) is not a server error.  Each
+    connection handled to its end, its error reported if it had one, is counted in `handled`."""
+
+    def __init__(self, *args: Any) -> None:
+        super().__init__(*args)
+        self.handled = threading.Semaphore(0)
+
+    def process_request_thread(self, request: Any, client_address: Any) -> None:
+        try:
+            super().process_request_thread(request, client_address)
+        finally:
+            self.handled.release()
 
     def handle_error(self, request: Any, client_address: Any) -> None:
         if isinstance(sys.exc_info()[1], ConnectionError):
@@ -72,6 +83,12 @@ class ServedInThread:
     def __enter__(self) -> Self:
         self._thread.start()
         return self
+
+    def wait_handled(self, connections: int = 1, timeout: float = 10.0) -> None:
+        """Until `connections` more connections have been handled to their end (answered, or failed and reported)."""
+        for _ in range(connections):
+            if not self._http.handled.acquire(timeout=timeout):
+                raise TimeoutError(f"the server handled no connection in {timeout} s")
 
     def __exit__(self, *exc_info: object) -> None:
         self._http.shutdown()

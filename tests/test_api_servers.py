@@ -3,11 +3,10 @@
 from __future__ import annotations
 
 import http.client
-import time
 
 from api_servers import LoopbackServer, Reply
 
-LATENCY_S = 0.3
+LATENCY_S = 0.1
 
 
 def connect(server: LoopbackServer, timeout: float) -> http.client.HTTPConnection:
@@ -24,7 +23,7 @@ def ask_and_hang_up(server: LoopbackServer) -> None:
     except TimeoutError:
         pass
     connection.close()
-    time.sleep(2 * LATENCY_S)  # the server writes its answer into the closed connection meanwhile
+    server.wait_handled()  # the server has written its answer into the closed connection
 
 
 def test_a_client_that_hangs_up_leaves_no_traceback(capfd):
@@ -46,5 +45,5 @@ def test_a_fault_of_the_responder_is_still_reported(capfd):
         except http.client.RemoteDisconnected:
             pass
         connection.close()
-        time.sleep(0.2)
+        server.wait_handled()
     assert "ValueError: responder bug" in capfd.readouterr().err
