@@ -13,6 +13,7 @@ import pytest
 from PIL import Image, ImageDraw
 from pixel_support import observer_file, swap_request
 
+from convswap.audits import pixel_checks
 from convswap.audits.log_audit import audit_folder
 from convswap.cli import main
 from convswap.experiments.runner import run_experiment
@@ -143,3 +144,34 @@ def test_a_mark_that_was_already_in_the_source_is_never_counted_as_an_answer(cle
     found = dict(failures(logs, "source-marks"))
     assert list(found) == [f"{record['trial_id']}/{record['convention']}"]
     assert "already there was counted as the answer" in found[f"{record['trial_id']}/{record['convention']}"]
+
+
+def test_one_audit_decodes_each_source_once_and_the_next_audit_reads_it_again(clean, tmp_path, monkeypatch):
+    logs, log = copy_of(clean, tmp_path)
+    decoded = []
+    render = pixel_checks.render_image
+
+    def counted(spec):
+        decoded.append(spec.param("path"))
+        return render(spec)
+
+    monkeypatch.setattr(pixel_checks, "render_image", counted)
+    records = [json.loads(line) for line in log.read_text().splitlines()]
+    photographs = {r["trial"]["image"]["params"]["path"] for r in records if answered(r)}
+    assert failures(logs, "source-marks") == []
+    assert sorted(decoded) == sorted(photographs)  # both pixel checks, every protocol of a trial: one decoding
+    # A source drawn over between two audits in one process: the second audit reads the file as it is now.
+    record = next(r for r in records if ok_point(r))
+    kept = next(c for c in record["pixels"]["parse"]["components"] if c["kept"])
+    x, y, w, h = kept["bbox"]
+    photograph = tmp_path / "photograph.png"
+    with Image.open(record["trial"]["image"]["params"]["path"]) as source:
+        source.convert("RGB").save(photograph)
+    edit_record(log, lambda r: (r["trial_id"], r["convention"]) == (record["trial_id"], record["convention"]),
+                lambda r: r["trial"]["image"]["params"].update(path=str(photograph)))  # fmt: skip
+    assert failures(logs, "source-marks") == []
+    with Image.open(photograph) as source:
+        drawn = source.convert("RGB")
+    ImageDraw.Draw(drawn).ellipse((x - 2, y - 2, x + w + 2, y + h + 2), fill=(0, 255, 255))
+    drawn.save(photograph)
+    assert [name for name, _ in failures(logs, "source-marks")] == [f"{record['trial_id']}/{record['convention']}"]

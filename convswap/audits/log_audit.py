@@ -9,7 +9,7 @@ from pathlib import Path
 from convswap.analysis.loading import LogFolder, read_log_folder
 from convswap.audits import checks
 from convswap.audits.held_out import Vocabularies, find_vocabularies, held_out
-from convswap.audits.pixel_checks import kept_images, pixel_reparse, source_marks
+from convswap.audits.pixel_checks import kept_images, pixel_reparse, source_images, source_marks
 from convswap.conventions.declarations import CONVENTIONS, Catalog
 from convswap.core import ConvswapError, Record
 from convswap.experiments.provenance import ProvenanceCheck
@@ -29,6 +29,7 @@ def audit_records(
     text answers, the pixel checks pixel answers."""
     pixel = [record for record in records if record.pixels is not None]
     records = [record for record in records if record.pixels is None]
+    sources = source_images()
     return [
         checks.prompt_target(records, conventions),
         checks.relabel(records, conventions),
@@ -39,8 +40,8 @@ def audit_records(
         checks.derangement(records, conventions),
         checks.index_space(records, conventions),
         held_out(records, vocabularies),
-        pixel_reparse(pixel, images or {}, protocols),
-        source_marks(pixel, protocols),
+        pixel_reparse(pixel, images or {}, protocols, sources),
+        source_marks(pixel, protocols, sources),
     ]
 
 

@@ -10,14 +10,15 @@ mask of the protocol's colour, apart from the parser's own subtraction.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+import functools
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 
 import numpy as np
 from PIL import Image
 
 from convswap.audits.checks import CheckResult, per_record
-from convswap.core import IMAGES_DIR, UNSCORED_OUTCOMES, Prompt, Record, outcome_of, score_answer, sha256_hex
+from convswap.core import IMAGES_DIR, UNSCORED_OUTCOMES, ImageSpec, Prompt, Record, outcome_of, score_answer, sha256_hex
 from convswap.experiments.pixel_answers import parse_kept
 from convswap.experiments.protocol_reader import reader_parse, slot_of_answer
 from convswap.protocols import Protocol, ProtocolParse, answer_of, colour_mask
@@ -25,6 +26,17 @@ from convswap.stimuli.render import render_image
 
 # A kept mark whose pixels are mostly of the protocol's colour in the source already was there before the answer.
 MAX_SOURCE_SHARE = 0.5
+# Sources kept decoded by `source_images`: a trial's pixel records lie together in its log.
+SOURCES_KEPT = 8
+
+Sources = Callable[[ImageSpec], Image.Image]
+
+
+def source_images() -> Sources:
+    """`render_image`, each of the last SOURCES_KEPT sources decoded once: one audit's two pixel checks ask for a
+    trial's source once per protocol each.  Made anew for each audit, so that a source changed on disk since the
+    last one is read again.  The images it gives are shared: only read them."""
+    return functools.lru_cache(maxsize=SOURCES_KEPT)(render_image)
 
 
 def kept_images(logdir: Path) -> dict[str, Path]:
@@ -37,14 +49,19 @@ def _is_pixel(record: Record) -> bool:
 
 
 def pixel_reparse(
-    records: Sequence[Record], images: Mapping[str, Path], protocols: Mapping[str, Protocol]
+    records: Sequence[Record],
+    images: Mapping[str, Path],
+    protocols: Mapping[str, Protocol],
+    sources: Sources = render_image,
 ) -> CheckResult:
     return per_record("pixel-reparse", "every stored image, re-parsed from its file, gives the stored parse, slot "
-                      "and outcome", records, lambda record: _reparse_problem(record, images, protocols),
+                      "and outcome", records, lambda record: _reparse_problem(record, images, protocols, sources),
                       applies=_is_pixel)  # fmt: skip
 
 
-def _reparse_problem(record: Record, images: Mapping[str, Path], protocols: Mapping[str, Protocol]) -> str | None:
+def _reparse_problem(
+    record: Record, images: Mapping[str, Path], protocols: Mapping[str, Protocol], sources: Sources
+) -> str | None:
     answer = record.pixels
     assert answer is not None
     protocol = protocols.get(answer.protocol)
@@ -75,7 +92,7 @@ def _reparse_problem(record: Record, images: Mapping[str, Path], protocols: Mapp
         parse = reader_parse(slot, answer.reader_answer)
     else:
         with Image.open(path) as image:
-            parse = parse_kept(protocol, image, render_image(record.trial.image), answer.k)
+            parse = parse_kept(protocol, image, sources(record.trial.image), answer.k)
         slot = None
         if parse.status == "ok":
             found = answer_of(protocol, parse, record.trial, record.slots)
@@ -103,18 +120,20 @@ def _scored_as(record: Record, slot: int | None, outcome: str, api_error: bool =
     return None
 
 
-def source_marks(records: Sequence[Record], protocols: Mapping[str, Protocol]) -> CheckResult:
+def source_marks(
+    records: Sequence[Record], protocols: Mapping[str, Protocol], sources: Sources = render_image
+) -> CheckResult:
     return per_record("source-marks", "no mark already in the source image is counted as an answer", records,
-                      lambda record: _source_mark_problem(record, protocols),
+                      lambda record: _source_mark_problem(record, protocols, sources),
                       applies=lambda record: record.pixels is not None and record.pixels.parse is not None
                       and record.pixels.parse.get("status") == "ok" and record.pixels.protocol in protocols)  # fmt: skip
 
 
-def _source_mark_problem(record: Record, protocols: Mapping[str, Protocol]) -> str | None:
+def _source_mark_problem(record: Record, protocols: Mapping[str, Protocol], sources: Sources) -> str | None:
     answer = record.pixels
     assert answer is not None and answer.parse is not None
     protocol = protocols[answer.protocol]
-    mask = colour_mask(protocol, np.asarray(render_image(record.trial.image).convert("RGB"))) > 0
+    mask = colour_mask(protocol, np.asarray(sources(record.trial.image).convert("RGB"))) > 0
     for component in ProtocolParse.from_json(answer.parse).components:
         if not component.kept:
             continue
