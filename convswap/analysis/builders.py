@@ -10,8 +10,8 @@ The builder's tables take their names from the registration, so a name is writte
 builder returns its pages, each a `Drawing`: what the page shows (`inputs`) and how to draw it.  The first
 page is saved under the registered name, page k under `name_k`, as PNG and PDF from one drawing; a page
 whose inputs (and drawing code) are those it was last drawn from in the same folder, with both its files
-there, is not drawn again.  `generate` runs the builders in the order they were registered;
-`BUILDER_MODULES` are the modules that register them, imported in that order.
+there, is not drawn again.  `generate` runs the table builders in the order they were registered, then the
+figures; `BUILDER_MODULES` are the modules that register them, imported in that order.
 """
 
 from __future__ import annotations
