@@ -21,7 +21,7 @@ import sys
 import time
 from pathlib import Path
 
-from bytecode import compile_convswap
+from bytecode import cache_rewritten_tests, compile_convswap
 
 ROOT = Path(__file__).resolve().parents[1]
 WORKERS = 2
@@ -34,6 +34,7 @@ def main() -> int:
     parser.add_argument("--all", action="store_true", help="run the whole suite, slow tests included (4 min target)")
     args = parser.parse_args()
     print(compile_convswap())
+    print(cache_rewritten_tests(ROOT))
     selection = [] if args.all else ["-m", "not slow"]
     target = ALL_TARGET_S if args.all else FAST_TARGET_S
     command = [sys.executable, "-m", "pytest", *selection, "-n", str(WORKERS), "-q", "-p", "no:cacheprovider"]
