@@ -220,7 +220,7 @@ def test_429_and_500_are_retried_and_a_request_that_keeps_failing_is_an_api_erro
 def test_a_request_that_times_out_is_an_api_error(tmp_path, kind):
     spec, path, with_image, _ = SETUPS[kind]
     with LoopbackServer(lambda seen: Reply(200, with_image(png(DRAWN)).body, delay=1.0)) as server:
-        model = load_backend(spec, base_url=server.url + path, cache_path=tmp_path / "api.sqlite", timeout=0.2,
+        model = load_backend(spec, base_url=server.url + path, cache_path=tmp_path / "api.sqlite", timeout=0.05,
                              retry=RetryPolicy(max_attempts=1))  # fmt: skip
         (drawing,) = model.draw(query())
         model.close()
@@ -269,11 +269,12 @@ def test_a_wrong_key_stops_the_run_in_one_line_without_the_key(tmp_path):
 
 
 def test_once_cancelled_a_backend_sends_none_of_the_queued_image_requests(tmp_path):
-    arrived = threading.Event()
+    arrived, cancelled = threading.Event(), threading.Event()
 
     def slowly(seen):
         arrived.set()
-        return Reply(200, image_edit_reply(png(DRAWN)).body, delay=0.5)
+        assert cancelled.wait(5)  # the first request is in flight until the backend has been cancelled
+        return Reply(200, image_edit_reply(png(DRAWN)).body)
 
     with LoopbackServer(slowly) as server:
         model = backend("openai-image:gpt-image-1", server, tmp_path, "/v1", concurrency=1)
@@ -284,6 +285,7 @@ def test_once_cancelled_a_backend_sends_none_of_the_queued_image_requests(tmp_pa
         worker.start()
         assert arrived.wait(5)
         model.cancel()  # what Ctrl-C does
+        cancelled.set()
         worker.join(5)
         model.close()
     assert not worker.is_alive()
