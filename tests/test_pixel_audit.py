@@ -5,13 +5,15 @@ the source) fails the record by name."""
 from __future__ import annotations
 
 import json
+import os
 import shutil
+from collections.abc import Iterator
 from dataclasses import replace
 from pathlib import Path
 
 import pytest
 from PIL import Image, ImageDraw
-from pixel_support import observer_file, swap_request
+from pixel_support import observer_file, sha256_file, swap_request
 
 from convswap.audits import pixel_checks
 from convswap.audits.log_audit import audit_folder
@@ -26,12 +28,24 @@ def build_clean(root: Path) -> None:
 
 
 @pytest.fixture(scope="module")
-def clean(built_once) -> Path:
-    return built_once("pixel_audit", build_clean) / "runs"
+def clean(built_once) -> Iterator[Path]:
+    runs = built_once("pixel_audit", build_clean) / "runs"
+    yield runs
+    # Every copy's images are hard links to these (`copy_of`): a test that wrote into one changed them all.
+    assert [path.name for path in runs.rglob("images/*.png") if sha256_file(path) != path.stem] == []
 
 
 def copy_of(clean: Path, tmp_path: Path) -> tuple[Path, Path]:
-    logs = Path(shutil.copytree(clean, tmp_path / "runs"))
+    """A copy of the clean run to change, and its log.  Its kept images are hard links to the clean run's (8 MB a
+    copy otherwise): a test removes or replaces an image (unlink, then write), and never writes into one."""
+
+    def copied(source: str, target: str) -> None:
+        if Path(source).suffix == ".png":
+            os.link(source, target)
+        else:
+            shutil.copy2(source, target)
+
+    logs = Path(shutil.copytree(clean, tmp_path / "runs", copy_function=copied))
     return logs, next(logs.rglob("visible.jsonl"))
 
 
@@ -92,6 +106,7 @@ def test_an_image_whose_bytes_changed_fails_on_its_hash(clean, tmp_path):
     with Image.open(path) as image:
         changed = image.convert("RGB")
     changed.putpixel((0, 0), (1, 2, 3))
+    path.unlink()  # a hard link to the clean run's image (`copy_of`): replaced, not written into
     changed.save(path)
     assert any("hashes to" in reason for _, reason in failures(logs, "pixel-reparse"))
 
