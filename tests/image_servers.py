@@ -34,7 +34,8 @@ CHAT_IMAGE_MODEL = "gateway/image-model-001"
 
 def png(image: Image.Image) -> bytes:
     buffer = io.BytesIO()
-    image.save(buffer, format="PNG")
+    # zlib's fastest level: the servers answer a great many images, and every level keeps every pixel.
+    image.save(buffer, format="PNG", compress_level=1)
     return buffer.getvalue()
 
 

@@ -107,7 +107,7 @@ def test_an_image_whose_bytes_changed_fails_on_its_hash(clean, tmp_path):
         changed = image.convert("RGB")
     changed.putpixel((0, 0), (1, 2, 3))
     path.unlink()  # a hard link to the clean run's image (`copy_of`): replaced, not written into
-    changed.save(path)
+    changed.save(path, compress_level=1)
     assert any("hashes to" in reason for _, reason in failures(logs, "pixel-reparse"))
 
 
@@ -181,12 +181,12 @@ def test_one_audit_decodes_each_source_once_and_the_next_audit_reads_it_again(cl
     x, y, w, h = kept["bbox"]
     photograph = tmp_path / "photograph.png"
     with Image.open(record["trial"]["image"]["params"]["path"]) as source:
-        source.convert("RGB").save(photograph)
+        source.convert("RGB").save(photograph, compress_level=1)
     edit_record(log, lambda r: (r["trial_id"], r["convention"]) == (record["trial_id"], record["convention"]),
                 lambda r: r["trial"]["image"]["params"].update(path=str(photograph)))  # fmt: skip
     assert failures(logs, "source-marks") == []
     with Image.open(photograph) as source:
         drawn = source.convert("RGB")
     ImageDraw.Draw(drawn).ellipse((x - 2, y - 2, x + w + 2, y + h + 2), fill=(0, 255, 255))
-    drawn.save(photograph)
+    drawn.save(photograph, compress_level=1)
     assert [name for name, _ in failures(logs, "source-marks")] == [f"{record['trial_id']}/{record['convention']}"]

@@ -58,7 +58,7 @@ def drawn(tmp_path, draw) -> str:
     image = np.array(Image.open(SOURCE).convert("RGB"))
     draw(image)
     path = tmp_path / "generated.png"
-    Image.fromarray(image).save(path)
+    Image.fromarray(image).save(path, compress_level=1)  # the fastest level keeps every pixel too
     return str(path)
 
 
