@@ -16,7 +16,7 @@ every builder runs in this process.
 from __future__ import annotations
 
 import io
-from concurrent.futures import Future
+from concurrent.futures import Future, ProcessPoolExecutor
 from pathlib import Path
 
 from convswap.analysis.builders import (
@@ -65,10 +65,8 @@ class Builds:
         self._pool = forked_pool(workers)
         pages = drawer_pool if drawer_pool is not None else self._pool
         if pages is not None:
-            # Pages first: drawing one takes longer than most tables.
-            for drawing in stale:
-                if drawing.digest not in self._pages:  # not drawn ahead (`PageDrawer.draw_ahead`)
-                    self._pages[drawing.digest] = pages.submit(figure_files, drawing)
+            # Pages first: drawing one takes longer than most tables.  Those drawn ahead are not sent again.
+            send_pages(pages, stale, self._pages)
         if self._pool is None:
             return
         for index, builder in reversed(list(enumerate(builders))):
@@ -139,9 +137,7 @@ class PageDrawer:
                     drawings = builder.build(context)
                 except Exception:  # noqa: BLE001 - `Builds` builds it again with the records, and raises it there
                     continue
-                for drawing in builder.stale_pages(drawings, out):
-                    if drawing.digest not in self.pages:
-                        self.pages[drawing.digest] = self.pool.submit(figure_files, drawing)
+                send_pages(self.pool, builder.stale_pages(drawings, out), self.pages)
 
     def __enter__(self) -> PageDrawer:
         return self
@@ -149,6 +145,15 @@ class PageDrawer:
     def __exit__(self, *exc_info: object) -> None:
         if self.pool is not None:
             self.pool.shutdown(cancel_futures=True)
+
+
+def send_pages(pool: ProcessPoolExecutor, drawings: list[Drawing], sent: dict[str, Future[list[bytes]]]) -> None:
+    """Have `pool` draw each page not in `sent` (by digest) and add its future there: two pages alike are drawn
+    once."""
+    for drawing in drawings:
+        digest = drawing.digest
+        if digest not in sent:
+            sent[digest] = pool.submit(figure_files, drawing)
 
 
 def _warm_up() -> None:

@@ -144,14 +144,17 @@ def _write_all(
     with Builds(builders, context, out, stage, figures, drawer) as builds:
         # disable=None: a bar on a terminal only, so piped reports stay clean.
         bar = tqdm(total=len(builders), desc="tables", unit="builder", leave=False, disable=None)
-        for kind in (RegisteredTables, RegisteredFigure):
+
+        def write_each(kind: type[RegisteredTables] | type[RegisteredFigure]) -> None:
             for index, builder in enumerate(builders):
                 if isinstance(builder, kind):
                     bar.set_postfix_str(", ".join(builder.names), refresh=False)
-                    tables += _write_one(builds, index, builder, out, summary, messages, stale)
+                    tables.extend(_write_one(builds, index, builder, out, summary, messages, stale))
                     bar.update()
-            if kind is RegisteredTables:
-                summary.written.extend(out / path.name for path in write_numbers(tables, stage))
+
+        write_each(RegisteredTables)
+        summary.written.extend(out / path.name for path in write_numbers(tables, stage))
+        write_each(RegisteredFigure)
         bar.close()
     return stale
 

@@ -52,7 +52,7 @@ def pixel_reparse(
     records: Sequence[Record],
     images: Mapping[str, Path],
     protocols: Mapping[str, Protocol],
-    sources: Sources = render_image,
+    sources: Sources,
 ) -> CheckResult:
     return per_record("pixel-reparse", "every stored image, re-parsed from its file, gives the stored parse, slot "
                       "and outcome", records, lambda record: _reparse_problem(record, images, protocols, sources),
@@ -120,9 +120,7 @@ def _scored_as(record: Record, slot: int | None, outcome: str, api_error: bool =
     return None
 
 
-def source_marks(
-    records: Sequence[Record], protocols: Mapping[str, Protocol], sources: Sources = render_image
-) -> CheckResult:
+def source_marks(records: Sequence[Record], protocols: Mapping[str, Protocol], sources: Sources) -> CheckResult:
     return per_record("source-marks", "no mark already in the source image is counted as an answer", records,
                       lambda record: _source_mark_problem(record, protocols, sources),
                       applies=lambda record: record.pixels is not None and record.pixels.parse is not None
