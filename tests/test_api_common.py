@@ -7,7 +7,12 @@ import email.utils
 import hashlib
 import io
 import json
+import signal
+import sqlite3
+import subprocess
+import sys
 import threading
+from contextlib import closing
 from datetime import UTC, datetime, timedelta
 
 import numpy as np
@@ -190,6 +195,25 @@ def test_cache_round_trips_and_survives_reopening(tmp_path):
     reopened = ResponseCache(path)
     assert (reopened.get("k"), len(reopened)) == ('{"x": 1}', 1)
     reopened.close()
+
+
+def test_each_reply_put_survives_the_process_being_killed_at_once(tmp_path):
+    """A killed run keeps every reply it was told is kept: a process puts replies and kills itself (SIGKILL: no
+    close, no exit handler) right after the last put returns; the file, read by sqlite3 itself, holds them all."""
+    path = tmp_path / "api.sqlite"
+    child = (
+        "import os, signal, sys\n"
+        "from convswap.readout.api_common import ResponseCache\n"
+        "cache = ResponseCache(sys.argv[1])\n"
+        "for i in range(40):\n"
+        "    cache.put(f'k{i}', 'openai', 'm', f'reply {i}')\n"
+        "os.kill(os.getpid(), signal.SIGKILL)\n"
+    )
+    finished = subprocess.run([sys.executable, "-c", child, str(path)], capture_output=True, text=True, timeout=60)
+    assert finished.returncode == -signal.SIGKILL, finished.stderr
+    with closing(sqlite3.connect(path)) as db:
+        kept = dict(db.execute("SELECT key, response FROM responses").fetchall())
+    assert kept == {f"k{i}": f"reply {i}" for i in range(40)}
 
 
 def test_cache_takes_concurrent_writes(tmp_path):

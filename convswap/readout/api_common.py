@@ -130,6 +130,10 @@ class ResponseCache:
 
     SQLite, one connection shared by the worker threads behind a lock; every
     reply is committed at once so that a killed run keeps what it paid for.
+    In WAL mode a commit survives the process being killed at any moment
+    without an fsync of its own (`synchronous=NORMAL`); only a power loss or
+    an OS crash can take back the last replies, which a rerun asks for again.
+    The fsync of each commit under SQLite's default cost 0.5-5 ms a reply.
     """
 
     def __init__(self, path: str | os.PathLike[str]) -> None:
@@ -139,6 +143,7 @@ class ResponseCache:
             self.path.parent.mkdir(parents=True, exist_ok=True)
             self._db = sqlite3.connect(self.path, check_same_thread=False, timeout=30.0)
             self._db.execute("PRAGMA journal_mode=WAL")
+            self._db.execute("PRAGMA synchronous=NORMAL")
             self._db.execute(
                 "CREATE TABLE IF NOT EXISTS responses ("
                 "key TEXT PRIMARY KEY, api TEXT NOT NULL, model TEXT NOT NULL, "
