@@ -202,3 +202,7 @@ def browser():
 # matrices, and its spin-waits, on cores that xdist workers already share, cost about twice the CPU they save
 # (the transformers modules took three times the CPU with two threads).  Set before any test module imports torch.
 os.environ.setdefault("OMP_NUM_THREADS", "1")
+# OpenCV's own thread pool, which the protocol parser's operations run on, ignores OMP_NUM_THREADS.  Its second
+# thread spin-waits in sched_yield (350,000 calls over the pixel run and parse tests alone): in one process it
+# saved 1-2% of those tests' wall time for 5% more CPU, and beside a second worker it takes that worker's core.
+os.environ.setdefault("OPENCV_FOR_THREADS_NUM", "1")
