@@ -49,6 +49,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from bytecode import compile_convswap
+from targets import Check, report
 
 from convswap.experiments.ledger import Ledger
 from convswap.experiments.plan import SHIPPED_PLAN_DIR
@@ -293,19 +294,15 @@ def main() -> int:
     cpu_growth = statistics.median(large.cpu / small.cpu for small, large in zip(few_runs, many_runs, strict=True))
     print(f"{more} models over {args.models} models, per round: wall {growth:.2f}x, cpu {cpu_growth:.2f}x")
     tree_mb = max(run.tree_mb or 0.0 for run in held.values())
-    checks = (
-        (f"{args.models} models with figures", few_wall, WALL_TARGET_S, "s"),
-        (f"{args.models} models with figures, first reading of the logs", cold, WALL_TARGET_S, "s"),
-        (f"{args.models} models, --no-figures", bare, NO_FIGURES_TARGET_S, "s"),
-        ("peak memory, the command and its workers together", tree_mb, MEMORY_TARGET_MB, "MB"),
-        (f"{more} models over {args.models} models (wall)", growth, GROWTH_TARGET, "x"),
+    return report(
+        [
+            Check(f"{args.models} models with figures", few_wall, WALL_TARGET_S, "s"),
+            Check(f"{args.models} models with figures, first reading of the logs", cold, WALL_TARGET_S, "s"),
+            Check(f"{args.models} models, --no-figures", bare, NO_FIGURES_TARGET_S, "s"),
+            Check("peak memory, the command and its workers together", tree_mb, MEMORY_TARGET_MB, "MB"),
+            Check(f"{more} models over {args.models} models (wall)", growth, GROWTH_TARGET, "x"),
+        ]
     )
-    for name, value, target, unit in checks:
-        verdict = "met" if value < target else "NOT met"
-        print(
-            f"{name}: {value:.2f} {unit} (target < {target:g} {unit}; ratio to target {value / target:.2f}) {verdict}"
-        )
-    return 0 if all(value < target for _, value, target, _ in checks) else 1
 
 
 if __name__ == "__main__":
