@@ -83,7 +83,8 @@ def test_a_ctrl_c_handed_on_in_another_exception_is_still_one_line(where):
         "import os, signal, sys\n"
         "sys.argv[0] = 'convswap'\n"
         "import convswap.cli as cli\n"
-        f"def build_parser():  # where the command's modules are imported, the signal landing in one\n{WRAPPED[where]}"
+        f"def build_parser(command=None):  # where the command's modules are imported, the signal landing in one\n"
+        f"{WRAPPED[where]}"
         "cli.build_parser = build_parser\n"
         "sys.exit(cli.main(['--help']))\n"
     )
