@@ -13,6 +13,7 @@ import email.parser
 import email.policy
 import itertools
 import json
+import socket
 import sys
 import threading
 import time
@@ -72,8 +73,14 @@ class ServedInThread:
 
     def _serve(self, handler: type[BaseHTTPRequestHandler]) -> None:
         self._http = _QuietHTTPServer(("127.0.0.1", 0), handler)
-        # A short poll interval so that closing the server does not wait half a second.
-        self._thread = threading.Thread(target=self._http.serve_forever, args=(0.01,), daemon=True)
+        self._closing = threading.Event()
+        self._thread = threading.Thread(target=self._handle_until_closed, daemon=True)
+
+    def _handle_until_closed(self) -> None:
+        # Each connection at once, none polled for: `serve_forever` would notice a shutdown at its next poll only
+        # (6 ms a server on average at a 0.01 s interval, over 180 servers a run of the fast tier).
+        while not self._closing.is_set():
+            self._http.handle_request()
 
     @property
     def url(self) -> str:
@@ -91,7 +98,10 @@ class ServedInThread:
                 raise TimeoutError(f"the server handled no connection in {timeout} s")
 
     def __exit__(self, *exc_info: object) -> None:
-        self._http.shutdown()
+        self._closing.set()
+        with socket.create_connection(self._http.server_address[:2], timeout=10):
+            pass  # the connection that wakes the loop to see it is closing
+        self._thread.join(timeout=10)
         self._http.server_close()
 
 
