@@ -12,12 +12,14 @@ shared with other work leaves out the waits for a core; the target is judged on 
 from __future__ import annotations
 
 import argparse
+import sys
 import time
 from pathlib import Path
 
 import cv2
 import numpy as np
 from PIL import Image
+from targets import Check, report
 
 from convswap.conventions import cell_names, render
 from convswap.core import ImageSpec, Trial, freeze
@@ -43,7 +45,7 @@ def cases(source: Image.Image) -> dict[str, tuple[Trial, tuple[str, ...], int | 
     }
 
 
-def main() -> None:
+def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--repeats", type=int, default=20, help="passes over each protocol's images (default 20)")
     args = parser.parse_args()
@@ -73,9 +75,8 @@ def main() -> None:
         worst = min(worst, rate)
         print(f"{name:18} {len(images):6} {parses:7} {parses / wall:10.1f} {rate:10.1f}  "
               f"({rate / TARGET_PER_S:.1f}x the target)")  # fmt: skip
-    print(f"slowest: {worst:.1f} parses per CPU second, {worst / TARGET_PER_S:.2f}x the target of {TARGET_PER_S:.0f}/s: "
-          f"{'met' if worst >= TARGET_PER_S else 'NOT met'}")  # fmt: skip
+    return report([Check("slowest protocol, parses per CPU second", worst, TARGET_PER_S, "/s", at_least=True)])
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(main())

@@ -15,17 +15,19 @@ from dataclasses import dataclass
 class Check:
     name: str
     value: float
-    target: float  # the value must stay under it
+    target: float  # the value must stay under it, or reach it where `at_least`
     unit: str
+    at_least: bool = False
 
     @property
     def met(self) -> bool:
-        return self.value < self.target
+        return self.value >= self.target if self.at_least else self.value < self.target
 
     def __str__(self) -> str:
         verdict = "met" if self.met else "NOT met"
-        return (f"{self.name}: {self.value:.3g} {self.unit} (target < {self.target:g} {self.unit}; ratio to target "
-                f"{self.value / self.target:.2f}) {verdict}")  # fmt: skip
+        bound = ">=" if self.at_least else "<"
+        return (f"{self.name}: {self.value:.3g} {self.unit} (target {bound} {self.target:g} {self.unit}; ratio to "
+                f"target {self.value / self.target:.2f}) {verdict}")  # fmt: skip
 
 
 def report(checks: list[Check]) -> int:
