@@ -134,9 +134,10 @@ def main(argv: list[str] | None = None) -> int:
         if _main_thread():
             signal.signal(signal.SIGINT, _interrupt)
         words = sys.argv[1:] if argv is None else argv
-        args = build_parser(words[0] if words else None).parse_args(words)
-        if not getattr(args, "handler", None):
-            build_parser().print_help()
+        parser = build_parser(words[0] if words else None)
+        args = parser.parse_args(words)
+        if not getattr(args, "handler", None):  # no command given: the parser is every command's
+            parser.print_help()
             return 2
         command = f"convswap {args.command}"
         check_path_arguments(args)
