@@ -6,6 +6,8 @@ same code is normalized first, and nothing else:
 
     a record's timestamp      the time it was written
     a lock file's content     the id of the process that held it
+    .figure-inputs.json's     the digests a figure page is redrawn by: they hash the drawing module's source, so
+      digests                 any edit of it (an import path moved) changes them; the pages are digested themselves
     three absolute paths      the temporary folder, the package's folder and the COCO folder, as `<work>`,
                               `<convswap>` and `<coco>` (the tables and the site name where they read from)
 
@@ -19,6 +21,7 @@ from __future__ import annotations
 
 import argparse
 import hashlib
+import json
 import os
 import re
 import subprocess
@@ -33,6 +36,7 @@ COCO_MINI = REPO_ROOT.parent / "shared" / "assets" / "coco" / "coco-mini"
 LIMIT = 6
 TIMESTAMP = re.compile(rb'"timestamp":"[^"]*"')
 LOCK_SUFFIX = ".lock"
+FIGURE_INPUTS = ".figure-inputs.json"
 
 
 def convswap_command(arguments: list[str], cwd: Path) -> bytes:
@@ -49,6 +53,8 @@ def convswap_command(arguments: list[str], cwd: Path) -> bytes:
 def normalized(data: bytes, path: Path, places: dict[str, Path]) -> bytes:
     if path.name.endswith(LOCK_SUFFIX):
         return b"<pid>"
+    if path.name == FIGURE_INPUTS:
+        return json.dumps(dict.fromkeys(json.loads(data), "<inputs and code>"), indent=1).encode()
     data = TIMESTAMP.sub(b'"timestamp":"<time>"', data) if path.suffix == ".jsonl" else data
     # The longest path first: one may lie inside another.
     for name, place in sorted(places.items(), key=lambda item: -len(str(item[1]))):
