@@ -21,8 +21,8 @@ from PIL import Image
 
 from convswap.conventions import cell_names, render
 from convswap.core import ImageSpec, Trial
-from convswap.experiments.pixel_answers import rgb_png_bytes
 from convswap.protocols import PROTOCOLS, PaintFaults, paint
+from convswap.runs.pixel_answers import rgb_png_bytes
 
 PHOTOS = sorted((Path(__file__).resolve().parents[2] / "shared/assets/coco/coco-mini/val2017").glob("*.jpg"))[:12]
 

@@ -339,7 +339,7 @@ def full_disk(inputs: Inputs, tally: Tally) -> None:
 
 
 def _expected_units(folder: Path) -> int:
-    from convswap.experiments.logs import read_expected
+    from convswap.runs.logs import read_expected
 
     return sum(len(read_expected(folder, path.name.split(".")[0]).units()) for path in folder.glob("*.expected.json"))
 

@@ -20,8 +20,8 @@ from convswap.calibration.surfaces import first_token_ids
 from convswap.calibration.vocabulary import HeldOut, save_vocabulary
 from convswap.conventions import render
 from convswap.core import Parsed, Surface
-from convswap.experiments import reading, runner
 from convswap.readout.parse import parse_answer
+from convswap.runs import reading, runner
 
 LIMIT = 12
 

@@ -12,7 +12,7 @@ from plan_support import MINIMAL
 from convswap.conventions import CONVENTIONS, render
 from convswap.conventions.fields import Referent, referent_value
 from convswap.core import ConvswapError
-from convswap.experiments.plan import Design, Gate, Hypothesis, load_plan
+from convswap.plans.plan import Design, Gate, Hypothesis, load_plan
 
 # (plan field, its TOML line in MINIMAL, the dataclass and attribute it is loaded into)
 FIELDS = (

@@ -9,9 +9,9 @@ from plan_support import without_plan_folder
 from runner_support import SIM, SPATIAL, copy_plan_dir, spatial_request
 
 from convswap.cli import main
-from convswap.experiments import plan_commands
-from convswap.experiments.logs import read_records
-from convswap.experiments.runner import run_experiment
+from convswap.plans import commands as plan_commands
+from convswap.runs.logs import read_records
+from convswap.runs.runner import run_experiment
 
 
 def error_of(capsys) -> str:

@@ -29,12 +29,12 @@ from runner_support import records_in, without_run_details
 
 from convswap.cli import main
 from convswap.core import ConvswapError, Generation, outcome_of
-from convswap.experiments.folder_lock import locked
-from convswap.experiments.ledger import Ledger
-from convswap.experiments.merge import merge_tree
-from convswap.experiments.plan import load_plan
-from convswap.experiments.runner import check_request, dry_run, run_experiment
+from convswap.plans.ledger import Ledger
+from convswap.plans.plan import load_plan
 from convswap.readout.base import Backend, Drawing, ModelInfo, Query
+from convswap.runs.folder_lock import locked
+from convswap.runs.merge import merge_tree
+from convswap.runs.runner import check_request, dry_run, run_experiment
 
 
 def painter(tmp_path: Path, name: str = "planted-painter", **painting) -> str:

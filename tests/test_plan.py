@@ -10,7 +10,7 @@ import pytest
 from plan_support import MINIMAL
 
 from convswap.core import ConvswapError
-from convswap.experiments.plan import (
+from convswap.plans.plan import (
     find_experiment,
     load_plan,
     plan_files,

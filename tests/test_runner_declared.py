@@ -11,8 +11,8 @@ from runner_support import GenerateOnly, copy_plan_dir, records_in, spatial_requ
 from convswap.audits.log_audit import audit_folder
 from convswap.conventions import cell_names, conventions_of
 from convswap.core import Generation, Prompt
-from convswap.experiments.ledger import Ledger
-from convswap.experiments.runner import run_experiment
+from convswap.plans.ledger import Ledger
+from convswap.runs.runner import run_experiment
 
 # Whole runs and commands through the CLI: out of the fast tier.
 pytestmark = pytest.mark.slow

@@ -38,7 +38,7 @@ _EXPORTS = {
     ),
     "convswap.analysis.subgroups": ("BinContrast", "breakdowns"),
     "convswap.analysis.transforms": ("TRANSFORMS", "TransformFit", "grid_transforms"),
-    "convswap.experiments.scoring": ("Accuracy", "accuracy"),
+    "convswap.runs.scoring": ("Accuracy", "accuracy"),
 }
 _MODULE_OF = {name: module for module, names in _EXPORTS.items() for name in names}
 

@@ -21,8 +21,8 @@ import sys
 from pathlib import Path
 
 from convswap.core import ConvswapError
-from convswap.experiments.ledger import Ledger
-from convswap.experiments.plan import LEDGER_NAME, Hypothesis, Plan, load_plan, plan_files, registered_names
+from convswap.plans.ledger import Ledger
+from convswap.plans.plan import LEDGER_NAME, Hypothesis, Plan, load_plan, plan_files, registered_names
 
 REGISTERED = "registered"
 POST_HOC = "post hoc"

@@ -31,7 +31,7 @@ from convswap.core import (
     Trial,
     UnreadablePart,
 )
-from convswap.experiments.logs import Expected, model_slug
+from convswap.runs.logs import Expected, model_slug
 
 _LOG_NAME = re.compile(rf"^(?P<condition>{'|'.join(CONDITIONS)})(?:\.shard(?P<index>\d+)of(?P<count>\d+))?\.jsonl$")
 

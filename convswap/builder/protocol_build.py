@@ -435,10 +435,10 @@ def smoke(
     protocol: Protocol, trials: Sequence[Trial], painter: Backend, catalog: Catalog, reader: Backend | None
 ) -> list[SmokeItem]:
     """Each trial drawn by the painter under the protocol, parsed (twice, to agree) or read, mapped to an option."""
-    from convswap.experiments.pixel_answers import parse_kept, protocol_prompt
-    from convswap.experiments.protocol_reader import read_image
     from convswap.protocols.answers import answer_of
     from convswap.readout.base import Query
+    from convswap.runs.pixel_answers import parse_kept, protocol_prompt
+    from convswap.runs.protocol_reader import read_image
     from convswap.stimuli.render import render_image
 
     results = []

@@ -5,7 +5,7 @@ what it tests (`[[hypotheses]]`), what it drops (`exclusions`), what would count
 against it (`failure_conditions`), when a null contrast is uninformative
 (`[gate]`), and which analyses are already known to be post hoc (`post_hoc`).
 Whether a file is registered, and whether it changed since, is the ledger's
-business (`convswap.experiments.ledger`); this module only reads files, and
+business (`convswap.plans.ledger`); this module only reads files, and
 finds the plan folder a command reads (`resolve_plan_dir`).
 
 Every problem is a `ConvswapError` naming the file, the field and the value, so
@@ -30,7 +30,7 @@ from convswap.conventions.declarations import FILE_NAME as CONVENTIONS_FILE_NAME
 from convswap.conventions.declarations import Catalog
 from convswap.conventions.render import describes_grid
 from convswap.core import CONDITIONS, TASKS, Condition, ConvswapError, Task, canonical_json, sha256_hex
-from convswap.experiments.analyses import ANALYSES
+from convswap.plans.analyses import ANALYSES
 from convswap.protocols import Protocol, load_protocols
 from convswap.protocols.declarations import FILE_NAME as PROTOCOLS_FILE_NAME
 from convswap.validation import (
@@ -534,7 +534,7 @@ class Plan(Table):
 
     @model_validator(mode="after")
     def _calibration_the_code_applies(self) -> Plan:
-        from convswap.experiments.calibration_rules import unapplied  # here: the calibration code is slow to import
+        from convswap.plans.calibration_rules import unapplied  # here: the calibration code is slow to import
 
         found = unapplied(self.calibration, self.held_out)
         if found is not None:

@@ -33,7 +33,7 @@ from pathlib import Path
 
 from convswap.calibration.vocabulary import Vocabulary
 from convswap.core import ConvswapError, Trial
-from convswap.experiments.plan import CALIBRATED_K, ITEMS_STIMULI, Plan, image_root_path, items_path
+from convswap.plans.plan import CALIBRATED_K, ITEMS_STIMULI, Plan, image_root_path, items_path
 from convswap.stimuli.arrays import ROLES
 from convswap.stimuli.coco import (
     IDENTIFY_K,

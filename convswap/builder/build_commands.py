@@ -60,7 +60,7 @@ def register(actions: argparse._SubParsersAction) -> None:
 
 
 def run_build(args: argparse.Namespace) -> int:
-    from convswap.experiments.protocol_build import build_protocol, declare, report
+    from convswap.builder.protocol_build import build_protocol, declare, report
     from convswap.readout.registry import backend_entry, load_backend
 
     if "image" not in backend_entry(args.painter).interfaces:
@@ -90,8 +90,8 @@ def run_build(args: argparse.Namespace) -> int:
 
 
 def run_sensitivity(args: argparse.Namespace) -> int:
-    from convswap.experiments.parser_sensitivity import markdown, sensitivity
-    from convswap.experiments.plan_commands import plan_folder
+    from convswap.builder.parser_sensitivity import markdown, sensitivity
+    from convswap.plans.commands import plan_folder
     from convswap.protocols import load_protocols
     from convswap.readout.registry import load_backend
 

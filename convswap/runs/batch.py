@@ -54,12 +54,12 @@ from typing import Any
 from tqdm import tqdm
 
 from convswap.core import Condition, ConvswapError, Generation, Prompt, Record, Trial, canonical_json, sha256_hex
-from convswap.experiments.logs import Unit
 from convswap.fileio import atomic_write_text
 from convswap.readout.api_common import ApiBackend, png_bytes
 from convswap.readout.base import DEFAULT_MAX_NEW_TOKENS, Backend, Drawing, ModelInfo, Query
 from convswap.readout.batch_api import BatchApi, BatchStatus, Limits, LineResult, batch_api
 from convswap.readout.image_common import ImageAnswers
+from convswap.runs.logs import Unit
 from convswap.stimuli.render import render_image
 
 DEFAULT_POLL_S = 60.0

@@ -23,7 +23,7 @@ from convswap.calibration.vocabulary import HELD_OUT_CLEARANCE, HELD_OUT_FAR, HE
 from convswap.stimuli.arrays import N_SQUARES, SWATCH_GRID_STEP, SWATCH_PLACEMENTS
 
 if TYPE_CHECKING:
-    from convswap.experiments.plan import CalibrationDesign, HeldOutRule
+    from convswap.plans.plan import CalibrationDesign, HeldOutRule
 
 # The held-out rule skips every angle of the calibration grid (`held_out_angles`).
 OFF_CALIBRATION_GRID = True

@@ -3,19 +3,19 @@
 A run
 1. refuses an experiment whose plan file is unregistered or changed since its
    ledger entry, and a run folder holding records of another plan version;
-2. builds the plan's trial list (`convswap.experiments.trials`) and takes its
+2. builds the plan's trial list (`convswap.runs.trials`) and takes its
    shard of it: process i of n (from the launcher's environment, so that
    `accelerate launch` needs no extra flag) runs trials i, i + n, ...;
 3. reads each trial's image once per condition, with every convention's prompt
    in one query (backends share the image prefix), by both readouts where both
    exist and the plan asks for both;
-4. appends each record whole and synced (`convswap.experiments.logs`), skipping
+4. appends each record whole and synced (`convswap.runs.logs`), skipping
    the units already on disk, so a run killed at any moment and started again
    ends with every unit exactly once.  Units whose API request failed for good
    (`api_error`) are not done: a rerun sets their records aside in the log's
    attempts file and sends them again.
 
-How each query is read and scored is `convswap.experiments.reading`'s.
+How each query is read and scored is `convswap.runs.reading`'s.
 
 Color experiments read the model's calibrated vocabulary from
 `<out>/calibration/<model-slug>/vocabulary.json`: copied there from
@@ -48,11 +48,18 @@ from convswap.calibration.vocabulary import (
 from convswap.conventions import render
 from convswap.conventions.declarations import Catalog
 from convswap.core import Condition, ConvswapError, Interface, Prompt, Record, Trial
-from convswap.experiments.batch import BatchJob, BatchOptions, BatchOutcome, batch_plan, live_batches, run_in_batches
-from convswap.experiments.folder_lock import lock_names, locked
-from convswap.experiments.launcher import launcher_shard, local_rank
-from convswap.experiments.ledger import Ledger
-from convswap.experiments.logs import (
+from convswap.fileio import why_not_a_folder
+from convswap.plans.ledger import Ledger
+from convswap.plans.plan import Plan, find_experiment, load_plan, resolve_plan_dir
+from convswap.protocols import Protocol
+from convswap.readout.api_common import ApiBackend
+from convswap.readout.base import DEFAULT_DTYPE, DEFAULT_MAX_NEW_TOKENS, Backend, ModelInfo, Query, check_max_new_tokens
+from convswap.readout.batch_api import BATCH_APIS, no_batch_api
+from convswap.readout.registry import backend_entry, backend_options, check_local_model, load_backend, split_spec
+from convswap.runs.batch import BatchJob, BatchOptions, BatchOutcome, batch_plan, live_batches, run_in_batches
+from convswap.runs.folder_lock import lock_names, locked
+from convswap.runs.launcher import launcher_shard, local_rank
+from convswap.runs.logs import (
     DEFAULT_OUT,
     RETRIED_STATUS,
     Expected,
@@ -68,13 +75,12 @@ from convswap.experiments.logs import (
     torn_line,
     write_expected,
 )
-from convswap.experiments.pixel_answers import AnswerConvention, clear_staging, protocol_prompt
-from convswap.experiments.plan import Plan, find_experiment, load_plan, resolve_plan_dir
-from convswap.experiments.protocol_reader import load_readers
-from convswap.experiments.reading import Reader, RecordContext
-from convswap.experiments.record_checks import log_problem, record_problem
-from convswap.experiments.summary import ConventionSummary, all_records, summarize
-from convswap.experiments.trials import (
+from convswap.runs.pixel_answers import AnswerConvention, clear_staging, protocol_prompt
+from convswap.runs.protocol_reader import load_readers
+from convswap.runs.reading import Reader, RecordContext
+from convswap.runs.record_checks import log_problem, record_problem
+from convswap.runs.summary import ConventionSummary, all_records, summarize
+from convswap.runs.trials import (
     Sources,
     build_trials,
     check_limit,
@@ -82,12 +88,6 @@ from convswap.experiments.trials import (
     needs_vocabulary,
     shard_trials,
 )
-from convswap.fileio import why_not_a_folder
-from convswap.protocols import Protocol
-from convswap.readout.api_common import ApiBackend
-from convswap.readout.base import DEFAULT_DTYPE, DEFAULT_MAX_NEW_TOKENS, Backend, ModelInfo, Query, check_max_new_tokens
-from convswap.readout.batch_api import BATCH_APIS, no_batch_api
-from convswap.readout.registry import backend_entry, backend_options, check_local_model, load_backend, split_spec
 from convswap.stimuli.render import image_sha256, render_image
 
 T = TypeVar("T")
@@ -117,7 +117,7 @@ class RunRequest:
     interface: Interface | None = None  # run only the plan's conventions answered in it (None: all of them)
     # Further load_backend options (a served model's base_url and tokenizer, an API model's logprobs).
     model_options: dict[str, Any] = field(default_factory=dict)
-    batch: BatchOptions | None = None  # submit the pending units as provider batches (`convswap.experiments.batch`)
+    batch: BatchOptions | None = None  # submit the pending units as provider batches (`convswap.runs.batch`)
 
 
 @dataclass
@@ -233,7 +233,7 @@ def check_model_versions(folder: Path, revision: str | None, quant: str | None, 
 def run_experiment(request: RunRequest, backend: Backend | None = None, progress: bool = True) -> RunResult:
     """Run (or resume) one registered experiment on one model; see the module docstring.
 
-    The run holds its log folder's lock (`convswap.experiments.folder_lock`)
+    The run holds its log folder's lock (`convswap.runs.folder_lock`)
     from before it reads what is on disk until its last record is written.
     """
     registered, plan_hash = registered_plan(request.plan_dir, request.experiment)
