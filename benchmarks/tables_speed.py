@@ -51,8 +51,8 @@ from pathlib import Path
 from bytecode import compile_convswap
 from targets import Check, report
 
+from convswap.plan_folders import SHIPPED_PLAN_DIR
 from convswap.plans.ledger import Ledger
-from convswap.plans.plan import SHIPPED_PLAN_DIR
 from convswap.runs.runner import CALIBRATION_EXPERIMENT, RunRequest, run_experiment
 
 EXPERIMENTS = ("color_ladder", "color_readership", "synthetic_spatial")

@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING
 
 from convswap.core import ConvswapError
 from convswap.defaults import MIN_RESAMPLES
-from convswap.plans.commands import PLAN_DIR_HELP, plan_folder
+from convswap.plan_folders import PLAN_DIR_HELP, plan_folder
 
 if TYPE_CHECKING:
     from convswap.runs.provenance import Provenance

@@ -6,7 +6,7 @@ import argparse
 from pathlib import Path
 
 from convswap.core import ConvswapError
-from convswap.plans.commands import PLAN_DIR_HELP, plan_folder
+from convswap.plan_folders import PLAN_DIR_HELP, plan_folder
 
 DEFAULT_DEMO_MODEL = "sim:qwen3vl-like"
 DEFAULT_DEMO_OUT = Path("runs") / "demo"
@@ -53,7 +53,7 @@ def run_demo(out: Path, model: str, limit: int, coco: Path | None, plan_dir: Pat
     from convswap.analysis.builders import demo_tables
     from convswap.analysis.generate import generate
     from convswap.defaults import MIN_RESAMPLES
-    from convswap.plans.plan import resolve_plan_dir
+    from convswap.plan_folders import resolve_plan_dir
     from convswap.runs.commands import report
     from convswap.runs.runner import CALIBRATION_EXPERIMENT, RunRequest, check_request, run_experiment
 

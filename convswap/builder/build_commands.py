@@ -91,7 +91,7 @@ def run_build(args: argparse.Namespace) -> int:
 
 def run_sensitivity(args: argparse.Namespace) -> int:
     from convswap.builder.parser_sensitivity import markdown, sensitivity
-    from convswap.plans.commands import plan_folder
+    from convswap.plan_folders import plan_folder
     from convswap.protocols import load_protocols
     from convswap.readout.registry import load_backend
 

@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING
 from convswap.builder import build_commands
 from convswap.conventions.commands import example_trial, print_declarations
 from convswap.core import ConvswapError, ImageSpec, Trial, freeze
-from convswap.plans.commands import PLAN_DIR_HELP, plan_folder
+from convswap.plan_folders import PLAN_DIR_HELP, plan_folder
 
 if TYPE_CHECKING:
     from convswap.core import Prompt

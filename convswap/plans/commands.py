@@ -8,23 +8,10 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from convswap.core import ConvswapError
+from convswap.plan_folders import PLAN_DIR_HELP, plan_folder
 
 if TYPE_CHECKING:
     from convswap.plans.ledger import Ledger
-
-PLAN_DIR_HELP = (
-    "folder of plan files and their ledger.jsonl (default: $CONVSWAP_PLAN_DIR, else ./analysis_plan when it holds "
-    "a ledger.jsonl, else the spec's plans shipped with convswap)"
-)
-
-
-def plan_folder(given: Path | None) -> Path:
-    """The plan folder a command reads (see `resolve_plan_dir`), announced on stderr with why it is that one."""
-    from convswap.plans.plan import resolve_plan_dir
-
-    folder = resolve_plan_dir(given)
-    print(folder.describe(), file=sys.stderr)
-    return folder.path
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -80,8 +67,8 @@ def run_amend(args: argparse.Namespace) -> int:
 
 
 def run_init(args: argparse.Namespace) -> int:
+    from convswap.plan_folders import PLAN_DIR_ENV
     from convswap.plans.ledger import init_plan_folder
-    from convswap.plans.plan import PLAN_DIR_ENV
 
     copied = init_plan_folder(args.dir, args.empty)
     what = f"the spec's {len(copied)} registered plans and their ledger" if copied else "an empty ledger"

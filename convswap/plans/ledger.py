@@ -44,13 +44,8 @@ from typing import Any
 from convswap.conventions.declarations import FILE_NAME as CONVENTIONS_FILE_NAME
 from convswap.core import ConvswapError, canonical_json, sha256_hex
 from convswap.fileio import why_not_a_folder
-from convswap.plans.plan import (
-    LEDGER_NAME,
-    SHIPPED_PLAN_DIR,
-    declared_conventions_sha256,
-    load_plan,
-    plan_files,
-)
+from convswap.plan_folders import LEDGER_NAME, SHIPPED_PLAN_DIR
+from convswap.plans.plan import declared_conventions_sha256, load_plan, plan_files
 from convswap.protocols.declarations import FILE_NAME as PROTOCOLS_FILE_NAME
 from convswap.validation import is_integer
 

@@ -5,8 +5,8 @@ what it tests (`[[hypotheses]]`), what it drops (`exclusions`), what would count
 against it (`failure_conditions`), when a null contrast is uninformative
 (`[gate]`), and which analyses are already known to be post hoc (`post_hoc`).
 Whether a file is registered, and whether it changed since, is the ledger's
-business (`convswap.plans.ledger`); this module only reads files, and
-finds the plan folder a command reads (`resolve_plan_dir`).
+business (`convswap.plans.ledger`); this module only reads files (which plan
+folder a command reads is `convswap.plan_folders`' business).
 
 Every problem is a `ConvswapError` naming the file, the field and the value, so
 a plan that loads is a plan the runner and the analysis can rely on.
@@ -15,10 +15,9 @@ a plan that loads is a plan the runner and the analysis can rely on.
 from __future__ import annotations
 
 import functools
-import os
 import re
-from collections.abc import Callable, Mapping, Sequence
-from dataclasses import asdict, dataclass
+from collections.abc import Callable, Sequence
+from dataclasses import asdict
 from pathlib import Path
 from typing import Annotated, Any, Literal, get_args
 
@@ -44,11 +43,6 @@ from convswap.validation import (
     read_toml,
     validate_file,
 )
-
-PLAN_DIR_NAME = "analysis_plan"
-PLAN_DIR_ENV = "CONVSWAP_PLAN_DIR"
-LEDGER_NAME = "ledger.jsonl"
-SHIPPED_PLAN_DIR = Path(__file__).resolve().parents[1] / PLAN_DIR_NAME  # package data: the spec's plans
 
 Stimuli = Literal["calibration", "color_arrays", "synthetic_spatial", "coco", "items"]
 PlanReadout = Literal["first_token", "generate", "both"]
@@ -611,35 +605,3 @@ def plan_files(plan_dir: str | Path) -> list[Path]:
     """A folder's plan files: every *.toml but the folder's own convention and protocol declarations."""
     declarations = (CONVENTIONS_FILE_NAME, PROTOCOLS_FILE_NAME)
     return sorted(path for path in Path(plan_dir).glob("*.toml") if path.name not in declarations)
-
-
-@dataclass(frozen=True)
-class PlanFolder:
-    """The plan folder a command reads, and why it is that one (for the line every command prints)."""
-
-    path: Path
-    source: str
-
-    def describe(self) -> str:
-        return f"plan folder: {self.path} ({self.source})"
-
-
-def resolve_plan_dir(given: str | Path | None, environ: Mapping[str, str] = os.environ) -> PlanFolder:
-    """`--plan-dir`, else $CONVSWAP_PLAN_DIR, else ./analysis_plan when it holds a ledger, else the shipped one.
-
-    A folder the user named (by option or variable) must exist: falling back past it would run another plan
-    than the one asked for.  ./analysis_plan counts only with a ledger, so an unrelated folder of that name is
-    not mistaken for one.
-    """
-    for named, by in ((given, "--plan-dir"), (environ.get(PLAN_DIR_ENV) or None, PLAN_DIR_ENV)):
-        if named is not None:
-            path = Path(named)
-            if not path.is_dir():
-                raise ConvswapError(f"{by}: plan folder {path} does not exist")
-            return PlanFolder(path, f"from {by}")
-    here = Path(PLAN_DIR_NAME)
-    if (here / LEDGER_NAME).is_file():
-        return PlanFolder(here, f"./{PLAN_DIR_NAME} holds a {LEDGER_NAME}")
-    return PlanFolder(
-        SHIPPED_PLAN_DIR, "the spec's plans shipped with convswap; `convswap plan init DIR` starts your own"
-    )

@@ -8,7 +8,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from convswap.core import CONDITIONS, INTERFACES, ConvswapError
-from convswap.plans.commands import PLAN_DIR_HELP, plan_folder
+from convswap.plan_folders import PLAN_DIR_HELP, plan_folder
 from convswap.readout.base import DEFAULT_MAX_NEW_TOKENS
 from convswap.readout.options import add_model_arguments, served_options
 from convswap.runs.logs import DEFAULT_OUT, RETRIED_STATUS

@@ -49,8 +49,9 @@ from convswap.conventions import render
 from convswap.conventions.declarations import Catalog
 from convswap.core import Condition, ConvswapError, Interface, Prompt, Record, Trial
 from convswap.fileio import why_not_a_folder
+from convswap.plan_folders import resolve_plan_dir
 from convswap.plans.ledger import Ledger
-from convswap.plans.plan import Plan, find_experiment, load_plan, resolve_plan_dir
+from convswap.plans.plan import Plan, find_experiment, load_plan
 from convswap.protocols import Protocol
 from convswap.readout.api_common import ApiBackend
 from convswap.readout.base import DEFAULT_DTYPE, DEFAULT_MAX_NEW_TOKENS, Backend, ModelInfo, Query, check_max_new_tokens

@@ -6,7 +6,7 @@ import argparse
 from pathlib import Path
 
 from convswap.core import ColorAnchor, ConvswapError, ImageSpec, Prompt, Trial
-from convswap.plans.commands import PLAN_DIR_HELP, plan_folder
+from convswap.plan_folders import PLAN_DIR_HELP, plan_folder
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:

@@ -11,7 +11,7 @@ from pathlib import Path
 from convswap.analysis.commands import ALLOW_UNREGISTERED_HELP
 from convswap.core import ConvswapError
 from convswap.long_lived import long_lived
-from convswap.plans.commands import PLAN_DIR_HELP, plan_folder
+from convswap.plan_folders import PLAN_DIR_HELP, plan_folder
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
