@@ -17,7 +17,7 @@ from convswap.plan_folders import PLAN_DIR_HELP, plan_folder
 
 if TYPE_CHECKING:
     from convswap.core import Prompt
-    from convswap.protocols.declarations import Protocol
+    from convswap.protocols.protocol import Protocol
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:

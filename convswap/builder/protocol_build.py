@@ -29,17 +29,9 @@ from typing import TYPE_CHECKING, Any, Literal
 from convswap.conventions.declarations import FILE_NAME as CONVENTIONS_FILE
 from convswap.core import TASKS, ConvswapError, Trial
 from convswap.defaults import DEFAULT_SMOKE, MAX_EXAMPLES
-from convswap.protocols.declarations import (
-    FILE_NAME,
-    GUIDANCE_FIELDS,
-    MARK_COUNTS,
-    OUTPUT_KINDS,
-    PRIMITIVES,
-    READER_FIELDS,
-    SHIPPED_FILE,
-    Protocol,
-)
+from convswap.protocols.declarations import FILE_NAME, GUIDANCE_FIELDS, READER_FIELDS, SHIPPED_FILE
 from convswap.protocols.layouts import LAYOUTS, OUTER_CELLS, SLOT_LAYOUTS, check_layout
+from convswap.protocols.protocol import MARK_COUNTS, OUTPUT_KINDS, PRIMITIVES, Protocol
 
 if TYPE_CHECKING:
     from convswap.conventions.declarations import Catalog

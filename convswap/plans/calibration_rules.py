@@ -16,47 +16,40 @@ array shows.
 from __future__ import annotations
 
 import json
-from typing import TYPE_CHECKING, Any
+from collections.abc import Mapping
+from typing import Any
 
 from convswap.calibration.surfaces import MIN_CANDIDATE_MASS
 from convswap.calibration.vocabulary import HELD_OUT_CLEARANCE, HELD_OUT_FAR, HELD_OUT_NEAR, MIN_ANCHOR_SEPARATION
 from convswap.stimuli.arrays import N_SQUARES, SWATCH_GRID_STEP, SWATCH_PLACEMENTS
 
-if TYPE_CHECKING:
-    from convswap.plans.plan import CalibrationDesign, HeldOutRule
+Field = tuple[str, str]  # (table, key) of a plan file
 
 # The held-out rule skips every angle of the calibration grid (`held_out_angles`).
 OFF_CALIBRATION_GRID = True
+MIN_ANCHORS: Field = ("calibration", "min_anchors")
+# What the calibration code applies, by the plan field that states it, in the order a plan's fields are checked.
+APPLIED: dict[Field, Any] = {
+    ("calibration", "step_deg"): SWATCH_GRID_STEP,
+    ("calibration", "renders_per_angle"): len(SWATCH_PLACEMENTS),
+    ("calibration", "min_anchor_separation_deg"): MIN_ANCHOR_SEPARATION,
+    ("calibration", "min_candidate_mass"): MIN_CANDIDATE_MASS,
+    ("held_out", "min_from_own_anchor_deg"): HELD_OUT_NEAR,
+    ("held_out", "max_from_own_anchor_deg"): HELD_OUT_FAR,
+    ("held_out", "min_from_other_anchor_deg"): HELD_OUT_CLEARANCE,
+    ("held_out", "min_from_other_name_deg"): HELD_OUT_CLEARANCE,
+    ("held_out", "off_calibration_grid"): OFF_CALIBRATION_GRID,
+}
 
 
-def unapplied(
-    calibration: CalibrationDesign | None, held_out: HeldOutRule | None
-) -> tuple[tuple[str, str], Any, str] | None:
-    """The first stated number the calibration code does not apply, as (field, stated value, problem); else None."""
-    stated: list[tuple[tuple[str, str], Any, Any]] = []  # (field, stated, applied)
-    if calibration is not None:
-        if calibration.min_anchors < N_SQUARES:
-            why = f"must be at least {N_SQUARES}, the distinct words a four-square color array shows"
-            return ("calibration", "min_anchors"), calibration.min_anchors, why
-        stated += [
-            (("calibration", "step_deg"), calibration.step_deg, SWATCH_GRID_STEP),
-            (("calibration", "renders_per_angle"), calibration.renders_per_angle, len(SWATCH_PLACEMENTS)),
-            (
-                ("calibration", "min_anchor_separation_deg"),
-                calibration.min_anchor_separation_deg,
-                MIN_ANCHOR_SEPARATION,
-            ),
-            (("calibration", "min_candidate_mass"), calibration.min_candidate_mass, MIN_CANDIDATE_MASS),
-        ]
-    if held_out is not None:
-        stated += [
-            (("held_out", "min_from_own_anchor_deg"), held_out.min_from_own_anchor_deg, HELD_OUT_NEAR),
-            (("held_out", "max_from_own_anchor_deg"), held_out.max_from_own_anchor_deg, HELD_OUT_FAR),
-            (("held_out", "min_from_other_anchor_deg"), held_out.min_from_other_anchor_deg, HELD_OUT_CLEARANCE),
-            (("held_out", "min_from_other_name_deg"), held_out.min_from_other_name_deg, HELD_OUT_CLEARANCE),
-            (("held_out", "off_calibration_grid"), held_out.off_calibration_grid, OFF_CALIBRATION_GRID),
-        ]
-    for field, planned, applied in stated:
-        if planned != applied:
-            return field, planned, f"the calibration code applies {json.dumps(applied)}"
+def unapplied(stated: Mapping[Field, Any]) -> tuple[Field, Any, str] | None:
+    """The first stated number the calibration code does not apply, as (field, stated value, problem); else None.
+
+    stated: the value of every field of the plan's `[calibration]` and `[held_out]` tables that it has."""
+    if MIN_ANCHORS in stated and stated[MIN_ANCHORS] < N_SQUARES:
+        why = f"must be at least {N_SQUARES}, the distinct words a four-square color array shows"
+        return MIN_ANCHORS, stated[MIN_ANCHORS], why
+    for field, applied in APPLIED.items():
+        if field in stated and stated[field] != applied:
+            return field, stated[field], f"the calibration code applies {json.dumps(applied)}"
     return None

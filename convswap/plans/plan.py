@@ -530,7 +530,10 @@ class Plan(Table):
     def _calibration_the_code_applies(self) -> Plan:
         from convswap.plans.calibration_rules import unapplied  # here: the calibration code is slow to import
 
-        found = unapplied(self.calibration, self.held_out)
+        tables = {"calibration": self.calibration, "held_out": self.held_out}
+        stated = {(name, key): value for name, table in tables.items() if table is not None
+                  for key, value in table.model_dump().items()}  # fmt: skip
+        found = unapplied(stated)
         if found is not None:
             where, stated, why = found
             raise problem(why, stated, where)

@@ -58,9 +58,6 @@ from convswap.protocols.declarations import (
     FILE_NAME,
     PROTOCOLS,
     SHIPPED_FILE,
-    HsvRange,
-    Protocol,
-    Step,
     get_protocol,
     load_protocol_file,
     load_protocols,
@@ -69,6 +66,7 @@ from convswap.protocols.layouts import LAYOUTS, slot_rects
 from convswap.protocols.operations import OPERATIONS, Component, colour_mask, operation
 from convswap.protocols.paint import PaintFaults, paint
 from convswap.protocols.parse import PARSE_STATUSES, ProtocolParse, parse_image
+from convswap.protocols.protocol import HsvRange, Protocol, Step
 
 __all__ = [
     "FILE_NAME",

@@ -10,27 +10,32 @@ from __future__ import annotations
 
 import re
 from collections.abc import Mapping
-from dataclasses import dataclass
 from pathlib import Path
-from typing import Annotated, Any, Literal, get_args
+from typing import Annotated, Any
 
 from pydantic import BeforeValidator, ValidationError, field_validator, model_validator
 
 from convswap.conventions.declarations import conventions_of, read_declarations, template_fields
-from convswap.core import TASKS, ConvswapError, FrozenMapping, Task, canonical_json, freeze, sha256_hex
+from convswap.core import TASKS, ConvswapError, Task, canonical_json, freeze, sha256_hex
 from convswap.protocols.layouts import LAYOUTS, OUTER_CELLS
 from convswap.protocols.operations import OPERATIONS, check_pipeline
+from convswap.protocols.protocol import (
+    MARK_COUNTS,
+    OUTPUT_KINDS,
+    PRIMITIVES,
+    HsvRange,
+    MarkCount,
+    OutputKind,
+    Primitive,
+    Protocol,
+    Reader,
+    Step,
+)
 from convswap.validation import Table, checked, first_problem, one_of, problem
 
 SHIPPED_FILE = Path(__file__).with_name("protocols.toml")
 FILE_NAME = "protocols.toml"  # a plan folder's own declarations
 
-Primitive = Literal["dot", "square", "fill"]
-MarkCount = Literal["one", "any"]
-OutputKind = Literal["point", "slot", "count"]
-PRIMITIVES: tuple[Primitive, ...] = get_args(Primitive)
-MARK_COUNTS: tuple[MarkCount, ...] = get_args(MarkCount)
-OUTPUT_KINDS: tuple[OutputKind, ...] = get_args(OutputKind)
 # What a guidance template may name: the trial's fields, never its target or keys.
 GUIDANCE_FIELDS = ("question", "options", "k", "layout", "color")
 # What a fallback reader's prompt may name: the evidence contract's fields, never the question (a reader that saw
@@ -38,69 +43,6 @@ GUIDANCE_FIELDS = ("question", "options", "k", "layout", "color")
 READER_FIELDS = ("options", "k", "layout", "color")
 READER_INPUTS = ("generated",)
 _HEX = re.compile(r"^#[0-9A-Fa-f]{6}$")
-
-
-@dataclass(frozen=True)
-class Step:
-    """One operation of a parser pipeline and its parameters as declared."""
-
-    op: str
-    params: FrozenMapping = FrozenMapping()
-
-
-@dataclass(frozen=True)
-class HsvRange:
-    """A colour range in OpenCV's HSV: hue 0-179 (half degrees), saturation and value 0-255, bounds inclusive."""
-
-    hue: tuple[int, int]
-    saturation: tuple[int, int]
-    value: tuple[int, int]
-
-    @property
-    def lower(self) -> tuple[int, int, int]:
-        return self.hue[0], self.saturation[0], self.value[0]
-
-    @property
-    def upper(self) -> tuple[int, int, int]:
-        return self.hue[1], self.saturation[1], self.value[1]
-
-
-@dataclass(frozen=True)
-class Reader:
-    """A protocol's fallback parser: the text model `model` (a model spec) reads the generated image alone under
-    `prompt` (a template over READER_FIELDS) and answers one of the options by its number."""
-
-    model: str
-    prompt: str
-
-
-@dataclass(frozen=True)
-class Protocol:
-    """One declared visual protocol (protocols.toml's header says what each attribute means).
-
-    sha256: of the declaration's table as canonical JSON, so a ledger can pin it and an edited declaration is seen.
-    directions: grid3x3_outer only: (outer cell name, direction word) pairs in the file's order.
-    reader: the fallback parser, where one is declared; a protocol with a reader and no pipeline (the fallback
-    route) has `pipeline` ().
-    """
-
-    name: str
-    tasks: tuple[Task, ...]
-    guidance: str
-    primitive: Primitive
-    color_hex: str
-    count: MarkCount
-    pipeline: tuple[Step, ...]
-    output_kind: OutputKind
-    layout: str | None
-    hsv: HsvRange
-    sha256: str
-    directions: tuple[tuple[str, str], ...] = ()
-    reader: Reader | None = None
-
-    @property
-    def color_rgb(self) -> tuple[int, int, int]:
-        return int(self.color_hex[1:3], 16), int(self.color_hex[3:5], 16), int(self.color_hex[5:7], 16)
 
 
 def _pair(low: int, high: int) -> BeforeValidator:

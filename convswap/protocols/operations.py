@@ -31,7 +31,7 @@ from convswap.validation import Table, checked, is_integer, is_number, one_of
 if TYPE_CHECKING:
     from PIL import Image
 
-    from convswap.protocols.declarations import OutputKind, Protocol, Step
+    from convswap.protocols.protocol import OutputKind, Protocol, Step
 
 
 class Noncompliant(Exception):

@@ -28,7 +28,7 @@ from convswap.protocols.parse import resolve_layout
 if TYPE_CHECKING:
     from PIL import Image, ImageDraw
 
-    from convswap.protocols.declarations import Protocol
+    from convswap.protocols.protocol import Protocol
 
 DOT_RADIUS = 0.025  # of the image's shorter side: a dot about 5% of it across
 MIN_DOT_RADIUS = 4  # pixels: a dot no smaller than 50 pixels, whatever the image
