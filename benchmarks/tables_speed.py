@@ -53,7 +53,8 @@ from targets import Check, report
 
 from convswap.plan_folders import SHIPPED_PLAN_DIR
 from convswap.plans.ledger import Ledger
-from convswap.runs.runner import CALIBRATION_EXPERIMENT, RunRequest, run_experiment
+from convswap.runs.context import CALIBRATION_EXPERIMENT, RunRequest
+from convswap.runs.runner import run_experiment
 
 EXPERIMENTS = ("color_ladder", "color_readership", "synthetic_spatial")
 MODELS = ("sim:qwen3vl-like", "sim:perfect")

@@ -32,7 +32,8 @@ from targets import Check, report
 
 from convswap.cli import main as convswap
 from convswap.readout.sim_presets import PRESETS
-from convswap.runs.runner import RunRequest, run_experiment
+from convswap.runs.context import RunRequest
+from convswap.runs.runner import run_experiment
 
 EXPERIMENTS = ("color_ladder", "color_readership", "synthetic_spatial")
 BUILD_TARGET_S = 8.0

@@ -14,8 +14,8 @@ from convswap.core import Generation, ImageSpec, Prompt, Record, Trial
 from convswap.readout.base import DEFAULT_MAX_NEW_TOKENS, Backend, ModelInfo, Query
 from convswap.readout.registry import load_backend
 from convswap.readout.sim import SimulatedObserver
+from convswap.runs.context import RunRequest
 from convswap.runs.logs import log_files, read_records
-from convswap.runs.runner import RunRequest
 
 BASE_RECORD = Record(
     experiment="exp",

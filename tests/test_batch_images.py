@@ -24,7 +24,8 @@ from convswap.readout.gemini_batch import GeminiBatches
 from convswap.readout.openai_batch import OpenAIBatches
 from convswap.readout.registry import load_backend
 from convswap.runs.batch import BatchOptions
-from convswap.runs.runner import RunRequest, run_experiment
+from convswap.runs.context import RunRequest
+from convswap.runs.runner import run_experiment
 
 pytestmark = pytest.mark.slow  # whole runs of a registered plan
 

@@ -44,7 +44,8 @@ CHILD = """
 import sys
 from pathlib import Path
 from convswap.runs.batch import BatchOptions
-from convswap.runs.runner import RunRequest, run_experiment
+from convswap.runs.context import RunRequest
+from convswap.runs.runner import run_experiment
 from convswap.readout.api_common import RetryPolicy
 from convswap.readout.batch_api import Limits
 from convswap.readout.registry import load_backend

@@ -25,7 +25,8 @@ from convswap.protocols import PaintFaults, Protocol
 from convswap.readout.api_common import RetryPolicy
 from convswap.readout.gemini_image_backend import ASPECT_RATIOS
 from convswap.readout.registry import load_backend
-from convswap.runs.runner import RunRequest, prompt_for, registered_plan, run_experiment
+from convswap.runs.context import RunRequest, registered_plan
+from convswap.runs.runner import prompt_for, run_experiment
 from convswap.runs.trials import Sources, build_trials
 from convswap.stimuli.render import render_image
 

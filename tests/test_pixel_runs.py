@@ -32,9 +32,10 @@ from convswap.core import ConvswapError, Generation, outcome_of
 from convswap.plans.ledger import Ledger
 from convswap.plans.plan import load_plan
 from convswap.readout.base import Backend, Drawing, ModelInfo, Query
+from convswap.runs.context import check_request
 from convswap.runs.folder_lock import locked
 from convswap.runs.merge import merge_tree
-from convswap.runs.runner import check_request, dry_run, run_experiment
+from convswap.runs.runner import dry_run, run_experiment
 
 
 def painter(tmp_path: Path, name: str = "planted-painter", **painting) -> str:

@@ -11,7 +11,8 @@ from convswap.cli import main
 from convswap.core import ConvswapError
 from convswap.plans.ledger import Ledger
 from convswap.plans.plan import load_plan
-from convswap.runs.runner import RunRequest, check_registered_model, run_experiment
+from convswap.runs.context import RunRequest, check_registered_model
+from convswap.runs.runner import run_experiment
 
 # Whole runs and commands through the CLI: out of the fast tier.
 pytestmark = pytest.mark.slow

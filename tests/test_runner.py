@@ -25,8 +25,9 @@ from convswap.readout.base import ACKNOWLEDGEMENT, MEMORIZE_INSTRUCTION
 from convswap.readout.sim import SimulatedObserver
 from convswap.readout.sim_presets import get_preset
 from convswap.runs.commands import summary_table
+from convswap.runs.context import RunRequest, vocabulary_path
 from convswap.runs.logs import read_expected
-from convswap.runs.runner import RunRequest, run_experiment, vocabulary_path
+from convswap.runs.runner import run_experiment
 from convswap.stimuli.render import render_image
 
 

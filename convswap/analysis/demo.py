@@ -55,7 +55,8 @@ def run_demo(out: Path, model: str, limit: int, coco: Path | None, plan_dir: Pat
     from convswap.defaults import MIN_RESAMPLES
     from convswap.plan_folders import resolve_plan_dir
     from convswap.runs.commands import report
-    from convswap.runs.runner import CALIBRATION_EXPERIMENT, RunRequest, check_request, run_experiment
+    from convswap.runs.context import CALIBRATION_EXPERIMENT, RunRequest, check_request
+    from convswap.runs.runner import run_experiment
 
     plan_dir = resolve_plan_dir(plan_dir).path
     requests = [RunRequest(CALIBRATION_EXPERIMENT, model, out=out, plan_dir=plan_dir)]

@@ -45,7 +45,7 @@ from convswap.conventions.declarations import FILE_NAME as CONVENTIONS_FILE_NAME
 from convswap.core import ConvswapError, canonical_json, sha256_hex
 from convswap.fileio import why_not_a_folder
 from convswap.plan_folders import LEDGER_NAME, SHIPPED_PLAN_DIR
-from convswap.plans.plan import declared_conventions_sha256, load_plan, plan_files
+from convswap.plans.plan import Plan, declared_conventions_sha256, load_plan, plan_files
 from convswap.protocols.declarations import FILE_NAME as PROTOCOLS_FILE_NAME
 from convswap.validation import is_integer
 
@@ -187,8 +187,9 @@ class Ledger:
                 problems.append(str(error))
         return problems
 
-    def status(self, file: str | os.PathLike[str]) -> tuple[str, Entry | None]:
-        """("unregistered" | "registered" | "amended" | "modified" | "missing", latest entry)."""
+    def status(self, file: str | os.PathLike[str], plan: Plan | None = None) -> tuple[str, Entry | None]:
+        """("unregistered" | "registered" | "amended" | "modified" | "missing", latest entry); plan: the file as
+        the caller loaded it, judged as loaded instead of read again."""
         name = self.relative(file)
         entry = _latest(self.entries()).get(name)
         if entry is None:
@@ -196,23 +197,24 @@ class Ledger:
         path = self.plan_dir / name
         if not path.is_file():
             return "missing", entry
-        if sha256_hex(path.read_bytes()) != entry.sha256:
+        if (plan.sha256 if plan is not None else sha256_hex(path.read_bytes())) != entry.sha256:
             return "modified", entry
-        if self._conventions_changed(path, entry):
+        if self._conventions_changed(path, entry, plan):
             return "conventions changed", entry
         return ("amended" if entry.action == "amend" else "registered"), entry
 
-    def _conventions_changed(self, path: Path, entry: Entry) -> bool:
+    def _conventions_changed(self, path: Path, entry: Entry, plan: Plan | None = None) -> bool:
         """Whether the declarations of the conventions the plan runs differ from those its entry pinned (a plan
         that no longer loads is not judged here: loading it names its own problem)."""
         try:
-            return declared_conventions_sha256(load_plan(path)) != entry.conventions
+            return declared_conventions_sha256(plan if plan is not None else load_plan(path)) != entry.conventions
         except ConvswapError:
             return False
 
-    def current_entry_hash(self, file: str | os.PathLike[str]) -> str:
-        """The plan hash a run of this file records; refuses a file not registered as it now reads."""
-        state, entry = self.status(file)
+    def current_entry_hash(self, file: str | os.PathLike[str], plan: Plan | None = None) -> str:
+        """The plan hash a run of this file records; refuses a file not registered as it now reads (as `plan`, where
+        the caller loaded it)."""
+        state, entry = self.status(file, plan)
         name = self.relative(file)
         if entry is None:  # unregistered
             raise ConvswapError(f"{name} is not registered in {self.path}; run `convswap plan register {name}`")

@@ -124,7 +124,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 def run_command(args: argparse.Namespace) -> int:
     from convswap.runs.batch import BatchOptions
-    from convswap.runs.runner import RunRequest, dry_run, run_experiment
+    from convswap.runs.context import RunRequest
+    from convswap.runs.runner import dry_run, run_experiment
 
     if not args.batch and (args.no_wait or args.poll != 60.0):
         raise ConvswapError("--poll and --no-wait go with --batch")

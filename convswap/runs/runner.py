@@ -1,8 +1,10 @@
 """The registered-experiment runner: one record per (model, condition, convention, trial), resumable.
 
 A run
-1. refuses an experiment whose plan file is unregistered or changed since its
-   ledger entry, and a run folder holding records of another plan version;
+1. resolves its request once into a checked run context (`convswap.runs.context`),
+   which refuses, before any model loads or any file is written, an experiment
+   whose plan file is unregistered or changed since its ledger entry, a run folder
+   holding records of another plan version, and every other request it cannot run;
 2. builds the plan's trial list (`convswap.runs.trials`) and takes its
    shard of it: process i of n (from the launcher's environment, so that
    `accelerate launch` needs no extra flag) runs trials i, i + n, ...;
@@ -38,30 +40,27 @@ from typing import Any, TypeVar
 
 from tqdm import tqdm
 
-from convswap.calibration.vocabulary import (
-    Vocabulary,
-    calibrate,
-    load_vocabulary,
-    model_owner,
-    save_vocabulary,
-)
+from convswap.calibration.vocabulary import Vocabulary, calibrate, model_owner, save_vocabulary
 from convswap.conventions import render
 from convswap.conventions.declarations import Catalog
-from convswap.core import Condition, ConvswapError, Interface, Prompt, Record, Trial
-from convswap.fileio import why_not_a_folder
-from convswap.plan_folders import resolve_plan_dir
-from convswap.plans.ledger import Ledger
-from convswap.plans.plan import Plan, find_experiment, load_plan
+from convswap.core import Condition, ConvswapError, Prompt, Record, Trial
+from convswap.plans.plan import Plan
 from convswap.protocols import Protocol
 from convswap.readout.api_common import ApiBackend
-from convswap.readout.base import DEFAULT_DTYPE, DEFAULT_MAX_NEW_TOKENS, Backend, ModelInfo, Query, check_max_new_tokens
-from convswap.readout.batch_api import BATCH_APIS, no_batch_api
-from convswap.readout.registry import backend_entry, backend_options, check_local_model, load_backend, split_spec
-from convswap.runs.batch import BatchJob, BatchOptions, BatchOutcome, batch_plan, live_batches, run_in_batches
+from convswap.readout.base import Backend, ModelInfo, Query
+from convswap.readout.registry import load_backend
+from convswap.runs.batch import BatchJob, BatchOutcome, batch_plan, run_in_batches
+from convswap.runs.context import (
+    CALIBRATION_EXPERIMENT,
+    RunContext,
+    RunRequest,
+    check_vocabulary_size,
+    conventions,
+    exclusion,
+    resolve_run,
+)
 from convswap.runs.folder_lock import lock_names, locked
-from convswap.runs.launcher import launcher_shard, local_rank
 from convswap.runs.logs import (
-    DEFAULT_OUT,
     RETRIED_STATUS,
     Expected,
     RecordWriter,
@@ -70,8 +69,6 @@ from convswap.runs.logs import (
     log_files,
     log_name,
     model_folder,
-    model_slug,
-    read_records,
     set_aside_failed,
     torn_line,
     write_expected,
@@ -79,46 +76,13 @@ from convswap.runs.logs import (
 from convswap.runs.pixel_answers import AnswerConvention, clear_staging, protocol_prompt
 from convswap.runs.protocol_reader import load_readers
 from convswap.runs.reading import Reader, RecordContext
-from convswap.runs.record_checks import log_problem, record_problem
+from convswap.runs.record_checks import checked_records
 from convswap.runs.summary import ConventionSummary, all_records, summarize
-from convswap.runs.trials import (
-    Sources,
-    build_trials,
-    check_limit,
-    coco_annotations,
-    needs_vocabulary,
-    shard_trials,
-)
+from convswap.runs.trials import Sources, build_trials, needs_vocabulary, shard_trials
 from convswap.stimuli.render import image_sha256, render_image
 
 T = TypeVar("T")
 R = TypeVar("R")
-
-CALIBRATION_EXPERIMENT = "calibration"
-VOCABULARY_NAME = "vocabulary.json"
-
-
-@dataclass(frozen=True)
-class RunRequest:
-    """What `convswap run` was asked to do."""
-
-    experiment: str
-    model: str
-    out: Path = DEFAULT_OUT
-    quant: str | None = None
-    dtype: str | None = None
-    conditions: tuple[str, ...] = ()  # empty: every condition of the plan
-    limit: int | None = None
-    plan_dir: Path | None = None
-    vocabulary: Path | None = None
-    vocabulary_from_other_model: bool = False  # accept a --vocabulary calibrated on another model or revision
-    coco: Path | None = None
-    shard: tuple[int, int] | None = None  # None: from the launcher's environment
-    max_new_tokens: int = DEFAULT_MAX_NEW_TOKENS  # generation budget per answer, recorded with each generation
-    interface: Interface | None = None  # run only the plan's conventions answered in it (None: all of them)
-    # Further load_backend options (a served model's base_url and tokenizer, an API model's logprobs).
-    model_options: dict[str, Any] = field(default_factory=dict)
-    batch: BatchOptions | None = None  # submit the pending units as provider batches (`convswap.runs.batch`)
 
 
 @dataclass
@@ -142,22 +106,10 @@ class RunResult:
     registered: Plan | None = None
 
 
-def registered_plan(plan_dir: Path | None, experiment: str) -> tuple[Plan, str]:
-    """The experiment's plan and the ledger entry hash its records carry; refuses invalid, unregistered or edited
-    files (an invalid one with its first problem, which registering it would meet too)."""
-    plan_dir = resolve_plan_dir(plan_dir).path
-    path = find_experiment(plan_dir, experiment)
-    plan = load_plan(path)
-    return plan, Ledger(plan_dir).current_entry_hash(path)
-
-
 def prepare_out(out: Path) -> Path:
-    """The output folder, created if only its last component is missing; refused if a file cannot be made in it."""
-    if out.exists() and not out.is_dir():
-        raise ConvswapError(f"output folder {out} is a file")
+    """The output folder, created if only its last component is missing (`context.check_out` has refused one that
+    cannot be); refused if a file cannot be made in it."""
     if not out.exists():
-        if not out.parent.is_dir():
-            raise ConvswapError(f"output folder {out} cannot be created: {why_not_a_folder(out.parent)}")
         _mkdir(out)
     try:  # a real attempt: permission bits say nothing to root, and read-only mounts ignore them
         with tempfile.TemporaryFile(dir=out):
@@ -182,33 +134,6 @@ def _mkdir(folder: Path) -> None:
         folder.mkdir(parents=True, exist_ok=True)
     except OSError as error:
         raise ConvswapError(f"cannot create folder {folder}: {error.strerror}") from error
-
-
-def vocabulary_path(out: Path, model: str, quant: str | None) -> Path:
-    return out / CALIBRATION_EXPERIMENT / model_slug(model, quant) / VOCABULARY_NAME
-
-
-def check_plan_versions(experiment_folder: Path, plan_hash: str) -> None:
-    """Refuse to add to a folder whose logs were written under another version of the plan."""
-    if not experiment_folder.is_dir():
-        return
-    for folder in sorted(p for p in experiment_folder.iterdir() if p.is_dir()):
-        for path in log_files(folder):
-            records = checked_records(path)
-            other = next((r.plan_hash for r in records if r.plan_hash != plan_hash), None)
-            if other is not None:
-                raise ConvswapError(
-                    f"{path} holds records of another version of the plan (plan hash {other[:12]}, this run "
-                    f"{plan_hash[:12]}); write this run to another --out, or move that log away"
-                )
-
-
-def check_request(request: RunRequest) -> None:
-    """Everything `run_experiment` refuses before a file is touched, without touching one (the demo checks every
-    experiment's request before the first of them runs)."""
-    plan, _ = registered_plan(request.plan_dir, request.experiment)
-    _conditions(plan, request.conditions)
-    _check_request(plan, request)
 
 
 def check_model_versions(folder: Path, revision: str | None, quant: str | None, dtype: str | None) -> None:
@@ -237,57 +162,30 @@ def run_experiment(request: RunRequest, backend: Backend | None = None, progress
     The run holds its log folder's lock (`convswap.runs.folder_lock`)
     from before it reads what is on disk until its last record is written.
     """
-    registered, plan_hash = registered_plan(request.plan_dir, request.experiment)
-    plan = answered_in(registered, request.interface)
-    shard = request.shard or launcher_shard()
-    conditions = _conditions(plan, request.conditions)
-    _check_request(plan, request, backend)
-    vocabulary = load_vocabulary(request.vocabulary) if request.vocabulary is not None else None
-    if vocabulary is not None:
-        check_vocabulary_size(vocabulary, request, plan.id, f"--vocabulary {request.vocabulary}")
-    if plan.design.stimuli == CALIBRATION_EXPERIMENT:  # the model folder is the vocabulary's
-        folder = vocabulary_path(request.out, request.model, request.quant).parent
-    else:
-        dtype = backend.info().dtype if backend is not None else weight_dtype(request)
-        folder = model_folder(request.out, plan.id, request.model, request.quant, dtype)
-    result = RunResult(plan, plan_hash, folder, shard, registered=registered)
+    context = resolve_run(request, backend)
+    result = RunResult(context.plan, context.plan_hash, context.folder, context.shard, registered=context.registered)
     new_folders = [path for path in (request.out, result.folder.parent, result.folder) if not path.exists()]
     try:
-        out = prepare_out(request.out)
+        prepare_out(request.out)
         _mkdir(result.folder)
-        with locked(result.folder, shard):
-            _run_locked(result, request, backend, out, conditions, vocabulary, progress)
+        with locked(result.folder, context.shard):
+            _run_locked(context, result, backend, progress)
         return result
     except BaseException:
-        _remove_if_unused(new_folders, shard)
+        _remove_if_unused(new_folders, context.shard)
         raise
 
 
-def weight_dtype(request: RunRequest) -> str | None:
-    """The weight dtype a local model is read at, part of its log folder's name; None for other backends."""
-    return (request.dtype or DEFAULT_DTYPE) if backend_entry(request.model).local_weights else None
-
-
-def _run_locked(
-    result: RunResult,
-    request: RunRequest,
-    backend: Backend | None,
-    out: Path,
-    conditions: tuple[Condition, ...],
-    vocabulary: Vocabulary | None,
-    progress: bool,
-) -> None:
+def _run_locked(context: RunContext, result: RunResult, backend: Backend | None, progress: bool) -> None:
     """Everything a run does once it holds its folder's lock: fills in `result`."""
-    plan, shard = result.plan, result.shard
-    check_plan_versions(out / plan.id, result.plan_hash)
-    if vocabulary is not None:
-        _check_kept_vocabulary(vocabulary, out, request)
+    request, plan = context.request, context.plan
     if backend is None:
-        backend = load_backend(request.model, **_backend_options(request, shard))
-    check_interfaces(plan, request.model, backend.interfaces)
-    if plan.design.stimuli == CALIBRATION_EXPERIMENT:
-        result.vocabulary, vocabulary = _calibrated(backend, out, request, shard, plan.id, progress)
-        result.excluded = exclusion(vocabulary, request, "every color experiment", "its calibration")
+        backend = load_backend(context.model, **context.backend_options)
+    if context.calibrates:
+        result.vocabulary, calibrated = _calibrated(context, backend, progress)
+        assert context.calibration is not None  # the calibration's own plan
+        result.excluded = exclusion(calibrated, request.model, context.calibration, "every color experiment",
+                                    "its calibration")  # fmt: skip
         return
     info = backend.info()
     if result.folder != model_folder(request.out, plan.id, request.model, request.quant, info.dtype):
@@ -295,31 +193,31 @@ def _run_locked(
                             "its log folder is named for")  # fmt: skip
     revision = info.revision if backend.revision_known_at_load else None
     check_model_versions(result.folder, revision, request.quant, info.dtype)
+    vocabulary: Vocabulary | None = context.vocabulary
     vocabulary_owner = None
-    if vocabulary is not None:
+    if vocabulary is not None and request.vocabulary is not None:
         vocabulary_owner = vocabulary_from_other_model(vocabulary, info, request, f"--vocabulary {request.vocabulary}")
-        result.vocabulary = _keep_with_logs(vocabulary, out, request)
+        result.vocabulary = _keep_with_logs(vocabulary, context.vocabulary_path)
     elif needs_vocabulary(plan):
-        result.vocabulary, vocabulary = _calibrated(backend, out, request, shard, plan.id, progress, excluding=True)
-        check_vocabulary_size(vocabulary, request, plan.id, f"its vocabulary {result.vocabulary}")
+        result.vocabulary, vocabulary = _calibrated(context, backend, progress, excluding=True)
         vocabulary_owner = vocabulary_from_other_model(vocabulary, info, request, str(result.vocabulary))
     trials = build_trials(plan, Sources(vocabulary, request.coco), request.limit)
-    _run_trials(result, request, backend, trials, conditions, vocabulary_owner, progress)
+    _run_trials(context, result, backend, trials, vocabulary_owner, progress)
 
 
 def _run_trials(
+    context: RunContext,
     result: RunResult,
-    request: RunRequest,
     backend: Backend,
     trials: list[Trial],
-    conditions: tuple[Condition, ...],
     vocabulary_owner: dict | None,
     progress: bool,
 ) -> None:
     """Read and append every unit of this process's trials not yet on disk; the summary of the whole folder."""
-    plan, plan_hash, shard = result.plan, result.plan_hash, result.shard
+    request, conditions = context.request, context.conditions
+    plan, plan_hash, shard = context.plan, context.plan_hash, context.shard
     clear_staging(result.folder, shard)  # what a killed run of this shard left half-written
-    whole = _plan_units(result.registered or plan, plan_hash, request, conditions, trials)
+    whole = _plan_units(context.registered, plan_hash, request, conditions, trials)
     done, result.retried = _units_on_disk(result.folder, whole, shard, {t.trial_id: t for t in trials})
     # Written once the logs on disk are known to be of the plan's units: a refused rerun (a smaller --limit) leaves
     # the list the logs were written to.
@@ -328,17 +226,12 @@ def _run_trials(
     # This process's own log was repaired above; another process's partial last line is its own to repair.
     result.torn = [f"{path}:{line}" for path in log_files(result.folder) if (line := torn_line(path)) is not None]
     mine = shard_trials(trials, shard)
-    work = _pending(plan, request.model, mine, conditions, done)
+    work = _pending(context, mine, conditions, done)
     pending = sum(len(prompts) for _, asks in work for _, prompts in asks)
-    result.already_done = _unit_count(plan, mine, conditions) - pending
+    result.already_done = _unit_count(context, mine, conditions) - pending
     # The reader models of the protocols this run answers on the fallback route (with --interface text, none).
     readers = load_readers({name: p for name, p in plan.protocols.items() if name in plan.design.conventions})
     reader = Reader(backend, plan.design.readout, request.max_new_tokens, readers)
-    if request.batch is None and (live := live_batches(result.folder, shard)):
-        raise ConvswapError(
-            f"{result.folder} has {len(live)} live batch(es) ({', '.join(live)}): an ordinary run would pay for their "
-            "requests again; collect them with --batch, or cancel them (convswap batch cancel)"
-        )
     writers = {condition: RecordWriter(result.folder / log_name(condition, shard)) for condition in conditions}
 
     def read_trial(item: tuple[Trial, list[tuple[Condition, list[Prompt]]]]) -> tuple[list[Record], Exception | None]:
@@ -372,7 +265,7 @@ def _run_trials(
     stopped: list[Exception] = []
     try:
         if request.batch is not None:
-            assert isinstance(backend, ApiBackend)  # _check_request admits only backends with a batch API
+            assert isinstance(backend, ApiBackend)  # resolve_run admits only backends with a batch API
             job = BatchJob(backend, request.model, result.folder, shard, work, read_query, write,
                            request.max_new_tokens, request.batch, progress, frozenset(plan.protocols))  # fmt: skip
             result.batch = run_in_batches(job)
@@ -439,101 +332,6 @@ def in_order(function: Callable[[T], R], items: Iterable[T], workers: int) -> It
     pool.shutdown()
 
 
-def _check_request(plan: Plan, request: RunRequest, backend: Backend | None = None) -> None:
-    """Everything about a request that can be refused before a file is touched or a model loaded (the interfaces
-    by the backend given, else by the spec's registered backend)."""
-    check_limit(request.limit)
-    check_max_new_tokens(request.max_new_tokens)
-    check_local_model(request.model)
-    check_registered_model(plan, request.model)
-    check_interfaces(plan, request.model, backend.interfaces if backend else backend_entry(request.model).interfaces)
-    if request.batch is not None:
-        prefix = split_spec(request.model)[0]
-        if prefix not in BATCH_APIS:
-            raise ConvswapError(no_batch_api(request.model))
-        if plan.design.stimuli == CALIBRATION_EXPERIMENT:
-            raise ConvswapError(f"--batch: batches run the trials of an experiment; run the {plan.id} "
-                                "experiment without --batch")  # fmt: skip
-    if plan.design.stimuli == CALIBRATION_EXPERIMENT:
-        if request.limit is not None:
-            raise ConvswapError(
-                f"--limit: {plan.id} names every swatch of its grid; a partial calibration means nothing"
-            )
-    if request.vocabulary is not None and not needs_vocabulary(plan):
-        raise ConvswapError(f"--vocabulary: {plan.id} ({plan.design.stimuli} stimuli) reads no color vocabulary")
-    if request.coco is not None and plan.design.stimuli != "coco":
-        raise ConvswapError(f"--coco: {plan.id} ({plan.design.stimuli} stimuli) reads no COCO photographs")
-    if plan.design.stimuli == "coco":
-        if request.coco is None:
-            raise ConvswapError(f"{plan.id} runs on COCO photographs: give the COCO folder with --coco DIR")
-        coco_annotations(request.coco)
-
-
-def check_registered_model(plan: Plan, spec: str) -> None:
-    """Refuse a model outside a plan's registered model set (`design.models`; empty: any model).
-
-    A registered name matches a spec when it equals, ignoring case, the spec or the model's own name: what follows
-    the backend prefix, less any folder or hub owner (`Qwen2.5-VL-7B` matches `hf:/models/Qwen2.5-VL-7B`,
-    `gpt-4o` matches `openai:gpt-4o`).  A simulated observer stands in for any model.
-    """
-    models = plan.design.models
-    if not models or backend_entry(spec).simulated:
-        return
-    own_name = split_spec(spec)[1].rstrip("/").rsplit("/", 1)[-1]
-    if not {spec.casefold(), own_name.casefold()} & {name.casefold() for name in models}:
-        raise ConvswapError(
-            f"{spec} is not in {plan.id}'s registered model set ({', '.join(models)}, {plan.path.name} design.models); "
-            "a comparison runs only the models registered for it: amend the plan to add one"
-        )
-
-
-def answered_in(plan: Plan, interface: Interface | None) -> Plan:
-    """The plan as a run with --interface runs it: only the conventions answered in `interface` (its protocols for
-    image, its text conventions for text), so that a model answering in one interface runs its part of a plan that
-    swaps both; the whole plan when None.  The plan file, its hash and its ledger entry are the registered ones."""
-    if interface is None:
-        return plan
-    kept = tuple(name for name in plan.design.conventions if (name in plan.protocols) == (interface == "image"))
-    if not kept:
-        raise ConvswapError(f"--interface {interface}: {plan.id} runs no convention answered in {interface} "
-                            f"({plan.path.name} design.conventions)")  # fmt: skip
-    return plan.model_copy(update={"design": plan.design.model_copy(update={"conventions": kept})})
-
-
-def check_interfaces(plan: Plan, spec: str, interfaces: frozenset[Interface]) -> None:
-    """Refuse, before any request, a model asked for an answer in an interface it does not answer in: a text-only
-    model under a visual protocol, an image-only model under a text convention."""
-    protocols = plan.protocols
-    for name in plan.design.conventions:
-        needed: Interface = "image" if name in protocols else "text"
-        if needed not in interfaces:
-            what = "the protocol" if needed == "image" else "the text convention"
-            raise ConvswapError(
-                f"{spec} answers in {' and '.join(sorted(interfaces))} only, and {plan.id} asks it for {what} {name}, "
-                f"answered in {needed} ({plan.path.name} design.conventions); --interface "
-                f"{'/'.join(sorted(interfaces))} runs only its part of the plan"
-            )
-
-
-def _conditions(plan: Plan, asked: Sequence[str]) -> tuple[Condition, ...]:
-    for condition in asked:
-        if condition not in plan.design.conditions:
-            raise ConvswapError(
-                f"{plan.id} does not run the {condition} condition (its conditions: {', '.join(plan.design.conditions)})"
-            )
-    return tuple(c for c in plan.design.conditions if not asked or c in asked)
-
-
-def _backend_options(request: RunRequest, shard: tuple[int, int]) -> dict[str, Any]:
-    options = {**backend_options(request.quant, request.dtype), **request.model_options}
-    if backend_entry(request.model).local_weights and shard[1] > 1:
-        import torch
-
-        if torch.cuda.is_available():  # one whole model per process, on that process's own GPU
-            options["device_map"] = {"": local_rank() % torch.cuda.device_count()}
-    return options
-
-
 def vocabulary_from_other_model(
     vocabulary: Vocabulary, info: ModelInfo, request: RunRequest, source: str
 ) -> dict | None:
@@ -551,53 +349,22 @@ def vocabulary_from_other_model(
     return model
 
 
-def exclusion(vocabulary: Vocabulary, request: RunRequest, experiment: str, source: str) -> str | None:
-    """The one line saying a model is excluded from `experiment` for too few anchors (the calibration plan's
-    `min_anchors`), or None when it has enough."""
-    calibration, _ = registered_plan(request.plan_dir, CALIBRATION_EXPERIMENT)
-    assert calibration.calibration is not None  # the plan reader requires [calibration] for calibration stimuli
-    minimum, words = calibration.calibration.min_anchors, vocabulary.words
-    if len(words) >= minimum:
-        return None
-    return (
-        f"{request.model} is excluded from {experiment}: {source} has {len(words)} anchor(s) "
-        f"({', '.join(words) or 'none'}), fewer than the {minimum} of {calibration.path.name}'s min_anchors"
-    )
-
-
-def check_vocabulary_size(vocabulary: Vocabulary, request: RunRequest, experiment: str, source: str) -> None:
-    """Stop before any trial when the model is excluded for too few anchors."""
-    excluded = exclusion(vocabulary, request, experiment, source)
-    if excluded is not None:
-        raise ConvswapError(excluded)
-
-
 def _calibrated(
-    backend: Backend,
-    out: Path,
-    request: RunRequest,
-    shard: tuple[int, int],
-    experiment: str,
-    progress: bool,
-    excluding: bool = False,
+    context: RunContext, backend: Backend, progress: bool, excluding: bool = False
 ) -> tuple[Path, Vocabulary]:
     """The model's vocabulary at its default path, calibrated (the registered calibration) when missing.
 
     `excluding`: a fresh calibration with too few anchors stops the run at
     once and is not kept, so that the next run calibrates again.
     """
-    path = vocabulary_path(out, request.model, request.quant)
-    if path.exists():
-        return path, load_vocabulary(path)
-    if shard[1] > 1:
-        raise ConvswapError(
-            f"{experiment} needs the model's color vocabulary and {path} does not exist; calibrate with one process "
-            f"first (convswap run {CALIBRATION_EXPERIMENT} --model {request.model} --out {out})"
-        )
-    registered_plan(request.plan_dir, CALIBRATION_EXPERIMENT)  # refuses an unregistered or edited calibration plan
+    request, path = context.request, context.vocabulary_path
+    if context.vocabulary is not None:
+        return path, context.vocabulary
     vocabulary = calibrate(backend, max_new_tokens=request.max_new_tokens, progress=None if progress else _no_bar)
     if excluding:
-        check_vocabulary_size(vocabulary, request, experiment, "its calibration (not kept)")
+        assert context.calibration is not None  # resolved for every run that draws colors
+        check_vocabulary_size(vocabulary, request.model, context.calibration, context.plan.id,
+                              "its calibration (not kept)")  # fmt: skip
     _mkdir(path.parent)
     save_vocabulary(path, vocabulary)
     return path, vocabulary
@@ -607,20 +374,9 @@ def _no_bar(items: Iterable[T]) -> Iterable[T]:
     return items
 
 
-def _check_kept_vocabulary(vocabulary: Vocabulary, out: Path, request: RunRequest) -> None:
-    """Refuse a --vocabulary that differs from the one this output folder's runs of the model already used."""
-    path = vocabulary_path(out, request.model, request.quant)
-    if path.exists() and load_vocabulary(path).to_json() != vocabulary.to_json():
-        raise ConvswapError(
-            f"--vocabulary {request.vocabulary} differs from {path}, the vocabulary this output folder's runs "
-            "of the model already used; write this run to another --out"
-        )
-
-
-def _keep_with_logs(vocabulary: Vocabulary, out: Path, request: RunRequest) -> Path:
+def _keep_with_logs(vocabulary: Vocabulary, path: Path) -> Path:
     """Copy a --vocabulary to the model's vocabulary path under OUT, so that the logs carry what drew their
     stimuli (the tables and the held-out audit read it there)."""
-    path = vocabulary_path(out, request.model, request.quant)
     if not path.exists():
         _mkdir(path.parent)
         save_vocabulary(path, vocabulary)
@@ -635,17 +391,8 @@ def _expected(plan: Plan, plan_hash: str, request: RunRequest, condition: str, t
         quant=request.quant,
         condition=condition,
         trials=tuple((trial.trial_id, trial.task) for trial in trials),
-        conventions=tuple((task, tuple(c.name for c in run)) for task, run in _conventions(plan).items()),
+        conventions=tuple((task, tuple(c.name for c in run)) for task, run in conventions(plan).items()),
     )
-
-
-def _conventions(plan: Plan) -> dict[str, tuple[AnswerConvention, ...]]:
-    """Per task of the design, the conventions and protocols it runs, as the plan's folder declares them."""
-    declared: dict[str, AnswerConvention] = {**plan.catalog, **plan.protocols}
-    return {
-        task: tuple(declared[name] for name in plan.design.conventions if task in declared[name].tasks)
-        for task in plan.design.tasks
-    }
 
 
 def _plan_units(
@@ -694,56 +441,23 @@ def _units_on_disk(
     return set(done), set_aside
 
 
-def checked_records(path: Path, expected: Expected | None = None, units: frozenset[Unit] | None = None) -> list[Record]:
-    """The whole records of a log, as a resumed run reads them: a torn last line (what a killed writer leaves) is
-    not one (`read_records`); every other line must be a record that a run of this folder could have written,
-    checked as `tables`, `audit`, `view` and `merge` check it (`record_checks`, against `expected` and its `units`
-    when given), with every part loading and no unit twice in one log.  The first that is not is refused in one
-    line naming the file, line, field and value: a run adds to no log it cannot trust."""
-    records = read_records(path)
-    lines: dict[Unit, int] = {}
-    for number, record in enumerate(records, start=1):
-        problem = _unloadable(record) or record_problem(record) or log_problem(record, path, expected)
-        if problem is None and units is not None and record.unit not in units:
-            # A sound record of a unit this run does not draw: most often one of a run with a larger --limit.
-            raise ConvswapError(f"{path}:{number}: {log_problem(record, path, expected, units)} (this run draws "
-                                f"{len(units)}); run it with the --limit that wrote the folder, or write this run to "
-                                "another --out")  # fmt: skip
-        if problem is None and (first := lines.setdefault(record.unit, number)) != number:
-            second = "a second, different" if records[first - 1].to_json() != record.to_json() else "a second"
-            problem = f"{second} record of {' '.join(record.unit)} (the first at {path}:{first})"
-        if problem is not None:
-            raise ConvswapError(
-                f"{path}:{number}: {problem}; mend or remove that line, or write this run to another --out"
-            )
-    return records
-
-
-def _unloadable(record: Record) -> str | None:
-    parts = record.unreadable_parts()
-    if not parts:
-        return None
-    name, part = next(iter(parts.items()))
-    return f"{name} does not load ({type(part.error).__name__}: {part.error})"
-
-
 def _stimulus(trial: Trial) -> dict[str, Any]:
     """A trial as stimulus, without the image's location on disk (the photograph itself is in its meta)."""
     return {name: value for name, value in trial.to_json().items() if name != "image"}
 
 
 def _pending(
-    plan: Plan, model: str, trials: Iterable[Trial], conditions: Sequence[Condition], done: set[Unit]
+    context: RunContext, trials: Iterable[Trial], conditions: Sequence[Condition], done: set[Unit]
 ) -> list[tuple[Trial, list[tuple[Condition, list[Prompt]]]]]:
     """Per trial, per condition, the prompts of the units not yet on disk."""
     work = []
-    by_task = _conventions(plan)
+    model, catalog = context.request.model, context.plan.catalog
     for trial in trials:
         asks = []
         for condition in conditions:
             prompts = [
-                prompt_for(trial, convention, plan.catalog)
-                for convention in by_task[trial.task]
+                prompt_for(trial, convention, catalog)
+                for convention in context.conventions[trial.task]
                 if (model, condition, convention.name, trial.trial_id) not in done
             ]
             if prompts:
@@ -760,9 +474,8 @@ def prompt_for(trial: Trial, convention: AnswerConvention, catalog: Catalog) -> 
     return render(trial, convention)
 
 
-def _unit_count(plan: Plan, trials: Iterable[Trial], conditions: Sequence[str]) -> int:
-    by_task = _conventions(plan)
-    return sum(len(by_task[trial.task]) for trial in trials) * len(conditions)
+def _unit_count(context: RunContext, trials: Iterable[Trial], conditions: Sequence[str]) -> int:
+    return sum(len(context.conventions[trial.task]) for trial in trials) * len(conditions)
 
 
 def _describe(experiment: str, model: str, shard: tuple[int, int]) -> str:
@@ -780,42 +493,42 @@ def dry_run(request: RunRequest) -> str:
     synthetic spatial stimuli are drawn from --vocabulary or the vocabulary kept under OUT: a dry run cannot
     calibrate.  It speaks for one process (a sharded run splits the same units).
     """
-    registered, plan_hash = registered_plan(request.plan_dir, request.experiment)
-    plan = answered_in(registered, request.interface)
-    conditions = _conditions(plan, request.conditions)
-    _check_request(plan, request)
+    context = resolve_run(request)
+    plan, conditions = context.plan, context.conditions
     head = (
         f"dry run of {plan.id} (plan {plan.path}, version {plan.version}) on {request.model}: no model loaded, "
         "no file written"
     )
-    if plan.design.stimuli == CALIBRATION_EXPERIMENT:
-        path = vocabulary_path(request.out, request.model, request.quant)
-        return f"{head}\nfree-report calibration of the model's color vocabulary; it would write {path}"
-    trials = build_trials(plan, Sources(_dry_run_vocabulary(plan, request), request.coco), request.limit)
-    folder = model_folder(request.out, plan.id, request.model, request.quant, weight_dtype(request))
+    if context.calibrates:
+        return (f"{head}\nfree-report calibration of the model's color vocabulary; it would write "
+                f"{context.vocabulary_path}")  # fmt: skip
+    trials = build_trials(plan, Sources(_dry_run_vocabulary(context), request.coco), request.limit)
+    folder = context.folder
     by_task = {task: [trial for trial in trials if trial.task == task] for task in plan.design.tasks}
     # Each task's first trial under every convention, rendered as the run renders it.
     first = {
         task: (trial, [prompt for _, prompts in asks for prompt in prompts])
         for task, of in by_task.items()
-        for trial, asks in _pending(plan, request.model, of[:1], conditions[:1], set())
+        for trial, asks in _pending(context, of[:1], conditions[:1], set())
     }
     lines = [head, f"trials: {len(trials)} ({', '.join(f'{task} {len(of)}' for task, of in by_task.items())})"]
     for task, (_, prompts) in first.items():
         lines.append(
             f"units, {task}: {len(by_task[task])} trials x {_plural(len(conditions), 'condition')} x "
-            f"{_plural(len(prompts), 'convention')} = {_unit_count(plan, by_task[task], conditions)}"
+            f"{_plural(len(prompts), 'convention')} = {_unit_count(context, by_task[task], conditions)}"
         )
     done = {  # read only: no repair, nothing set aside
         record.unit
-        for condition, expecting in _plan_units(registered, plan_hash, request, conditions, trials).items()
+        for condition, expecting in _plan_units(
+            context.registered, context.plan_hash, request, conditions, trials
+        ).items()
         for path in log_files(folder, condition)
         for record in checked_records(path, expecting, frozenset(expecting.units()))
     }
-    pending = _pending(plan, request.model, trials, conditions, done)
+    pending = _pending(context, trials, conditions, done)
     to_write = {c: sum(len(prompts) for _, asks in pending for condition, prompts in asks if condition == c)
                 for c in conditions}  # fmt: skip
-    units = _unit_count(plan, trials, conditions)
+    units = _unit_count(context, trials, conditions)
     lines.append(
         f"prompts and records to write: {sum(to_write.values())} "
         f"({units - sum(to_write.values())} of {units} units already on disk)"
@@ -827,8 +540,8 @@ def dry_run(request: RunRequest) -> str:
         lines.append(f"first prompt of each convention ({task}, trial {trial.trial_id}):")
         lines += [f"[{prompt.convention}] {prompt.text}" for prompt in prompts]
     if request.batch is not None:
-        backend = load_backend(request.model)
-        assert isinstance(backend, ApiBackend)  # _check_request admits only backends with a batch API
+        backend = load_backend(context.model)
+        assert isinstance(backend, ApiBackend)  # resolve_run admits only backends with a batch API
         try:
             lines.append(batch_plan(backend, request.model, pending, folder, (0, 1), request.max_new_tokens,
                                     request.batch.limits, frozenset(plan.protocols)))  # fmt: skip
@@ -841,16 +554,13 @@ def _plural(count: int, noun: str) -> str:
     return f"{count} {noun}{'' if count == 1 else 's'}"
 
 
-def _dry_run_vocabulary(plan: Plan, request: RunRequest) -> Vocabulary | None:
-    """The vocabulary a run would draw the stimuli from: --vocabulary, else the one kept under OUT."""
-    if not needs_vocabulary(plan):
-        return None
-    path = request.vocabulary or vocabulary_path(request.out, request.model, request.quant)
-    if not path.is_file():
+def _dry_run_vocabulary(context: RunContext) -> Vocabulary | None:
+    """The vocabulary a run would draw the stimuli from: --vocabulary, else the one kept under OUT (a dry run
+    cannot calibrate)."""
+    if context.vocabulary is None and needs_vocabulary(context.plan):
         raise ConvswapError(
-            f"--dry-run: {plan.id} draws its stimuli from the model's color vocabulary and {path} does not exist; "
-            f"give --vocabulary FILE, or calibrate first (convswap run {CALIBRATION_EXPERIMENT} ...)"
+            f"--dry-run: {context.plan.id} draws its stimuli from the model's color vocabulary and "
+            f"{context.vocabulary_path} does not exist; give --vocabulary FILE, or calibrate first "
+            f"(convswap run {CALIBRATION_EXPERIMENT} ...)"
         )
-    vocabulary = load_vocabulary(path)
-    check_vocabulary_size(vocabulary, request, plan.id, str(path))
-    return vocabulary
+    return context.vocabulary
