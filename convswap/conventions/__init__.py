@@ -1,4 +1,8 @@
-"""Referents -> rendered prompts: conventions, option order, derangements, cell geometry."""
+"""Referents -> rendered prompts: conventions, option order, derangements, cell geometry; `convswap
+conventions`.
+
+May import: core.
+"""
 
 from convswap.conventions.cells import (
     cell_center_px,
