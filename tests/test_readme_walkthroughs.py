@@ -81,8 +81,8 @@ def walked(tmp_path_factory, demo_of):
     The walkthroughs read the demo's `runs/demo` only as records of other plans, so it is the demo the demo's own
     test runs (fewer items per experiment), copied in."""
     root = tmp_path_factory.mktemp("readme")
-    # A copy, as a user has one: an items file's images resolve inside the plan's image root, links followed.
-    shutil.copytree(COCO_MINI, root / "coco-mini")
+    # A link, as datasets are usually kept: the items file's images are reached through it.
+    (root / "coco-mini").symlink_to(COCO_MINI, target_is_directory=True)
     shutil.copytree(demo_of(None, limit=2).out, root / "runs" / "demo")
     env = {name: value for name, value in os.environ.items() if not name.startswith("CONVSWAP_")}
     env["PATH"] = f"{Path(sys.executable).parent}{os.pathsep}{env['PATH']}"

@@ -11,8 +11,10 @@ One JSON object per line:
 
 - id: the item's name, unique in the file; it is the trial id.
 - image: the photograph, a path relative to the items file, inside the items
-  file's folder (links resolved) unless the plan names another folder images
-  may lie in (`design.image_root`); at most MAX_IMAGE_PIXELS pixels.
+  file's folder unless the plan names another folder images may lie in
+  (`design.image_root`): the path as written may not climb out of it (`..`,
+  an absolute path), while a link inside it may lead anywhere (a dataset kept
+  elsewhere); at most MAX_IMAGE_PIXELS pixels.
 - question: the question as the model reads it, holding ``{options}`` exactly
   once, where the numbered options go.
 - referents: each alternative's id and its descriptions, one per field; every
@@ -33,6 +35,7 @@ of the file's items, so the first N of a larger selection are the selection of N
 from __future__ import annotations
 
 import json
+import os
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -212,9 +215,12 @@ def _referents(value: Any, first: Item | None) -> tuple[tuple[str, tuple[tuple[s
 
 
 def _image(path: Path, name: str, image_root: Path | None) -> tuple[Path, int, int]:
-    image = (path.parent / name).resolve()
-    root = (image_root or path.parent).resolve()
-    if not image.is_relative_to(root):  # resolved: a link that leads out leads out
+    # Confined by what the items file and the plan write (an absolute path, a `..` that climbs out), not by where
+    # links lead: a link the researcher's folders hold (a dataset kept elsewhere, as datasets are) is theirs to
+    # make.  The path kept is the one checked, `..` already taken away, so what is opened is what was confined.
+    image = Path(os.path.abspath(path.parent / name))
+    root = Path(os.path.abspath(image_root or path.parent))
+    if not image.is_relative_to(root):
         where = "the plan's image root" if image_root is not None else "the items file's folder"
         raise _BadLine(
             "image", f"{image} is outside {where} {root} (name the folder in the plan's design.image_root)", name
