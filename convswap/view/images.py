@@ -14,7 +14,7 @@ from __future__ import annotations
 import io
 import json
 from collections.abc import Iterable
-from concurrent.futures import Future, ProcessPoolExecutor
+from concurrent.futures import Future
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Literal
@@ -26,7 +26,7 @@ from convswap.core import ConvswapError, Record, Trial, canonical_json, sha256_h
 from convswap.fileio import atomic_write_text
 from convswap.stimuli.arrays import GRID
 from convswap.stimuli.render import image_sha256, render_image
-from convswap.workers import forked_pool, usable_cpus
+from convswap.workers import WorkerPool, forked_pool, usable_cpus
 
 THUMBNAIL_SIDE = 384  # the color arrays' own size: they are shown unscaled, photographs shrunk to fit
 GRID_LINE = (255, 255, 255)
@@ -90,7 +90,7 @@ class Thumbnails:
         self._names: dict[str, tuple[str, tuple[int, str] | None]] = {}
         self._by_trial: dict[tuple[int, str], tuple[Trial, ImageCheck]] = {}
         self._ahead: dict[str, Future[list[Rendered]]] = {}
-        self._pool: ProcessPoolExecutor | None = None
+        self._pool: WorkerPool | None = None
         if manifest.is_file():
             for name, check in json.loads(manifest.read_text(encoding="utf-8")).items():
                 # An image that could not be rendered is tried again: its file may be back.
@@ -102,12 +102,13 @@ class Thumbnails:
         return self
 
     def __exit__(self, *exc_info: object) -> None:
-        self.close()
+        self.close(failed=exc_info[0] is not None)
 
-    def close(self) -> None:
-        """Stop the workers rendering ahead: an interrupted build renders no more."""
+    def close(self, failed: bool = False) -> None:
+        """Stop the workers rendering ahead, at once where the build `failed`: an interrupted build renders no
+        more."""
         if self._pool is not None:
-            self._pool.shutdown(cancel_futures=True)
+            self._pool.close(failed)
             self._pool = None
             # An image whose rendering never started is rendered by `check`, if it is asked for.
             self._ahead = {name: future for name, future in self._ahead.items() if not future.cancelled()}

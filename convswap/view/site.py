@@ -133,12 +133,12 @@ def write_runs(view: LogView, thumbnails: Thumbnails, data: Path, drawings: Draw
             return
         _FORKED[:] = [(view, thumbnails, data, drawings)]  # before the first submit forks the workers
         try:
-            largest_first = sorted(range(len(view.runs)), key=lambda index: -len(view.runs[index].records))
-            for written in as_completed([pool.submit(_write_forked, index) for index in largest_first]):
-                written.result()
-                bar.update()
+            with pool:
+                largest_first = sorted(range(len(view.runs)), key=lambda index: -len(view.runs[index].records))
+                for written in as_completed([pool.submit(_write_forked, index) for index in largest_first]):
+                    written.result()
+                    bar.update()
         finally:
-            pool.shutdown(cancel_futures=True)
             _FORKED.clear()
 
 
