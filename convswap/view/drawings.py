@@ -108,8 +108,11 @@ class Drawings:
             return DrawingFiles(None, None, None, missing)
         assert answer.parse is not None
         protocol = self.protocols[answer.protocol]
-        name = sha256_hex(canonical_json([answer.image_sha256, answer.parse, record.parsed_slot, protocol.sha256]))
-        drawn_file, mask_file = (f"{self.folder.name}/{name[:24]}-{kind}.png" for kind in ("drawn-full", "mask"))
+        size = [record.trial.width, record.trial.height]  # what it is drawn at: a drawing of another size is another
+        name = sha256_hex(
+            canonical_json([answer.image_sha256, answer.parse, record.parsed_slot, protocol.sha256, size])
+        )
+        drawn_file, mask_file = (f"{self.folder.name}/{name[:24]}-{kind}.png" for kind in ("drawn", "mask"))
         if not (self._taken(drawn_file) and self._taken(mask_file)):
             with Image.open(self.images[answer.image_sha256]) as kept:  # at the source's resolution, as parsed
                 generated = kept.convert("RGB").resize((record.trial.width, record.trial.height))
