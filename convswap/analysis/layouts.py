@@ -254,11 +254,12 @@ def outcomes_layout(table: Table) -> Table:
         table,
         "Pixel answers -- outcomes per model and protocol (ProVisE Tables 11-12)",
         (("model", "model"), ("task", "task"), ("protocol", "protocol"), ("N", "N"), ("correct", "correct"),
-         ("incorrect", "incorrect"), ("noncompliant", "noncompliance"), ("parser", "parser failure"),
-         ("no image", "generation failure"), ("acc", "acc"), ("acc of N", "acc (unscored as wrong)")),
+         ("incorrect", "incorrect"), ("invalid", "noncompliance"), ("parser", "parser failure"),
+         ("no image", "generation failure"), ("acc", "acc"), ("acc (N)", "acc (unscored as wrong)")),
         labels=3,
-        note="Outcomes in ProVisE's precedence: no image (generation failure), noncompliant, parser failure, then "
-        "incorrect or correct. acc: correct of correct + incorrect; acc of N: unscored outcomes counted as wrong.",
+        note="Outcomes in ProVisE's precedence: no image (generation failure), invalid (protocol noncompliance), "
+        "parser failure, then incorrect or correct. acc: correct of correct + incorrect; acc (N): correct of N, the "
+        "unscored outcomes counted as wrong.",
     )  # fmt: skip
 
 
