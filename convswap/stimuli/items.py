@@ -48,15 +48,13 @@ from PIL import Image, UnidentifiedImageError
 from convswap.conventions.choice import OPTIONS_PLACEHOLDER, QUESTION_META
 from convswap.conventions.fields import DESCRIPTIONS_META
 from convswap.core import ConvswapError, ImageSpec, Trial, freeze
+from convswap.images import MAX_IMAGE_PIXELS
 from convswap.protocols.answers import REGIONS_META
 from convswap.stimuli.arrays import check_non_negative
 
 ITEM_FIELDS = ("id", "image", "question", "referents", "target")
 OPTIONAL_ITEM_FIELDS = ("regions",)
 MIN_REFERENTS = 2
-# A larger image is refused when the plan is loaded: a small compressed file can hold a vast image (a
-# decompression bomb), and no model reads one so large.  About a 10,000 x 6,400 photograph.
-MAX_IMAGE_PIXELS = 64_000_000
 _SHOWN_CHARS = 120  # of a bad value in an error line
 MIN_DESCRIPTION_FIELDS = 2  # an item is described under two or more conventions, or there is nothing to swap
 _FIELD_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")  # a field is named in option templates: "{box}"
