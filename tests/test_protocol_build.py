@@ -357,9 +357,12 @@ def test_bad_arguments_are_one_line_before_any_request(tmp_path, monkeypatch, ca
         bare.mkdir()
         (bare / "items.jsonl").write_text(items.read_text())
         assert build(server, bare / "items.jsonl", monkeypatch=monkeypatch) == 2
-        assert capsys.readouterr().err.strip() == (f"convswap protocol: error: --out {bare}: its conventions.toml "
-                                                   "declares no convention of choice items, which a guidance prompt "
-                                                   "asks the question in (the items' own conventions.toml)")  # fmt: skip
+        assert capsys.readouterr().err.strip() == (f"convswap protocol: error: --out {bare}: holds no conventions.toml; "
+                                                   "a guidance prompt asks the question in a convention of choice "
+                                                   "items it declares (write the items' own conventions.toml "
+                                                   "there)")  # fmt: skip
     assert not server.requests
     assert main(["protocol", "build", str(items), "--planner", "openai:x", "--out", str(items)]) == 2
-    assert capsys.readouterr().err.strip() == f"convswap protocol: error: --out {items} is not a folder"
+    assert capsys.readouterr().err.strip() == (f"convswap protocol: error: --out {items} is not a folder: give a "
+                                               f"plan folder (`convswap plan init {items} --empty` makes one) "
+                                               "holding the items' conventions.toml")  # fmt: skip

@@ -530,12 +530,16 @@ def build_protocol(
     from convswap.readout.registry import load_backend
     from convswap.stimuli.items import read_items, select_items
 
-    items = read_items(items_path, image_root=image_root)
+    items = read_items(items_path, image_root=image_root, root_named_by="--image-root")
     contract = contract_of(items_path, items, examples)
     answers = example_answers(items, examples)
     catalog = load_protocols(plan_dir)
     conventions = conventions_of(plan_dir)
     taken = set(catalog) | set(conventions)
+    if not (plan_dir / CONVENTIONS_FILE).is_file():
+        raise ConvswapError(f"--out {plan_dir}: holds no {CONVENTIONS_FILE}; a guidance prompt asks the question in "
+                            f"a convention of {TASK} items it declares (write the items' own {CONVENTIONS_FILE} "
+                            f"there)")  # fmt: skip
     if not any(TASK in convention.tasks for convention in conventions.values()):
         raise ConvswapError(f"--out {plan_dir}: its {CONVENTIONS_FILE} declares no convention of {TASK} items, which "
                             f"a guidance prompt asks the question in (the items' own conventions.toml)")  # fmt: skip

@@ -27,7 +27,13 @@ def register(actions: argparse._SubParsersAction) -> None:
         "is appended to PLAN_FOLDER/protocols.toml with a comment naming its route and smoke result; the report "
         "(route, checks and smoke per attempt) is printed. A rejected one writes nothing and exits non-zero.",
     )
-    build.add_argument("items", type=Path, metavar="ITEMS.jsonl", help="the items file (see `convswap items`)")
+    build.add_argument(
+        "items",
+        type=Path,
+        metavar="ITEMS.jsonl",
+        help="the items file: one JSON item a line, as `convswap coco-items` writes it "
+        "(README: Swap the conventions of your own benchmark)",
+    )
     build.add_argument("--planner", required=True, metavar="MODEL_SPEC",
                        help="the text model that plans the protocol: openai:<model> or gemini:<model>")  # fmt: skip
     build.add_argument("--out", type=Path, required=True, metavar="PLAN_FOLDER",
@@ -67,8 +73,10 @@ def run_build(args: argparse.Namespace) -> int:
         raise ConvswapError(f"--painter {args.painter} answers in text only; give a model that draws")
     if "text" not in backend_entry(args.planner).interfaces:
         raise ConvswapError(f"--planner {args.planner} does not answer in text")
-    if args.out.exists() and not args.out.is_dir():
-        raise ConvswapError(f"--out {args.out} is not a folder")
+    if not args.out.is_dir():
+        state = "is not a folder" if args.out.exists() else "does not exist"
+        raise ConvswapError(f"--out {args.out} {state}: give a plan folder (`convswap plan init {args.out} --empty` "
+                            f"makes one) holding the items' conventions.toml")  # fmt: skip
     planner = load_backend(args.planner)
     painter = load_backend(args.painter)
     try:

@@ -506,7 +506,9 @@ class ApiBackend(Backend):
         """One text-only request whose answer is a JSON document under `schema` (a JSON schema named `name`), which
         the API enforces where it can; sent, cached and retried like every other request.  The caller still
         validates the text: a compatible server may ignore the schema."""
-        return self._answer(self._structured_request(text, dict(schema), name, self.settings.max_output_tokens))
+        # Not warned of: the caller stops with the reason, which a warning would print a second time.
+        return self._answer(self._structured_request(text, dict(schema), name, self.settings.max_output_tokens),
+                            warn=False)  # fmt: skip
 
     def _structured_request(self, text: str, schema: dict[str, Any], name: str, budget: int) -> dict[str, Any]:
         """The request of `structured`, in the API's own way of asking for JSON under a schema."""
@@ -528,11 +530,11 @@ class ApiBackend(Backend):
     def deferred_failure(self) -> str | None:
         return self._cache_failure
 
-    def _answer(self, request: dict[str, Any]) -> Generation:
+    def _answer(self, request: dict[str, Any], warn: bool = True) -> Generation:
         try:
             reply = self._reply(request, lambda: self._send(request), self._malformed)
         except RequestFailed as failed:
-            return Generation(text=None, finish_reason="error", error=self._failed(failed))
+            return Generation(text=None, finish_reason="error", error=self._failed(failed, warn))
         return self._generation(reply)
 
     def _generation(self, reply: str) -> Generation:
@@ -620,15 +622,16 @@ class ApiBackend(Backend):
             return None
         return replace(failure, reason=scrub(failure.reason, self._secrets))
 
-    def _failed(self, failed: RequestFailed) -> str:
-        """The logged reason a request failed for good (its unit is an `api_error`, retried by a rerun); a fatal
-        failure (key, access, model name) stops the run instead."""
+    def _failed(self, failed: RequestFailed, warn: bool = True) -> str:
+        """The reason a request failed for good, logged where `warn` (its unit is an `api_error`, retried by a
+        rerun); a fatal failure (key, access, model name) stops the run instead."""
         self.counters.add("retries", failed.attempts - 1)
         self.counters.add("failures")
         message = f"{self.spec}: {failed.failure.reason} (gave up after {failed.attempts} attempt(s))"
         if failed.failure.fatal:
             raise ConvswapError(message)
-        log.warning("%s", message)
+        if warn:
+            log.warning("%s", message)
         return message
 
     @abstractmethod
