@@ -21,14 +21,15 @@ from __future__ import annotations
 import json
 import re
 import tempfile
+import typing
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
 from convswap.conventions.declarations import FILE_NAME as CONVENTIONS_FILE
-from convswap.core import TASKS, ConvswapError, Trial
-from convswap.defaults import DEFAULT_SMOKE, MAX_EXAMPLES
+from convswap.core import TASKS, ConvswapError, Generation, Trial
+from convswap.defaults import DEFAULT_SMOKE, MAX_EXAMPLES, SIM_PLANNERS
 from convswap.protocols.declarations import (
     FILE_NAME,
     GUIDANCE_FIELDS,
@@ -74,6 +75,12 @@ class Contract:
     regions: bool
     output_kinds: tuple[str, ...]
     examples: tuple[Mapping[str, Any], ...]
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any]) -> Contract:
+        """The contract as the planner reads it from its request (the items file by its name alone)."""
+        return cls(data["items_file"], data["n_items"], data["k"], tuple(data["referent_fields"]), data["regions"],
+                   tuple(data["output_kinds_that_fit"]), tuple(data["examples"]))  # fmt: skip
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -212,6 +219,12 @@ def _format_notes() -> str:
     return "\n".join(lines)
 
 
+# Each heads a JSON document of the request, as a simulated planner finds it (`convswap.experiments.sim_planner`).
+CONTRACT_HEADING = "The task contract and examples (answers withheld):\n"
+INVENTORY_HEADING = "The registered parser operations and declared protocols:\n"
+REVISION_HEADING = "Your previous answer failed; revise it once. Your previous answer:\n"
+
+
 def planner_request(contract: Contract, catalog: Mapping[str, Protocol], revision: Revision | None = None) -> str:
     """The whole text the planner is sent."""
     parts = [
@@ -228,12 +241,12 @@ def planner_request(contract: Contract, catalog: Mapping[str, Protocol], revisio
         "and value 0-255. Each pipeline step gives its parameters as name/value pairs. The answer is data only, "
         "never code.",
         "The declaration format (as protocols.toml states it):\n" + _format_notes(),
-        "The task contract and examples (answers withheld):\n" + json.dumps(contract.to_json(), indent=1),
-        "The registered parser operations and declared protocols:\n" + json.dumps(inventory(catalog), indent=1),
+        CONTRACT_HEADING + json.dumps(contract.to_json(), indent=1),
+        INVENTORY_HEADING + json.dumps(inventory(catalog), indent=1),
     ]
     if revision is not None:
         parts.append(
-            "Your previous answer failed; revise it once. Your previous answer:\n"
+            REVISION_HEADING
             + json.dumps(revision.answer, indent=1)
             + "\nWhy it failed:\n"
             + "\n".join(f"- {reason}" for reason in revision.reasons)
@@ -249,13 +262,41 @@ class Revision:
     reasons: tuple[str, ...]
 
 
-def ask_planner(planner: Backend, text: str) -> dict[str, Any]:
-    """The planner's answer as JSON; a failed request or an answer that is no JSON object is one line."""
-    from convswap.readout.api_common import ApiBackend
+class Planner(typing.Protocol):
+    """What the builder asks: a text answer under a JSON schema (an API text model's `structured`)."""
 
-    if not isinstance(planner, ApiBackend):
-        raise ConvswapError(f"--planner {planner.spec} cannot be asked for a structured answer; give an API text "
-                            f"model (openai:<model>, gemini:<model>)")  # fmt: skip
+    spec: str
+
+    def structured(self, text: str, schema: Mapping[str, Any], name: str) -> Generation: ...
+
+    def close(self) -> None: ...
+
+
+PLANNER_SPECS = f"openai:<model>, gemini:<model> or sim:<planner> ({', '.join(SIM_PLANNERS)})"
+
+
+def load_planner(spec: str) -> Planner:
+    """The planner a spec names: an API text model, or a simulated planner (sim:<planner>)."""
+    import importlib
+
+    from convswap.readout.api_common import ApiBackend
+    from convswap.readout.registry import BACKENDS, load_backend, split_spec
+
+    prefix, name = split_spec(spec)
+    if prefix == "sim":
+        from convswap.experiments.sim_planner import SimulatedPlanner
+
+        return SimulatedPlanner.from_spec(name)
+    entry = BACKENDS[prefix]
+    if not issubclass(getattr(importlib.import_module(entry.module), entry.class_name), ApiBackend):  # before loading
+        raise ConvswapError(f"--planner {spec} cannot be asked for a structured answer; give {PLANNER_SPECS}")
+    backend = load_backend(spec)
+    assert isinstance(backend, ApiBackend)
+    return backend
+
+
+def ask_planner(planner: Planner, text: str) -> dict[str, Any]:
+    """The planner's answer as JSON; a failed request or an answer that is no JSON object is one line."""
     generation = planner.structured(text, ANSWER_SCHEMA, SCHEMA_NAME)
     if generation.error:
         raise ConvswapError(f"the planner's request failed: {generation.error}")
@@ -307,6 +348,20 @@ def _step_table(step: Any) -> Any:
     return {"op": step.get("op"), **params}
 
 
+def protocol_of(name: str, table: Mapping[str, Any]) -> Protocol:
+    """A declaration's protocols.toml table (`table_of`) as a protocol, or `Refused` naming its first bad field."""
+    from pydantic import ValidationError
+
+    from convswap.protocols.declarations import Declaration
+    from convswap.validation import first_problem
+
+    try:
+        return Declaration.model_validate(table).protocol(name, table)
+    except ValidationError as error:
+        field, reason, value = first_problem(error)
+        raise Refused(f"{name}.{field}: {reason}, got {value!r}") from None
+
+
 def check_answer(
     answer: Mapping[str, Any],
     contract: Contract,
@@ -319,11 +374,6 @@ def check_answer(
     taken: names a new protocol may not have (text conventions, declared protocols).  answers: the examples'
     answer values, refused anywhere in a guidance or reader prompt.
     """
-    from pydantic import ValidationError
-
-    from convswap.protocols.declarations import Declaration
-    from convswap.validation import first_problem
-
     route: Route = answer["route"]
     if route == "reuse":
         reused = answer.get("reuse")
@@ -341,11 +391,7 @@ def check_answer(
     if not isinstance(declaration, dict):
         raise Refused(f"declaration: must be a table for route {route}, got {declaration!r}")
     table = table_of(declaration)
-    try:
-        protocol = Declaration.model_validate(table).protocol(name, table)
-    except ValidationError as error:
-        field, reason, value = first_problem(error)
-        raise Refused(f"{name}.{field}: {reason}, got {value!r}") from None
+    protocol = protocol_of(name, table)
     if route == "build" and not protocol.pipeline:
         raise Refused(f"{name}.pipeline: a build composes registered operations; without one it is the fallback "
                       f"route")  # fmt: skip
@@ -515,7 +561,7 @@ class Build:
 
 def build_protocol(
     items_path: Path,
-    planner: Backend,
+    planner: Planner,
     painter: Backend,
     plan_dir: Path,
     *,

@@ -6,7 +6,7 @@ import argparse
 from pathlib import Path
 
 from convswap.core import ConvswapError
-from convswap.defaults import DEFAULT_SMOKE, MAX_EXAMPLES
+from convswap.defaults import DEFAULT_SMOKE, MAX_EXAMPLES, SIM_PLANNERS
 
 DEFAULT_PAINTER = "sim:perfect"
 
@@ -35,7 +35,9 @@ def register(actions: argparse._SubParsersAction) -> None:
         "(README: Swap the conventions of your own benchmark)",
     )
     build.add_argument("--planner", required=True, metavar="MODEL_SPEC",
-                       help="the text model that plans the protocol: openai:<model> or gemini:<model>")  # fmt: skip
+                       help="the text model that plans the protocol: openai:<model> or gemini:<model>; or "
+                       f"sim:<planner>, a simulated planner answering from the request alone, no API needed "
+                       f"({', '.join(SIM_PLANNERS)}: the README's protocol builder says what each does)")  # fmt: skip
     build.add_argument("--out", type=Path, required=True, metavar="PLAN_FOLDER",
                        help="the plan folder whose protocols.toml receives the protocol; its conventions.toml "
                        "gives the convention a guidance prompt asks the question in")  # fmt: skip
@@ -66,7 +68,7 @@ def register(actions: argparse._SubParsersAction) -> None:
 
 
 def run_build(args: argparse.Namespace) -> int:
-    from convswap.experiments.protocol_build import build_protocol, declare, report
+    from convswap.experiments.protocol_build import build_protocol, declare, load_planner, report
     from convswap.readout.registry import backend_entry, load_backend
 
     if "image" not in backend_entry(args.painter).interfaces:
@@ -77,7 +79,7 @@ def run_build(args: argparse.Namespace) -> int:
         state = "is not a folder" if args.out.exists() else "does not exist"
         raise ConvswapError(f"--out {args.out} {state}: give a plan folder (`convswap plan init {args.out} --empty` "
                             f"makes one) holding the items' conventions.toml")  # fmt: skip
-    planner = load_backend(args.planner)
+    planner = load_planner(args.planner)
     painter = load_backend(args.painter)
     try:
         build = build_protocol(args.items, planner, painter, args.out, examples=args.examples, n_smoke=args.smoke,
