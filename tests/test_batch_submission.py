@@ -169,3 +169,27 @@ def test_a_create_that_may_have_created_a_batch_stays_guarded_until_it_is_found(
         assert list(server.batches.values()) == [created] and set(server.submissions().values()) == {1}
     records = records_in(model_folder(out))
     assert len(records) == UNITS and {record.extra.batch["id"] for record in records} == {created.id}
+
+
+@pytest.mark.parametrize("api", ["openai", "gemini"])
+def test_a_batch_dry_run_needs_no_api_key_and_reads_the_cache_of_the_url_given(
+    api, tmp_path, vocabulary, capsys, monkeypatch
+):
+    out = tmp_path / "runs"
+    with BatchServer(api, responder(api)) as server:
+        url = endpoint(server)
+        assert main(run_command(api, out, vocabulary, url, limit=1)) == 0  # 10 answers in the response cache
+        capsys.readouterr()
+        seen = len(server.seen)
+        for name in ("OPENAI_API_KEY", "GEMINI_API_KEY", "GOOGLE_API_KEY"):
+            monkeypatch.delenv(name, raising=False)
+        assert main(run_command(api, out, vocabulary, url, "--dry-run")) == 0
+        assert main(run_command(api, out, vocabulary, url, "--batch", "--dry-run")) == 0
+        printed = capsys.readouterr()
+        assert printed.err.count("error") == 0 and len(server.seen) == seen  # nothing sent
+    assert "prompts and records to write: 10 (10 of 20 units already on disk)" in printed.out
+    assert f"batch: 10 requests in 1 batch(es) to {api}" in printed.out
+    # Another log folder, the same response cache: the 10 answers this URL gave are cached for this URL.
+    assert main(run_command(api, tmp_path / "again", vocabulary, url, "--batch", "--dry-run", limit=1)) == 0
+    assert "batch: 0 requests in 0 batch(es)" in (line := capsys.readouterr().out)
+    assert "; 10 answered from the response cache, 0 in live batches" in line

@@ -43,6 +43,7 @@ request may have reached the provider stays until it is found or not.
 
 from __future__ import annotations
 
+import importlib
 import json
 import os
 import re
@@ -65,6 +66,7 @@ from convswap.readout.api_common import ApiBackend, png_bytes
 from convswap.readout.base import DEFAULT_MAX_NEW_TOKENS, Backend, Drawing, ModelInfo, Query
 from convswap.readout.batch_api import BatchApi, BatchStatus, Limits, LineResult, NotCreated, batch_api
 from convswap.readout.image_common import ImageAnswers
+from convswap.readout.registry import backend_entry, split_spec
 from convswap.stimuli.render import render_image
 
 DEFAULT_POLL_S = 60.0
@@ -562,6 +564,20 @@ def _unit(entry: dict[str, Any]) -> Unit:
 
 
 # --- what `--dry-run --batch`, `convswap batch status` and `convswap batch cancel` report ------------------------
+
+
+# Stands in for the API key in a backend that sends nothing (a dry run): its client needs one to be built.
+UNSENT_KEY = "dry-run-sends-nothing"
+
+
+def unsent_backend(spec: str, options: dict[str, Any]) -> ApiBackend:
+    """The API backend of `spec` as a dry run asks it what a batch would carry: it builds the requests and reads the
+    response cache, and sends nothing, so it reads no API key (`ApiBackend.from_spec` less the key)."""
+    entry = backend_entry(spec)
+    cls = getattr(importlib.import_module(entry.module), entry.class_name)
+    assert issubclass(cls, ApiBackend)  # only API backends have a batch API
+    _, name = split_spec(spec)
+    return cls(name, UNSENT_KEY, cls.settings_type.from_options(spec, options))
 
 
 def batch_plan(backend: ApiBackend, model: str, work: Work, folder: Path, shard: tuple[int, int],

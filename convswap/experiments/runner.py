@@ -48,7 +48,15 @@ from convswap.calibration.vocabulary import (
 from convswap.conventions import render
 from convswap.conventions.declarations import Catalog
 from convswap.core import Condition, ConvswapError, Interface, Prompt, Record, Trial
-from convswap.experiments.batch import BatchJob, BatchOptions, BatchOutcome, batch_plan, live_batches, run_in_batches
+from convswap.experiments.batch import (
+    BatchJob,
+    BatchOptions,
+    BatchOutcome,
+    batch_plan,
+    live_batches,
+    run_in_batches,
+    unsent_backend,
+)
 from convswap.experiments.folder_lock import lock_names, locked
 from convswap.experiments.launcher import launcher_shard, local_rank
 from convswap.experiments.ledger import Ledger
@@ -826,8 +834,7 @@ def dry_run(request: RunRequest) -> str:
         lines.append(f"first prompt of each convention ({task}, trial {trial.trial_id}):")
         lines += [f"[{prompt.convention}] {prompt.text}" for prompt in prompts]
     if request.batch is not None:
-        backend = load_backend(request.model)
-        assert isinstance(backend, ApiBackend)  # _check_request admits only backends with a batch API
+        backend = unsent_backend(request.model, _backend_options(request, (0, 1)))
         try:
             lines.append(batch_plan(backend, request.model, pending, folder, (0, 1), request.max_new_tokens,
                                     request.batch.limits, frozenset(plan.protocols)))  # fmt: skip
