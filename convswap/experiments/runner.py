@@ -453,7 +453,8 @@ def _check_request(plan: Plan, request: RunRequest, backend: Backend | None = No
     check_max_new_tokens(request.max_new_tokens)
     check_local_model(request.model)
     check_registered_model(plan, request.model)
-    check_interfaces(plan, request.model, backend.interfaces if backend else backend_entry(request.model).interfaces)
+    check_interfaces(plan, request.model, backend.interfaces if backend else backend_entry(request.model).interfaces,
+                     request.interface)  # fmt: skip
     if request.batch is not None:
         prefix = split_spec(request.model)[0]
         if prefix not in BATCH_APIS:
@@ -507,9 +508,12 @@ def answered_in(plan: Plan, interface: Interface | None) -> Plan:
     return plan.model_copy(update={"design": plan.design.model_copy(update={"conventions": kept})})
 
 
-def check_interfaces(plan: Plan, spec: str, interfaces: frozenset[Interface]) -> None:
+def check_interfaces(plan: Plan, spec: str, interfaces: frozenset[Interface], asked: Interface | None = None) -> None:
     """Refuse, before any request, a model asked for an answer in an interface it does not answer in: a text-only
-    model under a visual protocol, an image-only model under a text convention."""
+    model under a visual protocol, an image-only model under a text convention, or under --interface `asked`."""
+    if asked is not None and asked not in interfaces:
+        raise ConvswapError(f"--interface {asked}: {spec} answers in {' and '.join(sorted(interfaces))} only, not in "
+                            f"{asked}")  # fmt: skip
     protocols = plan.protocols
     for name in plan.design.conventions:
         needed: Interface = "image" if name in protocols else "text"
