@@ -126,10 +126,7 @@ def _read(path: Path, what: str) -> bytes:
 
 
 def run_parse(args: argparse.Namespace) -> int:
-    import io
-
-    from PIL import Image, UnidentifiedImageError
-
+    from convswap.images import decode_image
     from convswap.protocols.declarations import get_protocol, load_protocols
     from convswap.protocols.layouts import SLOT_LAYOUTS
     from convswap.protocols.parse import parse_image, resolve_layout
@@ -141,12 +138,9 @@ def run_parse(args: argparse.Namespace) -> int:
         raise ConvswapError(f"protocol {protocol.name!r} reads the slots of the {layout} layout: give the number of "
                             f"options with --k")  # fmt: skip
     generated = _read(args.generated, "generated image")
-    try:
-        source = Image.open(io.BytesIO(_read(args.source, "source image")))
-        source.load()
-    except (UnidentifiedImageError, OSError) as error:
-        raise ConvswapError(f"the source image {args.source} cannot be decoded: {error}") from None
-    result = parse_image(protocol, generated, source, k=args.k, layout=args.layout)
+    source = decode_image(_read(args.source, "source image"), f"the source image {args.source}")
+    result = parse_image(protocol, generated, source, k=args.k, layout=args.layout,
+                         name=f"the generated image {args.generated}")  # fmt: skip
     json.dump(result.to_json(), sys.stdout)
     print()
     return 0
