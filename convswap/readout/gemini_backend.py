@@ -19,7 +19,13 @@ from google.genai import errors, types
 from pydantic import ValidationError
 
 from convswap.core import Generation
-from convswap.readout.api_common import ApiBackend, ApiSettings, Failure, MalformedReply, http_failure
+from convswap.readout.api_common import (
+    ApiBackend,
+    ApiSettings,
+    Failure,
+    MalformedReply,
+    http_failure,
+)
 from convswap.readout.conversation import Turn
 from convswap.readout.logprobs import TOP_LOGPROBS, FirstTokenLogprobs, ListedToken, LogprobsRefused
 
@@ -58,13 +64,17 @@ class GeminiBackend(ApiBackend):
         return self._base_url
 
     def _send(self, request: dict[str, Any]) -> str:
+        return reply_json(self.generate_content(sdk_request(request)))
+
+    def generate_content(self, request: dict[str, Any]) -> types.GenerateContentResponse:
+        """One generate_content call of a request as `sdk_request` gives it; a 200 whose body the SDK cannot read
+        (JSON or not, the wrong shapes) is MalformedReply."""
         try:
-            response = self._client.models.generate_content(**sdk_request(request))
+            return self._client.models.generate_content(**request)
         except (errors.APIError, httpx2.HTTPError):
             raise
-        except Exception as error:  # the SDK met a 200 body it cannot read: JSON or not, the wrong shapes
+        except Exception as error:
             raise MalformedReply(f"the SDK cannot read the body ({type(error).__name__}: {error})") from error
-        return reply_json(response)
 
     @functools.cached_property
     def batch_client(self) -> genai.Client:

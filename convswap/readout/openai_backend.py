@@ -8,18 +8,26 @@ the bounded policy in `api_common` is the only one.
 from __future__ import annotations
 
 import json
-from typing import Any
+from typing import Any, TypeVar
 
 import openai
 from openai.types.chat import ChatCompletion
 
 from convswap.core import Generation
-from convswap.readout.api_common import ApiBackend, ApiSettings, Failure, MalformedReply, http_failure, malformed
+from convswap.readout.api_common import (
+    ApiBackend,
+    ApiSettings,
+    Failure,
+    MalformedReply,
+    http_failure,
+    malformed,
+)
 from convswap.readout.conversation import Turn
 from convswap.readout.logprobs import TOP_LOGPROBS as TOP_LOGPROBS_SOURCE
 from convswap.readout.logprobs import FirstTokenLogprobs, ListedToken, LogprobsRefused
 from convswap.validation import is_integer
 
+R = TypeVar("R")
 # The most top logprobs chat completions return per position.
 TOP_LOGPROBS = 20
 
@@ -55,9 +63,7 @@ class OpenAIBackend(ApiBackend):
         return str(self._client.base_url)  # base_url option, else OPENAI_BASE_URL, else the SDK's default
 
     def _send(self, request: dict[str, Any]) -> str:
-        completion = self._client.chat.completions.create(**request)
-        if not isinstance(completion, ChatCompletion):  # the SDK hands back a body that is not a JSON object as is
-            raise MalformedReply(f"the body is not a JSON object: {str(completion)[:80]!r}")
+        completion = sdk_reply(self._client.chat.completions.create(**request), ChatCompletion)
         return completion.model_dump_json(exclude_unset=True, warnings=False)
 
     def _read(self, reply: str) -> tuple[Generation, str | None]:
@@ -101,6 +107,14 @@ class OpenAIBackend(ApiBackend):
         if isinstance(error, openai.APIError):
             return Failure(f"unusable reply: {error.message}", retryable=False)
         return None
+
+
+def sdk_reply(reply: object, kind: type[R]) -> R:
+    """A reply as the SDK parsed it, which must be a `kind`: the SDK hands back a body that is not a JSON object (a
+    gateway's HTML page, a JSON list) as it came, which is malformed."""
+    if not isinstance(reply, kind):
+        raise MalformedReply(f"the body is not a JSON object: {str(reply)[:80]!r}")
+    return reply
 
 
 def malformed_completion(reply: str) -> str | None:
