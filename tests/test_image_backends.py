@@ -379,4 +379,5 @@ def test_connection_failures_are_retried_like_the_text_backends(tmp_path):
                          retry=NO_WAIT)  # fmt: skip
     (drawing,) = model.draw(query())
     model.close()
-    assert drawing.api_error and "connection failed" in drawing.failure
+    assert drawing.api_error and f"connection to {url}/v1/images/edits failed: " in drawing.failure
+    assert len(drawing.failure.splitlines()) == 1

@@ -33,6 +33,7 @@ from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Annotated, Any, ClassVar, Self, TypeVar
+from urllib.parse import urlsplit
 
 from PIL import Image
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
@@ -245,6 +246,11 @@ def retry_after_seconds(headers: Mapping[str, str] | None) -> float | None:
     return max(0.0, (when - datetime.now(UTC)).total_seconds())
 
 
+def connection_failure(url: object, cause: BaseException) -> Failure:
+    """A request that reached no server (retried): the URL it was sent to and the transport's own words."""
+    return Failure(f"connection to {url} failed: {str(cause) or type(cause).__name__}", retryable=True)
+
+
 def http_failure(status: int, detail: str, headers: Mapping[str, str] | None = None) -> Failure:
     """429, 408 and 5xx are transient; 401, 403 and 404 mean the key, access or model name is wrong."""
     reason = f"HTTP {status}: {detail[:_DETAIL_CHARS]}" if detail else f"HTTP {status}"
@@ -318,12 +324,34 @@ class RetryPolicy:
             waited += delay
 
 
+URL_RULE = "must be an http:// or https:// URL"
+
+
+def is_http_url(value: object) -> bool:
+    """Whether `value` is an http:// or https:// URL with a host: anything else (`127.0.0.1:8000/v1`, `htp://...`)
+    would fail at every request, with the transport's words for it."""
+    if not isinstance(value, str):
+        return False
+    try:
+        parts = urlsplit(value)
+    except ValueError:  # an unclosed [ of an IPv6 host
+        return False
+    return parts.scheme in ("http", "https") and bool(parts.hostname)
+
+
+def checked_url(spec: str, url: str, given_by: str) -> str:
+    """`url`, refused unless `is_http_url`; `given_by` names where it came from ("$OPENAI_BASE_URL")."""
+    if not is_http_url(url):
+        raise ConvswapError(f"{spec}: {given_by} {URL_RULE}, got {url!r}")
+    return url
+
+
 class ApiSettings(BaseModel):
     """The options an API model spec takes (`from_spec(name, **options)`)."""
 
     model_config = ConfigDict(arbitrary_types_allowed=True)
 
-    base_url: Annotated[str | None, checked(lambda value: isinstance(value, str), "must be a URL string")] = None
+    base_url: Annotated[str | None, checked(is_http_url, URL_RULE)] = None
     max_output_tokens: Annotated[int, at_least(1)] = DEFAULT_MAX_OUTPUT_TOKENS
     cache_path: Annotated[Path, checked(lambda value: isinstance(value, str | os.PathLike), "must be a file path")] = (
         Field(default_factory=default_cache_path)

@@ -24,6 +24,8 @@ from convswap.readout.api_common import (
     ApiSettings,
     Failure,
     MalformedReply,
+    checked_url,
+    connection_failure,
     http_failure,
 )
 from convswap.readout.conversation import Turn
@@ -45,7 +47,10 @@ class GeminiBackend(ApiBackend):
         super().__init__(model, api_key, settings)
         # Resolved here, as the SDK would (option, else GOOGLE_GEMINI_BASE_URL, else its default), so that the
         # cache key names the server the requests really go to.
-        self._base_url = settings.base_url or os.environ.get(BASE_URL_VARIABLE) or DEFAULT_BASE_URL
+        from_environment = os.environ.get(BASE_URL_VARIABLE, "").strip() if settings.base_url is None else ""
+        if from_environment:
+            checked_url(self.spec, from_environment, f"${BASE_URL_VARIABLE}")
+        self._base_url = settings.base_url or from_environment or DEFAULT_BASE_URL
         http_options = types.HttpOptions(base_url=self._base_url, timeout=round(settings.timeout * 1000))
         # Held for the backend's lifetime: a client that goes out of scope closes its connections.
         self._client = genai.Client(api_key=api_key, vertexai=False, http_options=http_options)
@@ -115,7 +120,7 @@ class GeminiBackend(ApiBackend):
         if isinstance(error, httpx2.TimeoutException):
             return Failure("timed out", retryable=True)
         if isinstance(error, httpx2.TransportError):
-            return Failure(f"connection failed: {type(error).__name__}", retryable=True)
+            return connection_failure(error.request.url, error)
         return None
 
 

@@ -8,6 +8,7 @@ the bounded policy in `api_common` is the only one.
 from __future__ import annotations
 
 import json
+import os
 from typing import Any, TypeVar
 
 import openai
@@ -19,6 +20,8 @@ from convswap.readout.api_common import (
     ApiSettings,
     Failure,
     MalformedReply,
+    checked_url,
+    connection_failure,
     http_failure,
     malformed,
 )
@@ -28,6 +31,7 @@ from convswap.readout.logprobs import FirstTokenLogprobs, ListedToken, LogprobsR
 from convswap.validation import is_integer
 
 R = TypeVar("R")
+BASE_URL_VARIABLE = "OPENAI_BASE_URL"  # where the SDK finds the server when no base_url is given
 # The most top logprobs chat completions return per position.
 TOP_LOGPROBS = 20
 
@@ -38,6 +42,10 @@ class OpenAIBackend(ApiBackend):
 
     def __init__(self, model: str, api_key: str, settings: ApiSettings) -> None:
         super().__init__(model, api_key, settings)
+        # The option is checked with the others; the variable the SDK reads in its place, here.
+        from_environment = os.environ.get(BASE_URL_VARIABLE) if settings.base_url is None else None
+        if from_environment is not None:
+            checked_url(self.spec, from_environment, f"${BASE_URL_VARIABLE}")
         self._client = openai.OpenAI(
             api_key=api_key, base_url=settings.base_url, timeout=settings.timeout, max_retries=0
         )
@@ -101,7 +109,7 @@ class OpenAIBackend(ApiBackend):
         if isinstance(error, openai.APITimeoutError):
             return Failure("timed out", retryable=True)
         if isinstance(error, openai.APIConnectionError):
-            return Failure(f"connection failed: {error.message}", retryable=True)
+            return connection_failure(error.request.url, error.__cause__ or error)
         if isinstance(error, openai.APIStatusError):
             return http_failure(error.status_code, _detail(error.body), error.response.headers)
         if isinstance(error, openai.APIError):
