@@ -31,7 +31,7 @@ from api_servers import LoopbackServer  # noqa: E402
 from served_servers import Served, planted_distribution, served_server  # noqa: E402
 
 from convswap.calibration.surfaces import MIN_CANDIDATE_MASS, surface_candidates  # noqa: E402
-from convswap.core import Prompt, Surface  # noqa: E402
+from convswap.core import ConvswapError, Prompt, Surface  # noqa: E402
 from convswap.readout.base import Query  # noqa: E402
 from convswap.readout.logprobs import logprob_readout  # noqa: E402
 from convswap.readout.registry import load_backend  # noqa: E402
@@ -96,7 +96,10 @@ def main() -> int:
             server = stack.enter_context(LoopbackServer(served_server(served), latency=args.latency))
             base_url = f"{server.url}/v1"
             print(f"loopback vLLM-format server, latency {args.latency * 1000:.0f} ms; {args.records} records per run")
-        rates = {n: records_per_second(base_url, args.model, args.tokenizer, args.records, n) for n in IN_FLIGHT}
+        try:
+            rates = {n: records_per_second(base_url, args.model, args.tokenizer, args.records, n) for n in IN_FLIGHT}
+        except ConvswapError as error:  # no server at --base-url, or not the one asked for: what convswap says
+            raise SystemExit(f"served_throughput: {error}") from None
     for n, rate in rates.items():
         print(f"{n:>3} in flight: {rate:7.1f} records/s  ({rate / rates[1]:.2f}x one at a time)")
     return 0

@@ -5,7 +5,10 @@ from __future__ import annotations
 import contextlib
 import errno
 import os
+import shutil
+import signal
 import tempfile
+import threading
 from collections.abc import Iterator
 from pathlib import Path
 from typing import IO, Any
@@ -107,3 +110,60 @@ def atomic_write_bytes(
 ) -> None:
     with atomic_open(path, "wb", staging) as handle:
         handle.write(data)
+
+
+def link_or_copy(source: Path, target: Path) -> None:
+    """`target` made the same file as `source`: a hard link, where the file system makes one (no bytes copied, the
+    file's times kept), else a copy with its times.  For files never written again in place, so that the two
+    names may share them."""
+    target.parent.mkdir(parents=True, exist_ok=True)
+    try:
+        os.link(source, target)
+    except OSError:
+        shutil.copy2(source, target)
+
+
+@contextlib.contextmanager
+def staged_folder(out: Path, what: str) -> Iterator[Path]:
+    """A fresh folder beside the folder `out` to write `what` into; once the block has written it all, each of its
+    entries replaces the one of `out` of the same name (a folder replaces a folder whole), and the other entries
+    of `out` stay (`out` is made then, where it is absent).  Until then `out` is untouched: a write that fails stops with one line naming `out`, and an
+    interrupted block leaves `out` as it was.  The replacing itself is not cut short by Ctrl-C or SIGTERM."""
+    try:
+        stage = Path(tempfile.mkdtemp(prefix=f".{out.resolve().name}.", suffix=".writing", dir=out.resolve().parent))
+    except OSError as error:
+        reason = error.strerror or str(error)
+        raise WriteError(f"cannot write {what} beside {out}: {reason}; {out} is left as it was", reason) from None
+    try:
+        try:
+            yield stage
+        except WriteError as error:
+            message = f"cannot write {what} into {out}: {error.reason}; {out} is left as it was"
+            raise WriteError(message, error.reason) from None
+        with _signals_deferred():
+            out.mkdir(exist_ok=True)
+            for path in sorted(stage.iterdir()):
+                target = out / path.name
+                if path.is_dir() and target.is_dir() and not target.is_symlink():
+                    os.rename(target, stage / f".{path.name}.replaced")  # removed with the stage
+                os.replace(path, target)  # a rename on one file system: needs no space
+    finally:
+        shutil.rmtree(stage, ignore_errors=True)
+
+
+@contextlib.contextmanager
+def _signals_deferred() -> Iterator[None]:
+    """Ctrl-C and SIGTERM wait until the block is done, then reach the handlers they would have reached."""
+    if threading.current_thread() is not threading.main_thread():  # only the main thread runs the handlers
+        yield
+        return
+    received: list[int] = []
+    deferred = (signal.SIGINT, signal.SIGTERM)
+    previous = {number: signal.signal(number, lambda got, frame: received.append(got)) for number in deferred}
+    try:
+        yield
+    finally:
+        for number, handler in previous.items():
+            signal.signal(number, handler if handler is not None else signal.SIG_DFL)
+        for got in received:
+            signal.raise_signal(got)

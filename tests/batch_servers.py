@@ -47,6 +47,9 @@ class Fault:
     duplicate: int = 0  # the first n lines appear twice in the output
     fail_upload: int = 0  # the next n uploads answer 500
     fail_retrieve: int = 0  # the next n status reads answer 500
+    refuse_create: int = 0  # the next n create requests answer 400, creating nothing
+    lose_create: int = 0  # the next n create requests create the batch and answer 500 (its reply lost on the way)
+    fail_list: int = 0  # the next n listings of the batches answer 500
     polls: int = 1  # status reads a batch stays running
 
 
@@ -129,6 +132,8 @@ class BatchServer(ServedInThread):
             self.files[file_id] = fields["file"][1]
             return 200, _openai_file(file_id, fields["file"][0], len(fields["file"][1])), {}
         if method == "POST" and path == "/v1/batches":
+            if self._take("refuse_create"):
+                return 400, {"error": {"message": "create refused", "type": "invalid_request_error"}}, {}
             request = json.loads(body)
             assert request["completion_window"] == "24h" and request["endpoint"] in BATCHED_ENDPOINTS, request
             lines = [json.loads(line) for line in self.files[request["input_file_id"]].splitlines()]
@@ -143,8 +148,12 @@ class BatchServer(ServedInThread):
                 extra={"metadata": request.get("metadata"), "endpoint": request["endpoint"]},
             )
             self.batches[batch.id] = batch
+            if self._take("lose_create"):
+                return 500, {"error": {"message": "create reply lost", "type": "server_error", "code": None}}, {}
             return 200, self._openai_batch(batch), {}
         if method == "GET" and path == "/v1/batches":
+            if self._take("fail_list"):
+                return 500, {"error": {"message": "list failed", "type": "server_error", "code": None}}, {}
             query = parse_qs(url.query)
             ids = sorted(self.batches, key=lambda i: int(i.split("_")[1]), reverse=True)  # newest first
             if "after" in query:
@@ -200,6 +209,8 @@ class BatchServer(ServedInThread):
             spec = json.loads(body)["batch"]
             if self.fault.reject:
                 return 400, {"error": {"code": 400, "message": self.fault.reject, "status": "INVALID_ARGUMENT"}}, {}
+            if self._take("refuse_create"):
+                return 400, {"error": {"code": 400, "message": "create refused", "status": "INVALID_ARGUMENT"}}, {}
             source = spec["inputConfig"]
             if "fileName" in source:
                 lines = [json.loads(line) for line in self.files[source["fileName"]].splitlines()]
@@ -214,6 +225,8 @@ class BatchServer(ServedInThread):
                 extra={"inline": "fileName" not in source, "model": match[1]},
             )  # fmt: skip
             self.batches[batch.id] = batch
+            if self._take("lose_create"):
+                return 500, {"error": {"code": 500, "message": "create reply lost", "status": "INTERNAL"}}, {}
             return 200, self._gemini_batch(batch), {}
         if method == "POST" and path == "/upload/v1beta/files":
             if headers.get("x-goog-upload-command") == "start":
@@ -233,6 +246,8 @@ class BatchServer(ServedInThread):
             file = {"name": name, "mimeType": "jsonl", "sizeBytes": str(len(self.files[name])), "state": "ACTIVE"}
             return 200, {"file": file}, {"x-goog-upload-status": "final"}
         if method == "GET" and path == "/v1beta/batches":
+            if self._take("fail_list"):
+                return 500, {"error": {"code": 500, "message": "list failed", "status": "INTERNAL"}}, {}
             return 200, {"operations": [self._gemini_batch(b) for b in self.batches.values()]}, {}
         match = re.fullmatch(r"/v1beta/(batches/[^/:]+)(:cancel)?", path)
         if match:

@@ -16,9 +16,12 @@ the real clients can be checked against what was planted.
 from __future__ import annotations
 
 import base64
+import functools
 import hashlib
 import io
+import struct
 import threading
+import zlib
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
@@ -37,6 +40,21 @@ def png(image: Image.Image) -> bytes:
     # zlib's fastest level: the servers answer a great many images, and every level keeps every pixel.
     image.save(buffer, format="PNG", compress_level=1)
     return buffer.getvalue()
+
+
+@functools.cache
+def huge_png(width: int, height: int) -> bytes:
+    """A whole PNG of `width` x `height` black pixels, one bit each: 20,000 x 20,000 pixels compress to 48 KB, and
+    would take 400 MB decoded (a decompression bomb)."""
+
+    def chunk(kind: bytes, data: bytes) -> bytes:
+        return struct.pack(">I", len(data)) + kind + data + struct.pack(">I", zlib.crc32(kind + data))
+
+    header = struct.pack(">IIBBBBB", width, height, 1, 0, 0, 0, 0)  # bit depth 1, grayscale, no interlace
+    row = bytes(1 + (width + 7) // 8)  # filter type 0, then the row's bits
+    compressor = zlib.compressobj(9)
+    pixels = b"".join(compressor.compress(row) for _ in range(height)) + compressor.flush()
+    return b"\x89PNG\r\n\x1a\n" + chunk(b"IHDR", header) + chunk(b"IDAT", pixels) + chunk(b"IEND", b"")
 
 
 def image_edit_reply(data: bytes, size: str = "1024x1024") -> Reply:

@@ -39,9 +39,15 @@ def request_text(seen: Seen) -> str:
     return json.dumps(seen.body, ensure_ascii=False) + "\n" + question_of(seen)
 
 
+CELLS = ("top-left", "top-center", "top-right", "middle-left", "center", "middle-right", "bottom-left",
+         "bottom-center", "bottom-right")  # fmt: skip
+
+
 def items_folder(folder: Path, targets: dict[str, str] | None = None, regions: bool = False) -> Path:
     """A plan folder holding the example items (their images read from coco-mini) and conventions; `targets`
-    replaces the named items' targets."""
+    replaces the named items' targets; with `regions`, each referent's region is its cell of the 3x3 grid."""
+    from PIL import Image
+
     folder.mkdir(parents=True, exist_ok=True)
     lines = []
     for line in (EXAMPLE_ITEMS / "coco_mini_items.jsonl").read_text().splitlines():
@@ -49,6 +55,14 @@ def items_folder(folder: Path, targets: dict[str, str] | None = None, regions: b
         item["image"] = str(COCO_IMAGES / Path(item["image"]).name)
         if targets and item["id"] in targets:
             item["target"] = targets[item["id"]]
+        if regions:
+            with Image.open(item["image"]) as image:
+                width, height = image.size
+            item["regions"] = {
+                cell: [col * width // 3, row * height // 3, width // 3, height // 3]
+                for (row, col), cell in zip(((r, c) for r in range(3) for c in range(3)), CELLS, strict=True)
+                if cell in item["referents"]
+            }
         lines.append(json.dumps(item))
     (folder / "items.jsonl").write_text("\n".join(lines) + "\n")
     (folder / "conventions.toml").write_text((EXAMPLE_ITEMS / "conventions.toml").read_text())

@@ -203,6 +203,9 @@ class RecordedPool:
     def shutdown(self, **options):
         self.pool.shutdown(**options)
 
+    def close(self, failed):
+        self.pool.close(failed)
+
 
 def test_tables_draw_the_wheel_pages_in_the_worker_started_before_the_logs_are_read(tmp_path, monkeypatch):
     monkeypatch.setattr(figures, "WHEELS_PER_PAGE", 1)

@@ -412,7 +412,9 @@ def test_connection_refused_becomes_an_error_record(api, connect, sleeps):
         closed_url = f"http://127.0.0.1:{probe.getsockname()[1]}"
     (generation,) = connect(closed_url).generate(query("Which cell?"))
     assert generation.text is None
-    assert "connection failed" in generation.error
+    path = "/v1/chat/completions" if api is OPENAI else f"/v1/models/{api.model}:generateContent"
+    assert f"connection to {closed_url}{path} failed: " in generation.error
+    assert "Connection refused" in generation.error
     assert generation.error.endswith("(gave up after 3 attempt(s))")
 
 

@@ -301,6 +301,9 @@ def test_settings_ignore_unset_options_of_other_backends():
     assert ApiSettings.from_options("openai:m", {"quant": None, "dtype": None}) == ApiSettings()
 
 
+NOT_A_URL = "openai:m: option base_url must be an http:// or https:// URL, got "
+
+
 @pytest.mark.parametrize(
     ("options", "message"),
     [
@@ -311,7 +314,12 @@ def test_settings_ignore_unset_options_of_other_backends():
         ({"max_retries": -1}, "openai:m: option max_retries must be an integer >= 0, got -1"),
         ({"timeout": 0}, "openai:m: option timeout must be a number of seconds > 0, got 0"),
         ({"retry": 3}, "openai:m: option retry must be a RetryPolicy, got 3"),
-        ({"base_url": 5}, "openai:m: option base_url must be a URL string, got 5"),
+        ({"base_url": 5}, f"{NOT_A_URL}5"),
+        # A scheme left out, or mistyped, would fail at every request as "Connection error."
+        ({"base_url": "127.0.0.1:8000/v1"}, f"{NOT_A_URL}'127.0.0.1:8000/v1'"),
+        ({"base_url": "localhost:8000"}, f"{NOT_A_URL}'localhost:8000'"),
+        ({"base_url": "htp://127.0.0.1:8000/v1"}, f"{NOT_A_URL}'htp://127.0.0.1:8000/v1'"),
+        ({"base_url": "http:///v1"}, f"{NOT_A_URL}'http:///v1'"),
         ({"cache_path": 5}, "openai:m: option cache_path must be a file path, got 5"),
         ({"timeout": True}, "openai:m: option timeout must be a number of seconds > 0, got True"),
         ({"timeout": "30"}, "openai:m: option timeout must be a number of seconds > 0, got '30'"),

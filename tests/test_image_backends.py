@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import base64
+import hashlib
 import io
+import json
 import sqlite3
 import threading
 
@@ -15,6 +17,7 @@ from image_servers import (
     gemini_image_reply,
     gemini_prompt_blocked,
     gemini_text_reply,
+    huge_png,
     image_edit_reply,
     image_edit_without_image,
     moderation_refusal,
@@ -164,7 +167,6 @@ def test_gemini_asks_for_an_image_at_the_closest_aspect_ratio_and_for_text_under
         ("gemini", gemini_blocked("PROHIBITED_CONTENT"), "no image: finish reason PROHIBITED_CONTENT"),
         ("gemini", gemini_prompt_blocked("SAFETY"), "the prompt was blocked (SAFETY)"),
         ("gemini", gemini_text_reply("The dog is top-left."), "no image part; the model wrote: 'The dog is top-left.'"),
-        ("edit", image_edit_reply(b"GIF89a not really an image"), "26 bytes that came back do not decode as an image"),
     ],
 )
 def test_a_reply_without_a_usable_image_is_a_generation_failure_with_its_reason_sent_once(tmp_path, kind, reply,
@@ -177,26 +179,96 @@ def test_a_reply_without_a_usable_image_is_a_generation_failure_with_its_reason_
     assert again == drawing and len(server.requests) == 1
 
 
+GATEWAY_PAGE = Reply(200, raw=b"<html><body>502 Bad Gateway</body></html>", content_type="text/html")
+COMPLETION = {"id": "x", "object": "chat.completion", "created": 1, "model": "m"}
+
+
+def chat_url(url: str) -> Reply:
+    message = {"role": "assistant", "content": None, "images": [{"type": "image_url", "image_url": {"url": url}}]}
+    return Reply(200, {**COMPLETION, "choices": [{"index": 0, "message": message, "finish_reason": "stop"}]})
+
+
+def gemini_inline(data: str) -> Reply:
+    parts = [{"inlineData": {"mimeType": "image/png", "data": data}}]
+    return Reply(200, {"candidates": [{"content": {"role": "model", "parts": parts}, "finishReason": "STOP"}]})
+
+
 @pytest.mark.parametrize(
-    ("kind", "body", "reason"),
+    ("kind", "reply", "reason"),
     [
-        ("edit", {"created": 1, "data": "not a list"}, "not an images response"),
-        ("edit", {"created": 1, "data": [{"b64_json": 7}]}, "data[0].b64_json is int, not text"),
-        ("chat", {"id": "x", "object": "chat.completion", "created": 1, "model": "m", "choices": []},
+        ("edit", Reply(200, {"created": 1, "data": "not a list"}), "not an images response"),
+        ("edit", Reply(200, {"created": 1, "data": [{"b64_json": 7}]}), "data[0].b64_json is int, not text"),
+        ("edit", Reply(200, {"created": 1, "data": [{"b64_json": "iVBOR*not base64*"}]}),
+         "data[0].b64_json is not base64 ('iVBOR*not base64*')"),
+        ("edit", image_edit_reply(b"GIF89a not really an image"),
+         "the image that came back (26 bytes) cannot be decoded: it is not an image file"),
+        ("edit", image_edit_reply(png(DRAWN)[:5000]), "the image that came back (5,000 bytes) cannot be decoded: "),
+        ("edit", GATEWAY_PAGE, "the body is not a JSON object: '<html><body>502 Bad Gateway</body></html>'"),
+        ("chat", Reply(200, {**COMPLETION, "choices": []}), "not a chat completion with a message"),
+        ("chat", Reply(200, {**COMPLETION, "choices": [{"index": 0, "message": None, "finish_reason": "stop"}]}),
          "not a chat completion with a message"),
-        ("chat", {"id": "x", "object": "chat.completion", "created": 1, "model": "m",
-                  "choices": [{"index": 0, "message": None, "finish_reason": "stop"}]},
-         "not a chat completion with a message"),
+        ("chat", chat_url("https://cdn.example/drawn.png"), "the reply's image is not a base64 data URL"),
+        ("chat", chat_url("data:image/png;base64,%%%"), "the reply's image data URL is not base64 ('%%%')"),
+        ("chat", GATEWAY_PAGE, "the body is not a JSON object: '<html><body>502 Bad Gateway</body></html>'"),
+        ("gemini", gemini_inline("%%% not base64"), "the SDK cannot read the body"),
+        ("gemini", GATEWAY_PAGE, "the SDK cannot read the body (JSONDecodeError"),
     ],
 )  # fmt: skip
-def test_a_malformed_reply_is_an_api_error_never_cached_and_asked_again(tmp_path, kind, body, reason):
+def test_a_malformed_reply_is_an_api_error_never_cached_and_asked_again(tmp_path, kind, reply, reason):
     _, _, with_image, _ = SETUPS[kind]
-    with LoopbackServer(lambda seen: Reply(200, body)) as server:
+    with LoopbackServer(lambda seen: reply) as server:
         (drawing,) = draw(kind, server, tmp_path)
-        assert drawing.image is None and drawing.api_error and reason in drawing.failure
+        assert drawing.image is None and drawing.api_error and f"malformed reply: {reason}" in drawing.failure
+        assert cached(tmp_path) == (0, 0)  # neither the reply nor its image is kept
         server.respond = lambda seen: with_image(png(DRAWN))
         (fixed,) = draw(kind, server, tmp_path)
     assert fixed.image is not None and len(server.requests) == 2  # not retried at once, and not cached
+
+
+def cached(tmp_path) -> tuple[int, int]:
+    """How many replies and images the response cache keeps."""
+    with sqlite3.connect(tmp_path / "api.sqlite") as db:
+        return tuple(db.execute(f"SELECT COUNT(*) FROM {table}").fetchone()[0] for table in ("responses", "images"))
+
+
+@pytest.mark.parametrize(
+    ("kind", "size", "reason"),
+    [
+        # Over Pillow's own limit (179 million pixels): its error, read from the header, is no traceback either.
+        ("edit", (20_000, 20_000), "is beyond Pillow's own pixel limit, more than the 64,000,000 an image may have"),
+        # Under Pillow's limit, over convswap's: Pillow would decode it.
+        ("chat", (10_000, 8_000), "is 10000x8000 pixels, more than the 64,000,000 an image may have"),
+        ("gemini", (8_001, 8_000), "is 8001x8000 pixels, more than the 64,000,000 an image may have"),
+    ],
+)
+def test_an_image_above_the_pixel_limit_is_an_api_error_never_cached_and_asked_again(tmp_path, kind, size, reason):
+    _, _, with_image, _ = SETUPS[kind]
+    with LoopbackServer(lambda seen: with_image(huge_png(*size))) as server:
+        (drawing,) = draw(kind, server, tmp_path)
+        assert drawing.image is None and drawing.api_error
+        assert "malformed reply: the image that came back (" in drawing.failure and reason in drawing.failure
+        assert cached(tmp_path) == (0, 0)
+        server.respond = lambda seen: with_image(png(DRAWN))
+        (fixed,) = draw(kind, server, tmp_path)
+    assert fixed.image is not None and fixed.image.size == DRAWN.size and len(server.requests) == 2
+
+
+def test_an_image_an_older_version_kept_unread_is_asked_again_and_replaced(tmp_path):
+    with LoopbackServer(lambda seen: image_edit_reply(png(DRAWN))) as server:
+        draw("edit", server, tmp_path)
+        bomb = huge_png(20_000, 20_000)
+        with sqlite3.connect(tmp_path / "api.sqlite") as db:  # what a version that kept any bytes could hold
+            db.execute("INSERT INTO images (sha256, data) VALUES (?, ?)", (hashlib.sha256(bomb).hexdigest(), bomb))
+            (reply,) = db.execute("SELECT response FROM responses").fetchone()
+            kept = {**json.loads(reply), "image_sha256": hashlib.sha256(bomb).hexdigest()}
+            db.execute("UPDATE responses SET response = ?", (json.dumps(kept),))
+        model = backend("openai-image:gpt-image-1.5", server, tmp_path, "/v1")
+        (request,) = model.image_requests(query())
+        assert model.cached_drawing(request, None) is None  # a batch asks it again too
+        (drawing,) = model.draw(query())
+        model.close()
+    assert drawing.image is not None and drawing.image.tobytes() == DRAWN.tobytes()
+    assert len(server.requests) == 2 and cached(tmp_path) == (1, 2)
 
 
 @pytest.mark.parametrize("kind", sorted(SETUPS))
@@ -307,4 +379,5 @@ def test_connection_failures_are_retried_like_the_text_backends(tmp_path):
                          retry=NO_WAIT)  # fmt: skip
     (drawing,) = model.draw(query())
     model.close()
-    assert drawing.api_error and "connection failed" in drawing.failure
+    assert drawing.api_error and f"connection to {url}/v1/images/edits failed: " in drawing.failure
+    assert len(drawing.failure.splitlines()) == 1

@@ -63,7 +63,14 @@ def test_the_outcome_table_counts_every_outcome_per_protocol(tables):
         assert float(row["acc (unscored as wrong)"]) == pytest.approx(round(100 * counted["correct"] / len(mine), 1))
     assert sum(int(row["generation failure"]) for row in found) > 0 and sum(int(row["noncompliance"]) for row in found)
     assert (folder / "protocol_outcomes.tex").read_text().startswith("% Pixel answers")
-    assert "generation failure" in (folder / "protocol_outcomes.layout.md").read_text()
+    # The layout is per model and protocol, as its title says: one model's rows name it too.
+    layout = (folder / "protocol_outcomes.layout.md").read_text().splitlines()
+    header = [cell.strip() for cell in next(line for line in layout if line.startswith("|")).strip("|").split("|")]
+    assert header[:3] == ["model", "task", "protocol"] and "generation failure" in "\n".join(layout)
+    shown = [[cell.strip() for cell in line.strip("|").split("|")] for line in layout if line.startswith("|")][2:]
+    assert sorted(tuple(cells[:3]) for cells in shown) == sorted(
+        (row["model"], row["task"], row["protocol"]) for row in found
+    )
 
 
 def test_the_complementarity_table_pairs_every_text_convention_with_every_protocol_on_shared_trials(tables):

@@ -393,10 +393,7 @@ def test_a_declaration_edited_after_registration_stops_the_run_until_the_plan_is
     assert Ledger(plans).verify() == []
 
     (plans / "conventions.toml").write_text(DECLARED.replace("normalized_x}, {normalized_y", "percent_x}, {percent_y"))
-    changed = (
-        "a convention it runs was declared otherwise in conventions.toml (or a protocol in protocols.toml) at its "
-        "last ledger entry (line 1)"
-    )
+    changed = "its convention thousandths (conventions.toml) was declared otherwise at its last ledger entry (line 1)"
     assert Ledger(plans).verify() == [f"demo.toml: {changed} without an amendment"]
     assert main(["plan", "show", "--plan-dir", str(plans)]) == 0
     assert "conventions changed" in capsys.readouterr().out
@@ -412,6 +409,81 @@ def test_a_declaration_edited_after_registration_stops_the_run_until_the_plan_is
     Ledger(plans).amend("demo.toml", "thousandths are shown as percentages")
     assert Ledger(plans).verify() == []
     assert Ledger(plans).status("demo.toml")[0] == "amended"
+
+
+SHIPPED_PROTOCOLS = Path(__file__).resolve().parents[1] / "convswap" / "protocols" / "protocols.toml"
+
+
+def protocol_folder(path: Path) -> Path:
+    """A plan folder declaring two protocols (the shipped point marker's table under two names), one plan running
+    both beside a declared convention, registered."""
+    shipped = SHIPPED_PROTOCOLS.read_text()
+    point_marker = shipped[shipped.index("[point_marker]") : shipped.index("\n# Table 8, Fixed-Slot Coding")]
+    plans = own_folder(path)
+    (plans / "protocols.toml").write_text(
+        point_marker.replace("[point_marker]", "[my_dot]") + point_marker.replace("[point_marker]", "[their_dot]")
+    )
+    (plans / "conventions.toml").write_text(DECLARED)
+    conventions = '"pixels", "thousandths", "my_dot", "their_dot"]'
+    (plans / "demo.toml").write_text(MINIMAL.replace('"pixels", "pixels_mispaired"]', conventions))
+    Ledger(plans).register("demo.toml")
+    return plans
+
+
+def test_a_protocol_edited_after_registration_is_named_by_verify_and_run(tmp_path, capsys):
+    plans = protocol_folder(tmp_path / "plans")
+    assert main(["plan", "verify", "--plan-dir", str(plans)]) == 0
+    declarations = plans / "protocols.toml"
+    text = declarations.read_text()
+    at = text.index("[their_dot]")  # the second protocol's guidance alone is edited
+    declarations.write_text(text[:at] + text[at:].replace("change nothing else", "change nothing at all", 1))
+    changed = "its protocol their_dot (protocols.toml) was declared otherwise at its last ledger entry (line 1)"
+    capsys.readouterr()
+    assert main(["plan", "verify", "--plan-dir", str(plans)]) == 1
+    assert f"demo.toml: {changed} without an amendment" in capsys.readouterr().err.splitlines()
+    run = ["run", "demo", "--model", SIM, "--coco", "unused", "--out", str(tmp_path / "logs"), "--plan-dir", str(plans)]
+    assert main(run) == 2
+    assert capsys.readouterr().err.splitlines()[-1] == (
+        f"convswap run: error: demo.toml: {changed}; raise its version and record the change with "
+        "`convswap plan amend demo.toml --reason ...`, or restore the declarations"
+    )
+    assert not (tmp_path / "logs").exists()
+    # Both files edited: each declaration changed is named, in name order, and no other.
+    declarations.write_text(declarations.read_text().replace("Add no other cyan marks.", "Add no cyan marks."))
+    (plans / "conventions.toml").write_text(DECLARED.replace("normalized", "percent"))
+    assert Ledger(plans).verify() == [
+        "demo.toml: its protocol my_dot (protocols.toml), its protocol their_dot (protocols.toml) and its convention "
+        "thousandths (conventions.toml) were declared otherwise at its last ledger entry (line 1) without an "
+        "amendment"
+    ]
+
+
+def test_an_entry_that_pinned_the_declarations_as_one_hash_is_still_judged_by_it(tmp_path):
+    # A ledger written before declarations were pinned one by one: its entry holds their one hash alone.
+    plans = protocol_folder(tmp_path / "plans")
+    entry = json.loads((plans / "ledger.jsonl").read_text())
+    del entry["declarations"], entry["entry_hash"]
+    entry["entry_hash"] = hashlib.sha256(
+        json.dumps(entry, sort_keys=True, separators=(",", ":"), ensure_ascii=False).encode()
+    ).hexdigest()
+    (plans / "ledger.jsonl").write_text(json.dumps(entry) + "\n")
+    assert Ledger(plans).verify() == []
+    declarations = plans / "protocols.toml"
+    declarations.write_text(declarations.read_text().replace("change nothing else", "change nothing at all"))
+    assert Ledger(plans).verify() == [
+        "demo.toml: a convention it runs was declared otherwise in conventions.toml (or a protocol in protocols.toml) "
+        "at its last ledger entry (line 1) without an amendment"
+    ]
+
+
+def test_a_ledger_entry_whose_declarations_are_not_hashes_is_damaged(tmp_path):
+    plans = protocol_folder(tmp_path / "plans")
+    entry = json.loads((plans / "ledger.jsonl").read_text())
+    entry["declarations"] = {"my_dot": 7}
+    (plans / "ledger.jsonl").write_text(json.dumps(entry) + "\n")
+    assert Ledger(plans).verify()[0] == (
+        "ledger.jsonl line 1: declarations must map each name to a sha256, got {'my_dot': 7}"
+    )
 
 
 def test_a_plan_of_shipped_conventions_pins_no_declarations(tmp_path):

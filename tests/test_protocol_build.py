@@ -88,8 +88,7 @@ def test_a_correct_reuse_declares_nothing_new_and_names_the_protocol(tmp_path, m
         (answer("build", name="yellow_code", declaration=with_step(YELLOW_STRIP, 6, "filter", {"min_areas": 30})),
          "yellow_code.pipeline[6].min_areas: unknown field (known: max_area_ratio, max_fraction, min_area, min_fill, "
          "min_solidity), got 30"),
-        (LEAKING_TEMPLATE, "yellow_code.guidance: holds 'middle-left', the answer of example "
-         "coco-311002-baseball-bat (answer leakage)"),
+        (LEAKING_TEMPLATE, "yellow_code.guidance: restates an example's answer (answer leakage)"),
         (POINT_WITHOUT_REGIONS, "cyan_point.output: point does not read these items' answer (the items give no "
          "region per referent; what fits: slot)"),
         (answer("build", name="yellow_code", declaration=edited(YELLOW_STRIP, guidance="Mark {target}: {layout}")),
@@ -190,6 +189,26 @@ def test_the_planner_request_asks_for_the_schema_and_never_holds_a_target(tmp_pa
     prompt = body["messages"][0]["content"]
     assert prompt.count('"question":') == 3  # three examples, no more
     assert '"slot_of_point"' in prompt and '"label_code"' in prompt  # the operations and protocols inventories
+
+
+def test_a_leak_refusal_revision_request_is_the_same_whatever_the_answer_it_caught(tmp_path, monkeypatch):
+    """The guidance names two cells, each some example's answer under one of two sets of targets: the revision
+    request that refuses it is the same byte for byte under both, and names neither cell nor which example."""
+    leaking = answer("build", name="yellow_code", declaration=edited(
+        YELLOW_STRIP, guidance="Draw a yellow square ({color}) in middle-left or top-right: {layout}"))  # fmt: skip
+    revisions = []
+    for name, target in (("a", "middle-left"), ("b", "top-right")):
+        items = items_folder(tmp_path / name, {"coco-311002-baseball-bat": target})
+        monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / name / "cache"))
+        with planner_server(leaking) as server:
+            assert build(server, items, monkeypatch=monkeypatch) == 2
+        assert len(server.requests) == 2
+        revisions.append(request_text(server.requests[1]))
+    assert revisions[0] == revisions[1]
+    prompt = server.requests[1].body["messages"][0]["content"]
+    assert prompt.split("Why it failed:\n", 1)[1] == (
+        "- static check: yellow_code.guidance: restates an example's answer (answer leakage)"
+    )
 
 
 def test_the_examples_option_bounds_what_the_planner_sees(tmp_path, monkeypatch, capsys):
@@ -338,9 +357,12 @@ def test_bad_arguments_are_one_line_before_any_request(tmp_path, monkeypatch, ca
         bare.mkdir()
         (bare / "items.jsonl").write_text(items.read_text())
         assert build(server, bare / "items.jsonl", monkeypatch=monkeypatch) == 2
-        assert capsys.readouterr().err.strip() == (f"convswap protocol: error: --out {bare}: its conventions.toml "
-                                                   "declares no convention of choice items, which a guidance prompt "
-                                                   "asks the question in (the items' own conventions.toml)")  # fmt: skip
+        assert capsys.readouterr().err.strip() == (f"convswap protocol: error: --out {bare}: holds no conventions.toml; "
+                                                   "a guidance prompt asks the question in a convention of choice "
+                                                   "items it declares (write the items' own conventions.toml "
+                                                   "there)")  # fmt: skip
     assert not server.requests
     assert main(["protocol", "build", str(items), "--planner", "openai:x", "--out", str(items)]) == 2
-    assert capsys.readouterr().err.strip() == f"convswap protocol: error: --out {items} is not a folder"
+    assert capsys.readouterr().err.strip() == (f"convswap protocol: error: --out {items} is not a folder: give a "
+                                               f"plan folder (`convswap plan init {items} --empty` makes one) "
+                                               "holding the items' conventions.toml")  # fmt: skip

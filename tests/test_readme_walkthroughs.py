@@ -19,6 +19,7 @@ import re
 import shutil
 import subprocess
 import sys
+import tomllib
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -81,8 +82,8 @@ def walked(tmp_path_factory, demo_of):
     The walkthroughs read the demo's `runs/demo` only as records of other plans, so it is the demo the demo's own
     test runs (fewer items per experiment), copied in."""
     root = tmp_path_factory.mktemp("readme")
-    # A copy, as a user has one: an items file's images resolve inside the plan's image root, links followed.
-    shutil.copytree(COCO_MINI, root / "coco-mini")
+    # A link, as datasets are usually kept: the items file's images are reached through it.
+    (root / "coco-mini").symlink_to(COCO_MINI, target_is_directory=True)
     shutil.copytree(demo_of(None, limit=2).out, root / "runs" / "demo")
     env = {name: value for name, value in os.environ.items() if not name.startswith("CONVSWAP_")}
     env["PATH"] = f"{Path(sys.executable).parent}{os.pathsep}{env['PATH']}"
@@ -146,8 +147,10 @@ def test_the_walkthroughs_write_distinct_files_and_plan_folders():
     assert len(paths) == len(set(paths)) >= 5
     commands = [line for block in blocks if block.language == "bash" for line in block.text.splitlines()]
     plan_folders = [line.split()[3] for line in commands if line.startswith("convswap plan init ")]
-    outs = [line.split("--out ")[1].split()[0] for line in commands if line.startswith("convswap") and "--out " in line]
-    assert len(plan_folders) == len(set(plan_folders)) == 2
+    # A protocol build's --out is a plan folder it appends to, not a folder of its own.
+    outs = [line.split("--out ")[1].split()[0] for line in commands
+            if line.startswith("convswap") and "--out " in line and not line.startswith("convswap protocol build ")]  # fmt: skip
+    assert len(plan_folders) == len(set(plan_folders)) == 3
     assert len(outs) == len(set(outs))
 
 
@@ -291,6 +294,42 @@ def test_the_viewer_shows_accuracy_per_task_and_the_tables_it_was_given(walked):
     assert rows == expected
     assert f"From <code>{html.escape('tables/own')}</code>." in index
     assert 'href="tables/experiment_accuracy.html"' in index
+
+
+# --- Building a protocol for your own benchmark ---------------------------------------------------------------
+
+
+def report_rows(out: str) -> list[list[str]]:
+    """The report's rows of attempts, each a list of its cells."""
+    return [[cell.strip() for cell in line.strip("|").split("|")] for line in out.splitlines()
+            if line.startswith("| ") and not line.startswith("| items |")]  # fmt: skip
+
+
+def test_the_protocol_build_walkthrough_reuses_then_revises_a_build_and_lists_it(walked):
+    root = walked["root"]
+    items = read_jsonl(root / "protocol_plans" / "coco_mini_items.jsonl")
+    (k,) = {str(len(item["referents"])) for item in items}
+    n = str(len(items))
+    items_file = "protocol_plans/coco_mini_items.jsonl"
+    reuse = command_block(walked, "--planner sim:perfect")
+    (row,) = report_rows(reuse.stdout)
+    assert row[:7] == [items_file, "choice", n, k, "initial", "reuse", "label_code"] and row[-2:] == ["passed", "5/5"]
+    assert "verdict: pass (initial)" in reuse.stdout
+    built = command_block(walked, "--planner sim:builder-strict")
+    initial, revision = report_rows(built.stdout)[:2]
+    assert initial[4:7] == ["initial", "build", "yellow_strip"] and initial[-2:] == ["passed", "0/5"]
+    assert revision[4:7] == ["revision", "build", "yellow_strip"] and revision[-2:] == ["passed", "5/5"]
+    reasons = re.findall(r"^  initial: smoke: item (\S+): protocol_noncompliance: no mark", built.stdout, flags=re.M)
+    assert len(reasons) == 5 and set(reasons) <= {item["id"] for item in items}
+    assert "verdict: pass (revision)" in built.stdout
+    declared = (root / "protocol_plans" / "protocols.toml").read_text(encoding="utf-8")
+    comments = [line for line in declared.splitlines() if line.startswith(f"# {items_file}: ")]
+    assert [c.split(": ")[1].split(" on ")[0] for c in comments] == [
+        "route reuse, smoke pass (initial)", "route build, smoke pass (revision)"]  # fmt: skip
+    table = tomllib.loads(declared)
+    assert list(table) == ["yellow_strip"] and table["yellow_strip"]["layout"] == "strip"
+    listing = built.stdout[built.stdout.index("yellow_strip  tasks: choice") :]
+    assert "  choice: Answer the question: " in listing and "Draw one solid yellow square (#FFFF00)" in listing
 
 
 # --- Swap the conventions of your own benchmark ---------------------------------------------------------------

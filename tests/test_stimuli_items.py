@@ -268,7 +268,7 @@ def test_the_shipped_example_is_what_coco_items_writes_for_coco_mini(coco_annota
     assert main(["coco-items", "--annotations", str(annotations), "--out", str(out)]) == 0
     assert capsys.readouterr().out == f"admitted 53 objects on a 3x3 grid; wrote 12 items to {out}\n"
     assert out.read_bytes() == SHIPPED_ITEMS.read_bytes()
-    items = read_items(out, image_root=coco_images)  # val2017/ links to coco-mini's images, outside the folder
+    items = read_items(out)  # val2017/ is a link to coco-mini's images, which lie outside the folder
     assert len(items) == 12
     for line, it in zip(out.read_text().splitlines(), items, strict=True):
         data = json.loads(line)
@@ -356,14 +356,37 @@ def test_a_damaged_item_is_one_line_naming_field_and_value(tmp_path, line, messa
     assert len(str(error.value)) < 600
 
 
-def test_an_image_reached_through_a_link_out_of_the_folder_is_refused(tmp_path):
-    outside = write_image(tmp_path / "elsewhere" / "b.png")
+def test_an_image_reached_through_a_link_the_folder_holds_is_read_where_the_link_is(tmp_path):
+    # A dataset kept elsewhere and linked in, file by file or as a folder: the researcher's own links.
+    outside = write_image(tmp_path / "elsewhere" / "photos" / "b.png", (50, 20))
     folder = tmp_path / "bench"
-    path = write_items(folder, [item("q1", image="img/link.png")])
+    path = write_items(folder, [item("q1", image="img/link.png"), item("q2", image="photos/b.png")])
     (folder / "img" / "link.png").symlink_to(outside)
-    with pytest.raises(ConvswapError, match=rf"image: {outside.resolve()} is outside the items file's folder"):
+    (folder / "photos").symlink_to(outside.parent, target_is_directory=True)
+    first, second = read_items(path)
+    assert first.image == folder / "img" / "link.png" and second.image == folder / "photos" / "b.png"
+    assert (first.width, first.height) == (second.width, second.height) == (50, 20)
+
+
+def test_a_path_that_climbs_out_through_a_link_is_refused_as_written(tmp_path):
+    # photos/.. is elsewhere/ to the file system, bench/ as written: it is confined, and opened, as written.
+    write_image(tmp_path / "elsewhere" / "photos" / "b.png")
+    write_image(tmp_path / "elsewhere" / "secret.png")
+    folder = tmp_path / "bench"
+    (folder / "img").mkdir(parents=True)
+    (folder / "photos").symlink_to(tmp_path / "elsewhere" / "photos", target_is_directory=True)
+    path = write_items(folder, [item("q1", image="photos/../secret.png")])
+    with pytest.raises(ConvswapError) as error:
         read_items(path)
-    assert read_items(path, image_root=tmp_path)[0].image == outside.resolve()
+    assert str(error.value) == (f"items file {path} line 1: image: no such file {folder / 'secret.png'}, "
+                                "got 'photos/../secret.png'")  # fmt: skip
+    path = write_items(folder, [item("q1", image="photos/../../elsewhere/secret.png")])
+    with pytest.raises(ConvswapError) as error:
+        read_items(path)
+    assert str(error.value).startswith(
+        f"items file {path} line 1: image: {tmp_path / 'elsewhere' / 'secret.png'} is outside the items file's "
+        f"folder {folder} (name the folder in the plan's design.image_root)"
+    )
 
 
 def test_a_plan_that_names_an_image_root_reads_images_under_it_and_only_there(tmp_path):

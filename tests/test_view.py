@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
 import shutil
 import signal
 import subprocess
@@ -209,9 +210,64 @@ def test_a_missing_log_folder_is_named_and_nothing_is_written(tmp_path, capsys):
     assert not site.exists()
 
 
-def test_view_needs_a_site_folder_or_serve(logs, capsys):
-    assert main(["view", str(logs)]) == 2
-    assert "give --out SITE to write the site, or --serve to serve it" in one_error_line(capsys)
+def test_view_without_a_site_folder_writes_site_here(logs, tmp_path, monkeypatch, capsys):
+    monkeypatch.chdir(tmp_path)
+    assert main(["view", str(logs)]) == 0
+    index = tmp_path / "site" / "index.html"
+    assert capsys.readouterr().out.splitlines()[-1].endswith(f" runs: {index.as_uri()}")
+    assert "<h1>convswap view</h1>" in index.read_text(encoding="utf-8")
+
+
+def site_files(site: Path) -> dict[str, bytes]:
+    return {path.relative_to(site).as_posix(): path.read_bytes() for path in sorted(site.rglob("*")) if path.is_file()}
+
+
+def test_a_rebuild_over_an_older_site_is_the_site_a_fresh_build_writes(logs, tmp_path):
+    fewer = tmp_path / "fewer"
+    shutil.copytree(logs, fewer, ignore=shutil.ignore_patterns("synthetic_spatial"))
+    assert main(["view", str(logs), "--out", str(tmp_path / "site")]) == 0
+    older = site_files(tmp_path / "site")
+    assert main(["view", str(fewer), "--out", str(tmp_path / "site")]) == 0
+    assert main(["view", str(fewer), "--out", str(tmp_path / "fresh")]) == 0
+    rebuilt = site_files(tmp_path / "site")
+    assert rebuilt == site_files(tmp_path / "fresh") and rebuilt != older  # no page or image of the older site left
+    assert sorted(path.name for path in tmp_path.iterdir()) == ["fewer", "fresh", "site"]  # nothing beside
+
+
+# `convswap view` as its script runs it, stopped by SIGNAL as it writes the data file STOP_AT: halfway through its
+# pages.
+STOPPED_VIEW = """
+import os, sys
+sys.argv[0] = "convswap"
+from convswap.view import site
+
+def write_data(path, data, written=site.write_data):
+    written(path, data)
+    if path.name == os.environ["STOP_AT"]:
+        os.kill(os.getpid(), int(os.environ["SIGNAL"]))
+
+site.write_data = write_data
+from convswap.cli import command_line
+sys.exit(command_line())
+"""
+
+
+@pytest.mark.parametrize(("stop", "status"), [(signal.SIGTERM, 143), (signal.SIGKILL, -signal.SIGKILL)],
+                         ids=["term", "kill"])  # fmt: skip
+def test_a_build_stopped_halfway_leaves_the_older_site_as_it_was(logs, tmp_path, stop, status):
+    fewer = tmp_path / "fewer"
+    shutil.copytree(logs, fewer, ignore=shutil.ignore_patterns("synthetic_spatial"))
+    site = tmp_path / "site"
+    assert main(["view", str(logs), "--out", str(site)]) == 0
+    older = site_files(site)
+    env = {**os.environ, "STOP_AT": "run-1.js", "SIGNAL": str(int(stop))}
+    command = [sys.executable, "-c", STOPPED_VIEW, "view", str(fewer), "--out", str(site)]
+    stopped = subprocess.run(command, env=env, capture_output=True, text=True, timeout=120)
+    assert stopped.returncode == status, stopped.stderr
+    assert site_files(site) == older  # every page, data file and image of the older site, and nothing new
+    if stop == signal.SIGTERM:
+        assert stopped.stderr.splitlines()[-1] == "convswap view: terminated"
+        assert sorted(path.name for path in tmp_path.iterdir()) == ["fewer", "site"]  # the new one removed
 
 
 def test_a_folder_it_did_not_write_is_left_alone(logs, tmp_path, capsys):

@@ -161,9 +161,12 @@ def test_filters_match_counts_read_from_the_logs(page, site, planted):
     page.select_option("select[name=outcome]", "unscored")
     assert records_count(page) == (1, len(records))
     assert page.inner_text("#records tbody a.trial-link") == planted.script["trial_id"]
-    page.select_option("select[name=outcome]", "wrong")
+    page.select_option("select[name=outcome]", "incorrect")
     wrong = count(records, lambda r: r["answer_slot"] is not None and not r["correct"]["target"])
     assert records_count(page) == (wrong, len(records))
+    # A text run offers its own outcomes, each once, in the order of the one list pixel answers share.
+    offered = page.locator("select[name=outcome] option").all_inner_texts()
+    assert offered == ["all", "unscored", "incorrect", "correct"]
     page.select_option("select[name=outcome]", "")
     page.check("input[name=disagree]")
     assert records_count(page) == (count(records, disagree), len(records)) and count(records, disagree) >= 1

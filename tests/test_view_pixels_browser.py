@@ -1,5 +1,5 @@
 """`convswap view` of pixel answers in headless Chromium: the drawn image beside the source, the parse outlined,
-the colour mask on demand, the outcome, and the filter by each of ProVisE's outcomes.
+the colour mask on demand, the outcome, both at full size on a click, and the filter by outcome.
 
 Expected values are read from the JSONL records as plain JSON; the drawn image is checked against the kept file's
 own pixels (the outline is drawn where the stored kept component is)."""
@@ -52,17 +52,30 @@ def open_run(page, site: Path) -> None:
     page.wait_for_selector("#records tbody tr")
 
 
-def test_the_run_page_filters_by_each_outcome(page, built):
+# ProVisE's five outcomes in its precedence, with a text answer's unscored beside the three that are unscored.
+ONE_LIST = ["generation_failure", "protocol_noncompliance", "parser_failure", "unscored", "incorrect", "correct"]
+
+
+def outcome(record: dict) -> str:
+    """A record's one outcome, read from its JSON: a pixel answer's own, a text answer's from its answer and key."""
+    if "pixels" in record:
+        return record["pixels"]["outcome"]
+    if record["answer_slot"] is None:
+        return "unscored"
+    return "correct" if record["correct"]["target"] else "incorrect"
+
+
+def test_the_run_page_offers_each_outcome_once_and_filters_by_it(page, built):
     site, records = built
     open_run(page, site)
-    outcomes = Counter(r["pixels"]["outcome"] for r in records if "pixels" in r)
+    outcomes = Counter(map(outcome, records))
     assert outcomes["generation_failure"] and outcomes["protocol_noncompliance"] and outcomes["correct"]
-    for outcome, number in outcomes.items():
-        page.select_option("select[name=outcome]", outcome)
-        shown = int(page.inner_text("#count"))
-        # correct also matches the text records that are correct: the pixel outcome widens the text outcome
-        text_correct = sum(1 for r in records if "pixels" not in r and r["correct"]["target"] and r["answer_slot"])
-        assert shown == number + (text_correct if outcome == "correct" else 0)
+    offered = page.locator("select[name=outcome] option").all_inner_texts()
+    assert offered == ["all", *(name for name in ONE_LIST if outcomes[name])]
+    for name, number in outcomes.items():
+        page.select_option("select[name=outcome]", name)
+        assert int(page.inner_text("#count")) == number
+        assert set(page.locator("#records tbody td[class^=outcome-]").all_inner_texts()) == {name}
 
 
 def test_a_pixel_answer_shows_its_drawing_beside_the_source_its_mask_on_demand_and_its_outcome(page, built, tmp_path):
@@ -88,6 +101,37 @@ def test_a_pixel_answer_shows_its_drawing_beside_the_source_its_mask_on_demand_a
             drawn.getpixel((int((x + w / 2) * scale), min(int((y + h + 3) * scale), drawn.height - 1)))]  # fmt: skip
     assert any(r > 200 and g > 170 and b < 80 for r, g, b in ring), ring
     page.screenshot(path=tmp_path / "pixel-trial.png", full_page=True)
+
+
+def shown_at_full_size(dialog, selector: str) -> tuple[int, int]:
+    """The image's own size, asserted to be the size it is shown at."""
+    size = dialog.locator(selector).evaluate(
+        "image => [image.complete, image.naturalWidth, image.naturalHeight, image.clientWidth, image.clientHeight]"
+    )
+    assert size[0] and size[1:3] == size[3:5], size
+    return size[1], size[2]
+
+
+@pytest.mark.parametrize("clicked", ["img.drawn", "img.source"])
+def test_a_click_on_the_drawing_or_the_source_shows_both_at_full_size(page, built, clicked):
+    site, records = built
+    record = next(r for r in records if r["convention"] == "point_marker" and r["pixels"]["outcome"] == "correct")
+    open_run(page, site)
+    page.locator("a.trial-link", has_text=record["trial_id"]).first.click()
+    card = page.locator("[id='visible/point_marker']")
+    card.wait_for()
+    assert card.locator("img.drawn").evaluate("image => image.clientWidth") < record["trial"]["width"]
+    card.locator(clicked).click()
+    dialog = page.locator("dialog.full-size[open]")
+    dialog.wait_for()
+    size = (record["trial"]["width"], record["trial"]["height"])
+    assert shown_at_full_size(dialog, "img.full-drawn") == shown_at_full_size(dialog, "img.full-source") == size
+    # The source shown is the photograph the model was shown, pixel for pixel.
+    shown = Image.open(site / dialog.locator("img.full-source").get_attribute("src")).convert("RGB")
+    with Image.open(record["trial"]["image"]["params"]["path"]) as photograph:
+        assert shown.tobytes() == photograph.convert("RGB").tobytes()
+    page.keyboard.press("Escape")
+    assert page.locator("dialog.full-size").count() == 0
 
 
 def test_a_generation_failure_shows_why_no_image_came_back(page, built):

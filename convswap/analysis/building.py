@@ -16,7 +16,7 @@ every builder runs in this process.
 from __future__ import annotations
 
 import io
-from concurrent.futures import Future, ProcessPoolExecutor
+from concurrent.futures import Future
 from pathlib import Path
 
 from convswap.analysis.builders import (
@@ -31,7 +31,7 @@ from convswap.analysis.context import Context
 from convswap.analysis.registration import Registry
 from convswap.analysis.report import Table
 from convswap.calibration.vocabulary import Vocabulary
-from convswap.workers import PARALLEL_RECORDS, forked_pool, usable_cpus
+from convswap.workers import PARALLEL_RECORDS, WorkerPool, forked_pool, usable_cpus
 
 MAX_WORKERS = 3
 
@@ -91,7 +91,7 @@ class Builds:
     def __exit__(self, *exc_info: object) -> None:
         _FORKED.clear()
         if self._pool is not None:
-            self._pool.shutdown(cancel_futures=True)
+            self._pool.close(failed=exc_info[0] is not None)
 
     def write(self, index: int, builder: Registered) -> tuple[list[Path], list[Table]]:
         """What `builder.write` gives (the files written and the tables), raising what it raises."""
@@ -144,10 +144,10 @@ class PageDrawer:
 
     def __exit__(self, *exc_info: object) -> None:
         if self.pool is not None:
-            self.pool.shutdown(cancel_futures=True)
+            self.pool.close(failed=exc_info[0] is not None)
 
 
-def send_pages(pool: ProcessPoolExecutor, drawings: list[Drawing], sent: dict[str, Future[list[bytes]]]) -> None:
+def send_pages(pool: WorkerPool, drawings: list[Drawing], sent: dict[str, Future[list[bytes]]]) -> None:
     """Have `pool` draw each page not in `sent` (by digest) and add its future there: two pages alike are drawn
     once."""
     for drawing in drawings:

@@ -15,12 +15,7 @@ line and leaves the output folder as it was.
 
 from __future__ import annotations
 
-import contextlib
-import os
-import shutil
 import sys
-import tempfile
-from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TextIO
@@ -37,7 +32,7 @@ from convswap.analysis.report import Table
 from convswap.analysis.stats import MIN_RESAMPLES
 from convswap.calibration.vocabulary import Vocabulary
 from convswap.core import ConvswapError
-from convswap.fileio import WriteError, atomic_write_text
+from convswap.fileio import WriteError, atomic_write_text, staged_folder
 from convswap.long_lived import long_lived
 
 
@@ -117,7 +112,7 @@ def _generate(
         print(f"refused: {len(summary.refused) - SHOWN} more record(s), listed in {out / 'index.md'}", file=messages)
     for line in summary.missing:
         print(f"missing: {line}", file=messages)
-    with _staged(out) as stage:
+    with staged_folder(out, "the tables") as stage:
         stale = _write_all(context, out, stage, summary, messages, figures, drawer)
         atomic_write_text(stage / "index.md", _index(summary, logdir, plan_dir, seed, resamples))
     for builder in stale:
@@ -188,27 +183,6 @@ def _write_one(
     # A figure's pages are written into `out` itself; the tables into `stage`, to be moved there.
     summary.written.extend(written if isinstance(builder, RegisteredFigure) else (out / p.name for p in written))
     return built
-
-
-@contextlib.contextmanager
-def _staged(out: Path) -> Iterator[Path]:
-    """A fresh folder beside `out` to write into; its files replace those of `out` once the block has written them
-    all.  A write that fails stops with one line naming `out`, and `out` keeps every file it had."""
-    try:
-        stage = Path(tempfile.mkdtemp(prefix=f".{out.resolve().name}.", suffix=".writing", dir=out.resolve().parent))
-    except OSError as error:
-        reason = error.strerror or str(error)
-        raise WriteError(f"cannot write the tables beside {out}: {reason}; {out} is left as it was", reason) from None
-    try:
-        try:
-            yield stage
-        except WriteError as error:
-            message = f"cannot write the tables into {out}: {error.reason}; {out} is left as it was"
-            raise WriteError(message, error.reason) from None
-        for path in sorted(stage.iterdir()):
-            os.replace(path, out / path.name)  # a rename on one file system: needs no space
-    finally:
-        shutil.rmtree(stage, ignore_errors=True)
 
 
 def _index(summary: Summary, logdir: str | Path, plan_dir: str | Path | None, seed: int, resamples: int) -> str:

@@ -249,15 +249,17 @@ def _model_pick(table: Table) -> tuple[tuple[str, str], ...]:
 
 
 def outcomes_layout(table: Table) -> Table:
+    # The model always: ProVisE's tables are per model, and one model's outcomes are still that model's.
     return _picked(
         table,
         "Pixel answers -- outcomes per model and protocol (ProVisE Tables 11-12)",
-        (*_model_pick(table), ("task", "task"), ("protocol", "protocol"), ("N", "N"), ("correct", "correct"),
-         ("incorrect", "incorrect"), ("noncompliant", "noncompliance"), ("parser", "parser failure"),
-         ("no image", "generation failure"), ("acc", "acc"), ("acc of N", "acc (unscored as wrong)")),
-        labels=2 + len(_model_pick(table)),
-        note="Outcomes in ProVisE's precedence: no image (generation failure), noncompliant, parser failure, then "
-        "incorrect or correct. acc: correct of correct + incorrect; acc of N: unscored outcomes counted as wrong.",
+        (("model", "model"), ("task", "task"), ("protocol", "protocol"), ("N", "N"), ("correct", "correct"),
+         ("incorrect", "incorrect"), ("invalid", "noncompliance"), ("parser", "parser failure"),
+         ("no image", "generation failure"), ("acc", "acc"), ("acc (N)", "acc (unscored as wrong)")),
+        labels=3,
+        note="Outcomes in ProVisE's precedence: no image (generation failure), invalid (protocol noncompliance), "
+        "parser failure, then incorrect or correct. acc: correct of correct + incorrect; acc (N): correct of N, the "
+        "unscored outcomes counted as wrong.",
     )  # fmt: skip
 
 

@@ -4,11 +4,16 @@ from __future__ import annotations
 
 import argparse
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from convswap.core import ConvswapError
-from convswap.defaults import DEFAULT_SMOKE, MAX_EXAMPLES
+from convswap.defaults import DEFAULT_SMOKE, MAX_EXAMPLES, SIM_PLANNERS
+
+if TYPE_CHECKING:
+    from convswap.builder.protocol_build import Planner
 
 DEFAULT_PAINTER = "sim:perfect"
+PLANNER_SPECS = f"openai:<model>, gemini:<model> or sim:<planner> ({', '.join(SIM_PLANNERS)})"
 
 
 def register(actions: argparse._SubParsersAction) -> None:
@@ -27,9 +32,17 @@ def register(actions: argparse._SubParsersAction) -> None:
         "is appended to PLAN_FOLDER/protocols.toml with a comment naming its route and smoke result; the report "
         "(route, checks and smoke per attempt) is printed. A rejected one writes nothing and exits non-zero.",
     )
-    build.add_argument("items", type=Path, metavar="ITEMS.jsonl", help="the items file (see `convswap items`)")
+    build.add_argument(
+        "items",
+        type=Path,
+        metavar="ITEMS.jsonl",
+        help="the items file: one JSON item a line, as `convswap coco-items` writes it "
+        "(README: Swap the conventions of your own benchmark)",
+    )
     build.add_argument("--planner", required=True, metavar="MODEL_SPEC",
-                       help="the text model that plans the protocol: openai:<model> or gemini:<model>")  # fmt: skip
+                       help="the text model that plans the protocol: openai:<model> or gemini:<model>; or "
+                       f"sim:<planner>, a simulated planner answering from the request alone, no API needed "
+                       f"({', '.join(SIM_PLANNERS)}: the README's protocol builder says what each does)")  # fmt: skip
     build.add_argument("--out", type=Path, required=True, metavar="PLAN_FOLDER",
                        help="the plan folder whose protocols.toml receives the protocol; its conventions.toml "
                        "gives the convention a guidance prompt asks the question in")  # fmt: skip
@@ -67,9 +80,11 @@ def run_build(args: argparse.Namespace) -> int:
         raise ConvswapError(f"--painter {args.painter} answers in text only; give a model that draws")
     if "text" not in backend_entry(args.planner).interfaces:
         raise ConvswapError(f"--planner {args.planner} does not answer in text")
-    if args.out.exists() and not args.out.is_dir():
-        raise ConvswapError(f"--out {args.out} is not a folder")
-    planner = load_backend(args.planner)
+    if not args.out.is_dir():
+        state = "is not a folder" if args.out.exists() else "does not exist"
+        raise ConvswapError(f"--out {args.out} {state}: give a plan folder (`convswap plan init {args.out} --empty` "
+                            f"makes one) holding the items' conventions.toml")  # fmt: skip
+    planner = load_planner(args.planner)
     painter = load_backend(args.painter)
     try:
         build = build_protocol(args.items, planner, painter, args.out, examples=args.examples, n_smoke=args.smoke,
@@ -102,3 +117,22 @@ def run_sensitivity(args: argparse.Namespace) -> int:
         raise ConvswapError(f"{args.folder}: no pixel record of a protocol that declares both a pipeline and a reader")
     print(markdown(rows))
     return 0
+
+
+def load_planner(spec: str) -> Planner:
+    """The planner a spec names: an API text model, or a simulated planner (sim:<planner>)."""
+    import importlib
+
+    from convswap.builder.sim_planner import SimulatedPlanner
+    from convswap.readout.api_common import ApiBackend
+    from convswap.readout.registry import BACKENDS, load_backend, split_spec
+
+    prefix, name = split_spec(spec)
+    if prefix == "sim":
+        return SimulatedPlanner.from_spec(name)
+    entry = BACKENDS[prefix]
+    if not issubclass(getattr(importlib.import_module(entry.module), entry.class_name), ApiBackend):  # before loading
+        raise ConvswapError(f"--planner {spec} cannot be asked for a structured answer; give {PLANNER_SPECS}")
+    backend = load_backend(spec)
+    assert isinstance(backend, ApiBackend)
+    return backend

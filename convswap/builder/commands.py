@@ -63,26 +63,29 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 
 EXAMPLE_COUNTS = ("1", "2", "3", "4", "5")
-CORNERS = 4
 
 
 def example(protocol: Protocol) -> tuple[Trial, Prompt]:
-    """The fixed trial of the protocol's first task, and its text prompt."""
+    """The fixed trial of the protocol's first task, as many of its options as the protocol's layout holds, and
+    its text prompt."""
     from convswap.conventions.declarations import Convention
     from convswap.conventions.render import render
+    from convswap.protocols.layouts import CORNER_NAMES
 
     task = protocol.tasks[0]
     if task != "choice":
         trial = example_trial(task)
-        if protocol.layout == "corners4" and trial.k > CORNERS:  # the target and the first others, as corners hold
-            others = [referent for referent in trial.referents if referent != trial.target][: CORNERS - 1]
-            trial = replace(trial, referents=(*others, trial.target))
-        return trial, render(trial, "cell_name" if task in ("locate", "identify") else "label")
-    descriptions = tuple((count, (("count", count),)) for count in EXAMPLE_COUNTS)
-    trial = Trial("example-choice", "choice", EXAMPLE_COUNTS, "3", ImageSpec.of("file", path="example.jpg"), 640,
-                  426, meta=freeze({"question": "How many bottles stand on the table? {options}",
-                                    "descriptions": descriptions}))  # fmt: skip
-    return trial, render(trial, Convention("count", ("choice",), "{count}"))
+    else:
+        descriptions = tuple((count, (("count", count),)) for count in EXAMPLE_COUNTS)
+        trial = Trial("example-choice", "choice", EXAMPLE_COUNTS, "3", ImageSpec.of("file", path="example.jpg"),
+                      640, 426, meta=freeze({"question": "How many bottles stand on the table? {options}",
+                                             "descriptions": descriptions}))  # fmt: skip
+    if protocol.layout == "corners4" and trial.k > len(CORNER_NAMES):  # the target and the first others
+        others = [referent for referent in trial.referents if referent != trial.target][: len(CORNER_NAMES) - 1]
+        trial = replace(trial, referents=(*others, trial.target))
+    if task == "choice":
+        return trial, render(trial, Convention("count", ("choice",), "{count}"))
+    return trial, render(trial, "cell_name" if task in ("locate", "identify") else "label")
 
 
 def describe(protocol: Protocol) -> list[str]:
@@ -123,10 +126,7 @@ def _read(path: Path, what: str) -> bytes:
 
 
 def run_parse(args: argparse.Namespace) -> int:
-    import io
-
-    from PIL import Image, UnidentifiedImageError
-
+    from convswap.images import decode_image
     from convswap.protocols.declarations import get_protocol, load_protocols
     from convswap.protocols.layouts import SLOT_LAYOUTS
     from convswap.protocols.parse import parse_image, resolve_layout
@@ -138,12 +138,9 @@ def run_parse(args: argparse.Namespace) -> int:
         raise ConvswapError(f"protocol {protocol.name!r} reads the slots of the {layout} layout: give the number of "
                             f"options with --k")  # fmt: skip
     generated = _read(args.generated, "generated image")
-    try:
-        source = Image.open(io.BytesIO(_read(args.source, "source image")))
-        source.load()
-    except (UnidentifiedImageError, OSError) as error:
-        raise ConvswapError(f"the source image {args.source} cannot be decoded: {error}") from None
-    result = parse_image(protocol, generated, source, k=args.k, layout=args.layout)
+    source = decode_image(_read(args.source, "source image"), f"the source image {args.source}")
+    result = parse_image(protocol, generated, source, k=args.k, layout=args.layout,
+                         name=f"the generated image {args.generated}")  # fmt: skip
     json.dump(result.to_json(), sys.stdout)
     print()
     return 0

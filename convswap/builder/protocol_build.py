@@ -21,13 +21,14 @@ from __future__ import annotations
 import json
 import re
 import tempfile
+import typing
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
 from convswap.conventions.declarations import FILE_NAME as CONVENTIONS_FILE
-from convswap.core import TASKS, ConvswapError, Trial
+from convswap.core import TASKS, ConvswapError, Generation, Trial
 from convswap.defaults import DEFAULT_SMOKE, MAX_EXAMPLES
 from convswap.protocols.declarations import FILE_NAME, GUIDANCE_FIELDS, READER_FIELDS, SHIPPED_FILE
 from convswap.protocols.layouts import LAYOUTS, OUTER_CELLS, SLOT_LAYOUTS, check_layout
@@ -66,6 +67,12 @@ class Contract:
     regions: bool
     output_kinds: tuple[str, ...]
     examples: tuple[Mapping[str, Any], ...]
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any]) -> Contract:
+        """The contract as the planner reads it from its request (the items file by its name alone)."""
+        return cls(data["items_file"], data["n_items"], data["k"], tuple(data["referent_fields"]), data["regions"],
+                   tuple(data["output_kinds_that_fit"]), tuple(data["examples"]))  # fmt: skip
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -204,6 +211,12 @@ def _format_notes() -> str:
     return "\n".join(lines)
 
 
+# Each heads a JSON document of the request, as a simulated planner finds it (`convswap.builder.sim_planner`).
+CONTRACT_HEADING = "The task contract and examples (answers withheld):\n"
+INVENTORY_HEADING = "The registered parser operations and declared protocols:\n"
+REVISION_HEADING = "Your previous answer failed; revise it once. Your previous answer:\n"
+
+
 def planner_request(contract: Contract, catalog: Mapping[str, Protocol], revision: Revision | None = None) -> str:
     """The whole text the planner is sent."""
     parts = [
@@ -220,12 +233,12 @@ def planner_request(contract: Contract, catalog: Mapping[str, Protocol], revisio
         "and value 0-255. Each pipeline step gives its parameters as name/value pairs. The answer is data only, "
         "never code.",
         "The declaration format (as protocols.toml states it):\n" + _format_notes(),
-        "The task contract and examples (answers withheld):\n" + json.dumps(contract.to_json(), indent=1),
-        "The registered parser operations and declared protocols:\n" + json.dumps(inventory(catalog), indent=1),
+        CONTRACT_HEADING + json.dumps(contract.to_json(), indent=1),
+        INVENTORY_HEADING + json.dumps(inventory(catalog), indent=1),
     ]
     if revision is not None:
         parts.append(
-            "Your previous answer failed; revise it once. Your previous answer:\n"
+            REVISION_HEADING
             + json.dumps(revision.answer, indent=1)
             + "\nWhy it failed:\n"
             + "\n".join(f"- {reason}" for reason in revision.reasons)
@@ -241,13 +254,18 @@ class Revision:
     reasons: tuple[str, ...]
 
 
-def ask_planner(planner: Backend, text: str) -> dict[str, Any]:
-    """The planner's answer as JSON; a failed request or an answer that is no JSON object is one line."""
-    from convswap.readout.api_common import ApiBackend
+class Planner(typing.Protocol):
+    """What the builder asks: a text answer under a JSON schema (an API text model's `structured`)."""
 
-    if not isinstance(planner, ApiBackend):
-        raise ConvswapError(f"--planner {planner.spec} cannot be asked for a structured answer; give an API text "
-                            f"model (openai:<model>, gemini:<model>)")  # fmt: skip
+    spec: str
+
+    def structured(self, text: str, schema: Mapping[str, Any], name: str) -> Generation: ...
+
+    def close(self) -> None: ...
+
+
+def ask_planner(planner: Planner, text: str) -> dict[str, Any]:
+    """The planner's answer as JSON; a failed request or an answer that is no JSON object is one line."""
     generation = planner.structured(text, ANSWER_SCHEMA, SCHEMA_NAME)
     if generation.error:
         raise ConvswapError(f"the planner's request failed: {generation.error}")
@@ -299,6 +317,20 @@ def _step_table(step: Any) -> Any:
     return {"op": step.get("op"), **params}
 
 
+def protocol_of(name: str, table: Mapping[str, Any]) -> Protocol:
+    """A declaration's protocols.toml table (`table_of`) as a protocol, or `Refused` naming its first bad field."""
+    from pydantic import ValidationError
+
+    from convswap.protocols.declarations import Declaration
+    from convswap.validation import first_problem
+
+    try:
+        return Declaration.model_validate(table).protocol(name, table)
+    except ValidationError as error:
+        field, reason, value = first_problem(error)
+        raise Refused(f"{name}.{field}: {reason}, got {value!r}") from None
+
+
 def check_answer(
     answer: Mapping[str, Any],
     contract: Contract,
@@ -311,11 +343,6 @@ def check_answer(
     taken: names a new protocol may not have (text conventions, declared protocols).  answers: the examples'
     answer values, refused anywhere in a guidance or reader prompt.
     """
-    from pydantic import ValidationError
-
-    from convswap.protocols.declarations import Declaration
-    from convswap.validation import first_problem
-
     route: Route = answer["route"]
     if route == "reuse":
         reused = answer.get("reuse")
@@ -333,11 +360,7 @@ def check_answer(
     if not isinstance(declaration, dict):
         raise Refused(f"declaration: must be a table for route {route}, got {declaration!r}")
     table = table_of(declaration)
-    try:
-        protocol = Declaration.model_validate(table).protocol(name, table)
-    except ValidationError as error:
-        field, reason, value = first_problem(error)
-        raise Refused(f"{name}.{field}: {reason}, got {value!r}") from None
+    protocol = protocol_of(name, table)
     if route == "build" and not protocol.pipeline:
         raise Refused(f"{name}.pipeline: a build composes registered operations; without one it is the fallback "
                       f"route")  # fmt: skip
@@ -375,13 +398,13 @@ def _check_leaks(protocol: Protocol, answers: Sequence[tuple[str, Sequence[str]]
     texts = [("guidance", protocol.guidance)]
     if protocol.reader is not None:
         texts.append(("reader.prompt", protocol.reader.prompt))
+    restated = {value.lower() for _, values in answers for value in values}
     for field, text in texts:
         lowered = text.lower()
-        for example, values in answers:
-            for value in values:
-                if re.search(rf"(?<!\w){re.escape(value.lower())}(?!\w)", lowered):
-                    raise Refused(f"{protocol.name}.{field}: holds {value!r}, the answer of example {example} "
-                                  f"(answer leakage)")  # fmt: skip
+        if any(re.search(rf"(?<!\w){re.escape(value)}(?!\w)", lowered) for value in restated):
+            # Neither the value nor the example: the revision request carries this line, and either would tell
+            # the planner an answer.
+            raise Refused(f"{protocol.name}.{field}: restates an example's answer (answer leakage)")
     if protocol.reader is not None:
         for shown in contract.examples:
             for part in shown["question"].split("{options}"):
@@ -507,7 +530,7 @@ class Build:
 
 def build_protocol(
     items_path: Path,
-    planner: Backend,
+    planner: Planner,
     painter: Backend,
     plan_dir: Path,
     *,
@@ -522,12 +545,16 @@ def build_protocol(
     from convswap.readout.registry import load_backend
     from convswap.stimuli.items import read_items, select_items
 
-    items = read_items(items_path, image_root=image_root)
+    items = read_items(items_path, image_root=image_root, root_named_by="--image-root")
     contract = contract_of(items_path, items, examples)
     answers = example_answers(items, examples)
     catalog = load_protocols(plan_dir)
     conventions = conventions_of(plan_dir)
     taken = set(catalog) | set(conventions)
+    if not (plan_dir / CONVENTIONS_FILE).is_file():
+        raise ConvswapError(f"--out {plan_dir}: holds no {CONVENTIONS_FILE}; a guidance prompt asks the question in "
+                            f"a convention of {TASK} items it declares (write the items' own {CONVENTIONS_FILE} "
+                            f"there)")  # fmt: skip
     if not any(TASK in convention.tasks for convention in conventions.values()):
         raise ConvswapError(f"--out {plan_dir}: its {CONVENTIONS_FILE} declares no convention of {TASK} items, which "
                             f"a guidance prompt asks the question in (the items' own conventions.toml)")  # fmt: skip

@@ -7,11 +7,13 @@
      "timestamp": "<UTC ISO 8601>", "prev": "<entry_hash of the line before>",
      "version": <the file's version>,
      "conventions": "<sha256 of the declarations of the conventions and protocols it runs from the folder's own files>",
+     "declarations": {"<convention or protocol>": "<sha256 of its declaration>", ...},
      "entry_hash": "<sha256 of the canonical JSON of this entry without entry_hash>"}
 
 `conventions` is present only for a plan that runs conventions (or visual protocols) its folder declares: a
 declaration edited after registration changes the registered experiment, so the plan must be amended before it runs
-again.
+again.  `declarations` pins the same declarations one by one, so that the refusal names the one edited; entries
+written before it was recorded lack it, and their refusal names the files.
 
 The first entry's `prev` is 64 zeros.  An amendment must raise the file's
 `version` above the version of its latest entry.  Entries written before
@@ -33,6 +35,7 @@ from __future__ import annotations
 import fcntl
 import json
 import os
+import reprlib
 import secrets
 import shutil
 from collections.abc import Callable
@@ -45,7 +48,7 @@ from convswap.conventions.declarations import FILE_NAME as CONVENTIONS_FILE_NAME
 from convswap.core import ConvswapError, canonical_json, sha256_hex
 from convswap.fileio import why_not_a_folder
 from convswap.plan_folders import LEDGER_NAME, SHIPPED_PLAN_DIR
-from convswap.plans.plan import Plan, declared_conventions_sha256, load_plan, plan_files
+from convswap.plans.plan import Plan, declaration_sha256s, declared_conventions_sha256, load_plan, plan_files
 from convswap.protocols.declarations import FILE_NAME as PROTOCOLS_FILE_NAME
 from convswap.validation import is_integer
 
@@ -53,11 +56,12 @@ GENESIS = "0" * 64
 _CONVENTIONS_CHANGED = (
     f"a convention it runs was declared otherwise in {CONVENTIONS_FILE_NAME} (or a protocol in "
     f"{PROTOCOLS_FILE_NAME}) at its last ledger entry"
-)
+)  # an entry that pinned no declaration by name
 ACTIONS = ("register", "amend")
 _FIELDS = ("action", "file", "sha256", "reason", "timestamp", "prev", "entry_hash")
-# Absent from older entries (version) and from plans that run shipped conventions only (conventions).
-_OPTIONAL_FIELDS = ("version", "conventions")
+# Absent from older entries (version, declarations) and from plans that run shipped conventions only (conventions,
+# declarations).
+_OPTIONAL_FIELDS = ("version", "conventions", "declarations")
 
 
 @dataclass(frozen=True)
@@ -72,6 +76,7 @@ class Entry:
     line: int  # 1-based line of the ledger file; not part of the hashed content
     version: int | None = None  # None: an entry from before versions were recorded
     conventions: str | None = None  # None: the plan runs shipped conventions only
+    declarations: dict[str, str] | None = None  # name -> sha256 of its declaration; None: not pinned by name
 
     def body(self) -> dict[str, Any]:
         body: dict[str, Any] = {"action": self.action, "file": self.file, "sha256": self.sha256, "reason": self.reason,
@@ -81,6 +86,8 @@ class Entry:
             body["version"] = self.version
         if self.conventions is not None:
             body["conventions"] = self.conventions
+        if self.declarations is not None:
+            body["declarations"] = self.declarations
         return body
 
 
@@ -150,6 +157,7 @@ class Ledger:
                                     "version": plan.version}  # fmt: skip
             if declared is not None:
                 body["conventions"] = declared
+                body["declarations"] = declaration_sha256s(plan)
             digest_of_entry = entry_hash(body)
             os.write(fd, (canonical_json({**body, "entry_hash": digest_of_entry}) + "\n").encode("utf-8"))
             os.fsync(fd)
@@ -176,8 +184,8 @@ class Ledger:
                 problems.append(f"{name}: registered (line {entry.line}) but missing")
             elif sha256_hex(path.read_bytes()) != entry.sha256:
                 problems.append(f"{name}: edited since its last ledger entry (line {entry.line}) without an amendment")
-            elif self._conventions_changed(path, entry):
-                problems.append(f"{name}: {_CONVENTIONS_CHANGED} (line {entry.line}) without an amendment")
+            elif (changed := self._declarations_changed(path, entry)) is not None:
+                problems.append(f"{name}: {changed} (line {entry.line}) without an amendment")
         for path in plan_files(self.plan_dir):
             if path.name not in latest:
                 problems.append(f"{path.name}: not registered")
@@ -199,17 +207,31 @@ class Ledger:
             return "missing", entry
         if (plan.sha256 if plan is not None else sha256_hex(path.read_bytes())) != entry.sha256:
             return "modified", entry
-        if self._conventions_changed(path, entry, plan):
+        if self._declarations_changed(path, entry, plan) is not None:
             return "conventions changed", entry
         return ("amended" if entry.action == "amend" else "registered"), entry
 
-    def _conventions_changed(self, path: Path, entry: Entry, plan: Plan | None = None) -> bool:
-        """Whether the declarations of the conventions the plan runs differ from those its entry pinned (a plan
-        that no longer loads is not judged here: loading it names its own problem)."""
+    def _declarations_changed(self, path: Path, entry: Entry, plan: Plan | None = None) -> str | None:
+        """What of the declarations the plan runs differs from those its entry pinned, naming each convention and
+        protocol edited where the entry pinned them by name; None when none differs (a plan that no longer loads
+        is not judged here: loading it names its own problem); plan: the file as the caller loaded it."""
         try:
-            return declared_conventions_sha256(plan if plan is not None else load_plan(path)) != entry.conventions
+            plan = plan if plan is not None else load_plan(path)
         except ConvswapError:
-            return False
+            return None
+        if declared_conventions_sha256(plan) == entry.conventions:
+            return None
+        now, pinned = declaration_sha256s(plan), entry.declarations
+        edited = sorted(name for name in {*now, *(pinned or {})} if now.get(name) != (pinned or {}).get(name))
+        if pinned is None or not edited:
+            return _CONVENTIONS_CHANGED
+        named = [
+            f"its protocol {name} ({PROTOCOLS_FILE_NAME})" if name in plan.protocols
+            else f"its convention {name} ({CONVENTIONS_FILE_NAME})"
+            for name in edited
+        ]  # fmt: skip
+        listed = named[0] if len(named) == 1 else f"{', '.join(named[:-1])} and {named[-1]}"
+        return f"{listed} {'was' if len(named) == 1 else 'were'} declared otherwise at its last ledger entry"
 
     def current_entry_hash(self, file: str | os.PathLike[str], plan: Plan | None = None) -> str:
         """The plan hash a run of this file records; refuses a file not registered as it now reads (as `plan`, where
@@ -227,8 +249,9 @@ class Ledger:
             )
         if state == "conventions changed":
             raise ConvswapError(
-                f"{name}: {_CONVENTIONS_CHANGED} (line {entry.line}); raise its version and record the change with "
-                f"`convswap plan amend {name} --reason ...`, or restore the declarations"
+                f"{name}: {self._declarations_changed(self.plan_dir / name, entry, plan)} (line {entry.line}); raise its "
+                f"version and record the change with `convswap plan amend {name} --reason ...`, or restore the "
+                "declarations"
             )
         return entry.entry_hash
 
@@ -265,11 +288,18 @@ class Ledger:
                 break
             if not isinstance(data, dict) or not set(_FIELDS) <= set(data) <= {*_FIELDS, *_OPTIONAL_FIELDS}:
                 problems.append(
-                    f"{where}: fields must be exactly {', '.join(_FIELDS)}, and optionally {' and '.join(_OPTIONAL_FIELDS)}"
+                    f"{where}: fields must be exactly {', '.join(_FIELDS)}, and optionally "
+                    f"{', '.join(_OPTIONAL_FIELDS[:-1])} and {_OPTIONAL_FIELDS[-1]}"
                 )
                 break
             if "version" in data and not (is_integer(data["version"]) and data["version"] >= 1):
                 problems.append(f"{where}: version must be an integer >= 1, got {data['version']!r}")
+                break
+            declarations = data.get("declarations", {})
+            if not (isinstance(declarations, dict) and all(isinstance(v, str) for v in declarations.values())):
+                problems.append(
+                    f"{where}: declarations must map each name to a sha256, got {reprlib.repr(declarations)}"
+                )
                 break
             entry = Entry(**data, line=number)
             if entry_hash(entry.body()) != entry.entry_hash:

@@ -563,6 +563,17 @@ def declared_conventions_sha256(plan: Plan) -> str | None:
     The ledger pins it beside the plan file's own hash, so that a declaration edited after registration (an option
     template, a gloss) changes what the plan registered as surely as an edit of the plan file does.
     """
+    declared = _folder_declarations(plan)
+    return sha256_hex(canonical_json(declared)) if declared else None
+
+
+def declaration_sha256s(plan: Plan) -> dict[str, str]:
+    """The sha256 of each declaration `declared_conventions_sha256` covers, by name: the ledger pins them too, so
+    that an edit names the convention or protocol it changed."""
+    return {name: sha256_hex(canonical_json(value)) for name, value in _folder_declarations(plan).items()}
+
+
+def _folder_declarations(plan: Plan) -> dict[str, Any]:
     declared: dict[str, Any] = {
         name: asdict(plan.catalog[name])
         for name in plan.design.conventions
@@ -572,7 +583,7 @@ def declared_conventions_sha256(plan: Plan) -> str | None:
     for name, protocol in plan.protocols.items():  # its folder's protocols.toml, pinned by their declaration hash
         if name not in shipped or shipped[name].sha256 != protocol.sha256:
             declared[name] = {"protocol_sha256": protocol.sha256}
-    return sha256_hex(canonical_json(declared)) if declared else None
+    return declared
 
 
 def registered_names(plan: Plan) -> frozenset[str]:

@@ -27,9 +27,10 @@ slot_of_point, count.  `colour_mask(protocol, rgb array)` is the mask of the pro
 Parsing (`parse`):
 
     parse_image(protocol, generated: PIL.Image | bytes, source: PIL.Image, *, k: int | None,
-                layout: str | None = None) -> ProtocolParse
-        resizes `generated` to `source.size`, runs the pipeline; deterministic.  Undecodable bytes and an
-        operation that cannot run are "parser_failure"; an unmet contract is "protocol_noncompliance".
+                layout: str | None = None, name: str = "the generated image") -> ProtocolParse
+        resizes `generated` to `source.size`, runs the pipeline; deterministic.  Undecodable bytes (named by
+        `name` in the reason) and an operation that cannot run are "parser_failure"; an unmet contract is
+        "protocol_noncompliance"; bytes of an image over 64,000,000 pixels are refused (ImageTooLarge).
     ProtocolParse(status: "ok" | "protocol_noncompliance" | "parser_failure",
                   output: (x, y) normalized 0-1 | slot 1..K | count | None, components: tuple[Component, ...],
                   reason: str | None); to_json() / from_json().

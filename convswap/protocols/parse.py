@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
-import io
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Literal, get_args
 
 from convswap.core import ConvswapError
+from convswap.images import UnreadableImage, decode_image
 from convswap.protocols.layouts import SLOT_LAYOUTS, check_layout
 from convswap.protocols.operations import Component, Noncompliant, ParseState, run_step
 
@@ -72,12 +72,15 @@ def parse_image(
     *,
     k: int | None,
     layout: str | None = None,
+    name: str = "the generated image",
 ) -> ProtocolParse:
     """Parse one generated image against the source it was drawn on.
 
     generated: the image, or its encoded bytes as they came back (bytes that do not decode are a parser failure:
-    an image came back, the parser could not run on it).  k: the trial's number of options (slot layouts need it).
-    A k or layout the protocol cannot take is the caller's error (ConvswapError), not the image's.
+    an image came back, the parser could not run on it; an image above convswap.images.MAX_IMAGE_PIXELS is
+    refused, ImageTooLarge, before it is decoded).  name: how a decoding failure names the image ("the generated
+    image drawn.png").  k: the trial's number of options (slot layouts need it).  A k or layout the protocol
+    cannot take is the caller's error (ConvswapError), not the image's.
     """
     if not protocol.pipeline:
         raise ConvswapError(f"protocol {protocol.name!r} has no pipeline: it is read by its reader model alone (the "
@@ -87,9 +90,9 @@ def parse_image(
         check_layout(layout, k)
     if isinstance(generated, bytes | bytearray):
         try:
-            generated = _decode(bytes(generated))
-        except (OSError, ValueError) as error:
-            return ProtocolParse("parser_failure", None, (), f"the generated image cannot be decoded: {error}")
+            generated = decode_image(bytes(generated), name)
+        except UnreadableImage as error:
+            return ProtocolParse("parser_failure", None, (), str(error))
     import cv2
 
     state = ParseState(protocol, k, layout, generated, source)
@@ -101,14 +104,6 @@ def parse_image(
     except (cv2.error, ArithmeticError, OSError, ValueError, MemoryError) as error:
         return ProtocolParse("parser_failure", None, _listed(state), f"{type(error).__name__}: {error}")
     return ProtocolParse("ok", state.output, _listed(state))
-
-
-def _decode(data: bytes) -> Image.Image:
-    from PIL import Image
-
-    image = Image.open(io.BytesIO(data))
-    image.load()
-    return image
 
 
 def _listed(state: ParseState) -> tuple[Component, ...]:

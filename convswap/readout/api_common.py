@@ -33,6 +33,7 @@ from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Annotated, Any, ClassVar, Self, TypeVar
+from urllib.parse import urlsplit
 
 from PIL import Image
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
@@ -245,6 +246,11 @@ def retry_after_seconds(headers: Mapping[str, str] | None) -> float | None:
     return max(0.0, (when - datetime.now(UTC)).total_seconds())
 
 
+def connection_failure(url: object, cause: BaseException) -> Failure:
+    """A request that reached no server (retried): the URL it was sent to and the transport's own words."""
+    return Failure(f"connection to {url} failed: {str(cause) or type(cause).__name__}", retryable=True)
+
+
 def http_failure(status: int, detail: str, headers: Mapping[str, str] | None = None) -> Failure:
     """429, 408 and 5xx are transient; 401, 403 and 404 mean the key, access or model name is wrong."""
     reason = f"HTTP {status}: {detail[:_DETAIL_CHARS]}" if detail else f"HTTP {status}"
@@ -318,12 +324,34 @@ class RetryPolicy:
             waited += delay
 
 
+URL_RULE = "must be an http:// or https:// URL"
+
+
+def is_http_url(value: object) -> bool:
+    """Whether `value` is an http:// or https:// URL with a host: anything else (`127.0.0.1:8000/v1`, `htp://...`)
+    would fail at every request, with the transport's words for it."""
+    if not isinstance(value, str):
+        return False
+    try:
+        parts = urlsplit(value)
+    except ValueError:  # an unclosed [ of an IPv6 host
+        return False
+    return parts.scheme in ("http", "https") and bool(parts.hostname)
+
+
+def checked_url(spec: str, url: str, given_by: str) -> str:
+    """`url`, refused unless `is_http_url`; `given_by` names where it came from ("$OPENAI_BASE_URL")."""
+    if not is_http_url(url):
+        raise ConvswapError(f"{spec}: {given_by} {URL_RULE}, got {url!r}")
+    return url
+
+
 class ApiSettings(BaseModel):
     """The options an API model spec takes (`from_spec(name, **options)`)."""
 
     model_config = ConfigDict(arbitrary_types_allowed=True)
 
-    base_url: Annotated[str | None, checked(lambda value: isinstance(value, str), "must be a URL string")] = None
+    base_url: Annotated[str | None, checked(is_http_url, URL_RULE)] = None
     max_output_tokens: Annotated[int, at_least(1)] = DEFAULT_MAX_OUTPUT_TOKENS
     cache_path: Annotated[Path, checked(lambda value: isinstance(value, str | os.PathLike), "must be a file path")] = (
         Field(default_factory=default_cache_path)
@@ -506,7 +534,9 @@ class ApiBackend(Backend):
         """One text-only request whose answer is a JSON document under `schema` (a JSON schema named `name`), which
         the API enforces where it can; sent, cached and retried like every other request.  The caller still
         validates the text: a compatible server may ignore the schema."""
-        return self._answer(self._structured_request(text, dict(schema), name, self.settings.max_output_tokens))
+        # Not warned of: the caller stops with the reason, which a warning would print a second time.
+        return self._answer(self._structured_request(text, dict(schema), name, self.settings.max_output_tokens),
+                            warn=False)  # fmt: skip
 
     def _structured_request(self, text: str, schema: dict[str, Any], name: str, budget: int) -> dict[str, Any]:
         """The request of `structured`, in the API's own way of asking for JSON under a schema."""
@@ -528,11 +558,11 @@ class ApiBackend(Backend):
     def deferred_failure(self) -> str | None:
         return self._cache_failure
 
-    def _answer(self, request: dict[str, Any]) -> Generation:
+    def _answer(self, request: dict[str, Any], warn: bool = True) -> Generation:
         try:
             reply = self._reply(request, lambda: self._send(request), self._malformed)
         except RequestFailed as failed:
-            return Generation(text=None, finish_reason="error", error=self._failed(failed))
+            return Generation(text=None, finish_reason="error", error=self._failed(failed, warn))
         return self._generation(reply)
 
     def _generation(self, reply: str) -> Generation:
@@ -620,15 +650,16 @@ class ApiBackend(Backend):
             return None
         return replace(failure, reason=scrub(failure.reason, self._secrets))
 
-    def _failed(self, failed: RequestFailed) -> str:
-        """The logged reason a request failed for good (its unit is an `api_error`, retried by a rerun); a fatal
-        failure (key, access, model name) stops the run instead."""
+    def _failed(self, failed: RequestFailed, warn: bool = True) -> str:
+        """The reason a request failed for good, logged where `warn` (its unit is an `api_error`, retried by a
+        rerun); a fatal failure (key, access, model name) stops the run instead."""
         self.counters.add("retries", failed.attempts - 1)
         self.counters.add("failures")
         message = f"{self.spec}: {failed.failure.reason} (gave up after {failed.attempts} attempt(s))"
         if failed.failure.fatal:
             raise ConvswapError(message)
-        log.warning("%s", message)
+        if warn:
+            log.warning("%s", message)
         return message
 
     @abstractmethod

@@ -8,7 +8,11 @@ completions, image edits, or generate_content, which may ask for an image).
 
 Every call goes through the backend's retry policy (`ApiBackend.call`), so a
 5xx or a dropped connection is retried as for an ordinary request, and a
-failure for good is one line naming what failed.
+failure for good is one line naming what failed.  A submission that failed
+where the provider cannot have created the batch raises `NotCreated`: its
+upload failed, or every attempt at the create request either never reached
+the provider or was refused by it (a 4xx).  Any other failure of the create
+request (a timeout, a dropped connection, a 5xx) may have left a batch.
 """
 
 from __future__ import annotations
@@ -18,10 +22,17 @@ from abc import ABC, abstractmethod
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
+
+import httpx2
 
 from convswap.core import ConvswapError
 from convswap.readout.api_common import ApiBackend
+
+T = TypeVar("T")
+
+# Raised before a byte of the request is sent: the provider never heard of it.
+UNSENT = (httpx2.ConnectError, httpx2.ConnectTimeout, httpx2.PoolTimeout, httpx2.UnsupportedProtocol)
 
 
 @dataclass(frozen=True)
@@ -79,6 +90,10 @@ class LineResult:
     unfinished: bool = False
 
 
+class NotCreated(ConvswapError):
+    """A submission that failed without the provider creating a batch: nothing to look for, nothing paid."""
+
+
 class BatchApi(ABC):
     """A provider's files and batches endpoints, through the backend's own client and retry policy."""
 
@@ -102,7 +117,53 @@ class BatchApi(ABC):
         `requests` is the file's content in memory when `inline_bytes` allows
         sending it inline (empty otherwise).  `saved(file_id)` is called once an
         upload has returned, before the batch is created, so that a process
-        killed in between can find the batch by its file."""
+        killed in between can find the batch by its file.  Its calls go through
+        `before_creating` and `creating`, so that a failure where the provider
+        cannot have created the batch is `NotCreated`."""
+
+    def before_creating(self, what: str, send: Callable[[], T]) -> T:
+        """A call of `submit` before it asks for the batch (an upload): failed for good, it leaves no batch."""
+        try:
+            return self.backend.call(what, send)
+        except ConvswapError as error:
+            raise NotCreated(str(error)) from None
+
+    def creating(self, name: str, file_id: str | None, send: Callable[[], str]) -> str:
+        """The call of `submit` that creates the batch `name` (from `file_id`), its id; `NotCreated` where no
+        attempt can have created it.  An attempt that may have (no reply came, or a 5xx) is not simply sent again,
+        which would pay for the batch twice: the retry looks for the batch first."""
+        reached = False
+
+        def attempt() -> str:
+            nonlocal reached
+            if reached and (found := self.find(name, file_id)) is not None:
+                return found
+            try:
+                return send()
+            except Exception as error:
+                reached = reached or not self.refused(error)
+                raise
+
+        try:
+            return self.backend.call(f"creating batch {name}", attempt)
+        except ConvswapError as error:
+            if reached:
+                raise
+            raise NotCreated(str(error)) from None
+
+    def refused(self, error: BaseException) -> bool:
+        """Whether a failed request certainly did nothing at the provider: it never left this machine, or the
+        provider answered it with a 4xx (the subclass's `client_error`)."""
+        cause: BaseException | None = error
+        while cause is not None:  # an SDK raises its own error from the transport's
+            if isinstance(cause, UNSENT):
+                return True
+            cause = cause.__cause__
+        return self.client_error(error)
+
+    @abstractmethod
+    def client_error(self, error: BaseException) -> bool:
+        """Whether `error` is the provider's 4xx answer."""
 
     @abstractmethod
     def find(self, name: str, file_id: str | None) -> str | None:

@@ -19,7 +19,15 @@ from google.genai import errors, types
 from pydantic import ValidationError
 
 from convswap.core import Generation
-from convswap.readout.api_common import ApiBackend, ApiSettings, Failure, MalformedReply, http_failure
+from convswap.readout.api_common import (
+    ApiBackend,
+    ApiSettings,
+    Failure,
+    MalformedReply,
+    checked_url,
+    connection_failure,
+    http_failure,
+)
 from convswap.readout.conversation import Turn
 from convswap.readout.logprobs import TOP_LOGPROBS, FirstTokenLogprobs, ListedToken, LogprobsRefused
 
@@ -39,7 +47,10 @@ class GeminiBackend(ApiBackend):
         super().__init__(model, api_key, settings)
         # Resolved here, as the SDK would (option, else GOOGLE_GEMINI_BASE_URL, else its default), so that the
         # cache key names the server the requests really go to.
-        self._base_url = settings.base_url or os.environ.get(BASE_URL_VARIABLE) or DEFAULT_BASE_URL
+        from_environment = os.environ.get(BASE_URL_VARIABLE, "").strip() if settings.base_url is None else ""
+        if from_environment:
+            checked_url(self.spec, from_environment, f"${BASE_URL_VARIABLE}")
+        self._base_url = settings.base_url or from_environment or DEFAULT_BASE_URL
         http_options = types.HttpOptions(base_url=self._base_url, timeout=round(settings.timeout * 1000))
         # Held for the backend's lifetime: a client that goes out of scope closes its connections.
         self._client = genai.Client(api_key=api_key, vertexai=False, http_options=http_options)
@@ -58,13 +69,17 @@ class GeminiBackend(ApiBackend):
         return self._base_url
 
     def _send(self, request: dict[str, Any]) -> str:
+        return reply_json(self.generate_content(sdk_request(request)))
+
+    def generate_content(self, request: dict[str, Any]) -> types.GenerateContentResponse:
+        """One generate_content call of a request as `sdk_request` gives it; a 200 whose body the SDK cannot read
+        (JSON or not, the wrong shapes) is MalformedReply."""
         try:
-            response = self._client.models.generate_content(**sdk_request(request))
+            return self._client.models.generate_content(**request)
         except (errors.APIError, httpx2.HTTPError):
             raise
-        except Exception as error:  # the SDK met a 200 body it cannot read: JSON or not, the wrong shapes
+        except Exception as error:
             raise MalformedReply(f"the SDK cannot read the body ({type(error).__name__}: {error})") from error
-        return reply_json(response)
 
     @functools.cached_property
     def batch_client(self) -> genai.Client:
@@ -105,7 +120,7 @@ class GeminiBackend(ApiBackend):
         if isinstance(error, httpx2.TimeoutException):
             return Failure("timed out", retryable=True)
         if isinstance(error, httpx2.TransportError):
-            return Failure(f"connection failed: {type(error).__name__}", retryable=True)
+            return connection_failure(error.request.url, error)
         return None
 
 

@@ -15,7 +15,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from google.genai import _common, types
+from google.genai import _common, errors, types
 from google.genai import batches as sdk_batches
 
 from convswap.readout.api_common import http_failure
@@ -53,22 +53,27 @@ class GeminiBatches(BatchApi):
     ) -> str:
         client = self.backend.batch_client
         src: Any
+        file_id = None
         if requests:
             src = [types.InlinedRequest(**sdk_request(request), metadata={"key": key}) for key, request in requests]
         else:
             config = types.UploadFileConfig(display_name=name, mime_type="jsonl")
-            uploaded = self.backend.call(
+            uploaded = self.before_creating(
                 f"uploading the batch file {path.name}", lambda: client.files.upload(file=path, config=config)
             )
             assert uploaded.name is not None  # the files API names every file it stores
             saved(uploaded.name)
-            src = uploaded.name
-        job = self.backend.call(
-            f"creating batch {name}",
-            lambda: client.batches.create(model=self.backend.model, src=src, config={"display_name": name}),
-        )
-        assert job.name is not None  # batchGenerateContent names the batch it creates
-        return job.name
+            src = file_id = uploaded.name
+
+        def create() -> str:
+            job = client.batches.create(model=self.backend.model, src=src, config={"display_name": name})
+            assert job.name is not None  # batchGenerateContent names the batch it creates
+            return job.name
+
+        return self.creating(name, file_id, create)
+
+    def client_error(self, error: BaseException) -> bool:
+        return isinstance(error, errors.ClientError)
 
     def find(self, name: str, file_id: str | None) -> str | None:
         def search() -> str | None:

@@ -77,7 +77,7 @@ class GeminiImageBackend(ImageAnswers, GeminiBackend):
         return {"model": request["model"], "contents": contents, "config": config}
 
     def _send_image(self, request: dict[str, Any], source: bytes) -> DrawnReply:
-        return self._drawn(self._client.models.generate_content(**sdk_request(self._wire(request, source))))
+        return self._drawn(self.generate_content(sdk_request(self._wire(request, source))))
 
     def _drawn(self, response: types.GenerateContentResponse) -> DrawnReply:
         candidate = response.candidates[0] if response.candidates else None

@@ -12,13 +12,14 @@ How a reply becomes a `Drawing`:
   (the run resizes it to the source's resolution before parsing);
 - a content-policy refusal, a blocked candidate, or a reply without an image is a generation failure whose reason
   (and any text the model wrote instead) the record keeps; it is a reply, cached, so never sent again;
-- bytes that do not decode as an image are a generation failure too: no image came back;
-- a request that failed for good (retries spent) is an `api_error`, which a rerun sends again.
+- a reply that breaks the endpoint's wire format, in whatever field (a body that is not JSON, an image that is not
+  base64, bytes that do not decode as an image, an image above convswap.images.MAX_IMAGE_PIXELS), is malformed:
+  an `api_error`, neither cached nor kept, which a rerun sends again;
+- a request that failed for good (retries spent) is an `api_error` too.
 """
 
 from __future__ import annotations
 
-import io
 import json
 import math
 from abc import abstractmethod
@@ -26,9 +27,8 @@ from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 from typing import Any
 
-from PIL import Image, UnidentifiedImageError
-
 from convswap.core import ConvswapError, Generation, sha256_hex
+from convswap.images import ImageTooLarge, UnreadableImage, decode_image
 from convswap.readout.api_common import ApiBackend, MalformedReply, RequestFailed, png_bytes, scrub
 from convswap.readout.base import DEFAULT_MAX_NEW_TOKENS, Drawing, Query
 
@@ -111,9 +111,11 @@ class ImageAnswers(ApiBackend):
         """A batch's reply to an image request, read as `_send_image` reads the SDK's."""
 
     def cached_drawing(self, request: dict[str, Any], size: Size | None) -> Drawing | None:
-        """The drawing of a request from the cache alone, as `draw` reads it; None when it is not cached."""
+        """The drawing of a request from the cache alone, as `draw` reads it; None when it is not cached, or cached
+        with an image that cannot be read (an older version kept such replies: `draw` asks them again)."""
         reply = self._cache.get(self.cache_key(request))
-        return None if reply is None else self._read_drawing(DrawnReply.from_json(reply), size)
+        drawing = None if reply is None else self._read_drawing(DrawnReply.from_json(reply), size)
+        return drawing if isinstance(drawing, Drawing) else None
 
     def failed_drawing(self, reason: str, size: Size | None) -> Drawing:
         """A request that failed for good, as `draw` records one (an api_error a rerun sends again)."""
@@ -123,13 +125,23 @@ class ImageAnswers(ApiBackend):
         return self._asked_size(source)
 
     def _drawing(self, request: dict[str, Any], source: bytes, size: Size | None) -> Drawing:
+        read: list[Drawing] = []  # the drawing of the reply `_reply` returns, decoded once, by the check it makes
+
+        def unreadable(reply: str) -> str | None:
+            drawing = self._read_drawing(DrawnReply.from_json(reply), size)
+            if isinstance(drawing, str):
+                return drawing
+            read.append(drawing)
+            return None
+
         try:
-            reply = DrawnReply.from_json(self._reply(request, lambda: self._send_image(request, source).to_json()))
+            self._reply(request, lambda: self._send_image(request, source).to_json(), unreadable)
         except RequestFailed as failed:
             return Drawing(None, failure=self._failed(failed), api_error=True, asked_size=size)
-        return self._read_drawing(reply, size)
+        return read[-1]
 
-    def _read_drawing(self, reply: DrawnReply, size: Size | None) -> Drawing:
+    def _read_drawing(self, reply: DrawnReply, size: Size | None) -> Drawing | str:
+        """The drawing of a stored reply, or why its image cannot be read (a reply that is asked again)."""
         if reply.served_model:
             self._served_model = reply.served_model
         if reply.image_sha256 is None:
@@ -138,15 +150,18 @@ class ImageAnswers(ApiBackend):
         if data is None:
             raise ConvswapError(f"the API response cache {self._cache.path} lost image {reply.image_sha256}")
         try:
-            drawn = Image.open(io.BytesIO(data))
-            drawn.load()
-        except (UnidentifiedImageError, OSError, ValueError) as error:
-            reason = f"the {len(data)} bytes that came back do not decode as an image ({type(error).__name__})"
-            return Drawing(None, failure=without_image(reason, reply.text), asked_size=size)
+            drawn = decode_image(data, _came_back(data))
+        except (UnreadableImage, ImageTooLarge) as error:
+            return str(error)
         return Drawing(drawn if drawn.mode == "RGB" else drawn.convert("RGB"), asked_size=size)
 
     def _keep(self, data: bytes) -> str:
-        """Keep an image that came back in the cache, once by content; its sha256."""
+        """Keep an image that came back in the cache, once by content; its sha256.  Bytes that are no image within
+        the pixel limit break the wire format: MalformedReply, and nothing is kept."""
+        try:
+            decode_image(data, _came_back(data))
+        except (UnreadableImage, ImageTooLarge) as error:
+            raise MalformedReply(str(error)) from None
         return self._cache.put_image(data)
 
     @abstractmethod
@@ -160,6 +175,10 @@ class ImageAnswers(ApiBackend):
     @abstractmethod
     def _asked_size(self, source: Size) -> Size | None:
         """The output size asked for a source of this size, None where the endpoint takes none."""
+
+
+def _came_back(data: bytes) -> str:
+    return f"the image that came back ({len(data):,} bytes)"
 
 
 class ImageOnly(ImageAnswers):

@@ -8,18 +8,30 @@ the bounded policy in `api_common` is the only one.
 from __future__ import annotations
 
 import json
-from typing import Any
+import os
+from typing import Any, TypeVar
 
 import openai
 from openai.types.chat import ChatCompletion
 
 from convswap.core import Generation
-from convswap.readout.api_common import ApiBackend, ApiSettings, Failure, MalformedReply, http_failure, malformed
+from convswap.readout.api_common import (
+    ApiBackend,
+    ApiSettings,
+    Failure,
+    MalformedReply,
+    checked_url,
+    connection_failure,
+    http_failure,
+    malformed,
+)
 from convswap.readout.conversation import Turn
 from convswap.readout.logprobs import TOP_LOGPROBS as TOP_LOGPROBS_SOURCE
 from convswap.readout.logprobs import FirstTokenLogprobs, ListedToken, LogprobsRefused
 from convswap.validation import is_integer
 
+R = TypeVar("R")
+BASE_URL_VARIABLE = "OPENAI_BASE_URL"  # where the SDK finds the server when no base_url is given
 # The most top logprobs chat completions return per position.
 TOP_LOGPROBS = 20
 
@@ -30,6 +42,10 @@ class OpenAIBackend(ApiBackend):
 
     def __init__(self, model: str, api_key: str, settings: ApiSettings) -> None:
         super().__init__(model, api_key, settings)
+        # The option is checked with the others; the variable the SDK reads in its place, here.
+        from_environment = os.environ.get(BASE_URL_VARIABLE) if settings.base_url is None else None
+        if from_environment is not None:
+            checked_url(self.spec, from_environment, f"${BASE_URL_VARIABLE}")
         self._client = openai.OpenAI(
             api_key=api_key, base_url=settings.base_url, timeout=settings.timeout, max_retries=0
         )
@@ -55,9 +71,7 @@ class OpenAIBackend(ApiBackend):
         return str(self._client.base_url)  # base_url option, else OPENAI_BASE_URL, else the SDK's default
 
     def _send(self, request: dict[str, Any]) -> str:
-        completion = self._client.chat.completions.create(**request)
-        if not isinstance(completion, ChatCompletion):  # the SDK hands back a body that is not a JSON object as is
-            raise MalformedReply(f"the body is not a JSON object: {str(completion)[:80]!r}")
+        completion = sdk_reply(self._client.chat.completions.create(**request), ChatCompletion)
         return completion.model_dump_json(exclude_unset=True, warnings=False)
 
     def _read(self, reply: str) -> tuple[Generation, str | None]:
@@ -95,12 +109,20 @@ class OpenAIBackend(ApiBackend):
         if isinstance(error, openai.APITimeoutError):
             return Failure("timed out", retryable=True)
         if isinstance(error, openai.APIConnectionError):
-            return Failure(f"connection failed: {error.message}", retryable=True)
+            return connection_failure(error.request.url, error.__cause__ or error)
         if isinstance(error, openai.APIStatusError):
             return http_failure(error.status_code, _detail(error.body), error.response.headers)
         if isinstance(error, openai.APIError):
             return Failure(f"unusable reply: {error.message}", retryable=False)
         return None
+
+
+def sdk_reply(reply: object, kind: type[R]) -> R:
+    """A reply as the SDK parsed it, which must be a `kind`: the SDK hands back a body that is not a JSON object (a
+    gateway's HTML page, a JSON list) as it came, which is malformed."""
+    if not isinstance(reply, kind):
+        raise MalformedReply(f"the body is not a JSON object: {str(reply)[:80]!r}")
+    return reply
 
 
 def malformed_completion(reply: str) -> str | None:

@@ -9,6 +9,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+import openai
 from openai.types import Batch, FileObject
 
 from convswap.readout.api_common import http_failure
@@ -38,16 +39,19 @@ class OpenAIBatches(BatchApi):
             with path.open("rb") as handle:  # opened per attempt: a retried upload starts from the first byte
                 return client.files.create(file=(path.name, handle, "application/jsonl"), purpose="batch")
 
-        uploaded = self.backend.call(f"uploading the batch file {path.name}", upload)
+        uploaded = self.before_creating(f"uploading the batch file {path.name}", upload)
         saved(uploaded.id)
-        batch = self.backend.call(
-            f"creating batch {name}",
+        return self.creating(
+            name,
+            uploaded.id,
             lambda: client.batches.create(
                 input_file_id=uploaded.id, endpoint=self.url, completion_window="24h",  # type: ignore[arg-type]
                 metadata={NAME_KEY: name},
-            ),
+            ).id,
         )  # fmt: skip
-        return batch.id
+
+    def client_error(self, error: BaseException) -> bool:
+        return isinstance(error, openai.APIStatusError) and 400 <= error.status_code < 500
 
     def find(self, name: str, file_id: str | None) -> str | None:
         def search() -> str | None:

@@ -30,13 +30,15 @@ from dataclasses import replace
 from typing import Annotated, Any
 
 import openai
+from openai.types import ImagesResponse
+from openai.types.chat import ChatCompletion
 
 from convswap.core import ConvswapError
 from convswap.readout.api_common import ApiSettings, MalformedReply, scrub
 from convswap.readout.base import ModelInfo
 from convswap.readout.conversation import conversation
 from convswap.readout.image_common import DrawnReply, ImageAnswers, ImageOnly, Size, closest_size, without_image
-from convswap.readout.openai_backend import OpenAIBackend, _detail
+from convswap.readout.openai_backend import OpenAIBackend, _detail, sdk_reply
 from convswap.validation import one_of
 
 FIXED_SIZES: tuple[Size, ...] = ((1024, 1024), (1536, 1024), (1024, 1536))
@@ -140,7 +142,7 @@ class OpenAIImageBackend(ImageOnly, OpenAIBackend):
             if refusal is None:
                 raise
             return self._refused(refusal)
-        return self._drawn(response.model_dump(mode="json", warnings=False))
+        return self._drawn(sdk_reply(response, ImagesResponse).model_dump(mode="json", warnings=False))
 
     def _refused(self, refusal: str) -> DrawnReply:
         return DrawnReply(None, refusal=scrub(refusal, self._secrets), served_model=self.model)
@@ -154,13 +156,9 @@ class OpenAIImageBackend(ImageOnly, OpenAIBackend):
         encoded = found[0].get("b64_json") if found else None
         if encoded is not None and not isinstance(encoded, str):
             raise MalformedReply(f"data[0].b64_json is {type(encoded).__name__}, not text")
-        data = _decoded(encoded) if encoded else None
-        if data is None:
-            reason = (
-                "the reply holds no image (no data[0].b64_json)" if not encoded else "data[0].b64_json is not base64"
-            )
-            return DrawnReply(None, refusal=reason, served_model=self.model)
-        return DrawnReply(self._keep(data), served_model=self.model)
+        if not encoded:
+            return DrawnReply(None, refusal="the reply holds no image (no data[0].b64_json)", served_model=self.model)
+        return DrawnReply(self._keep(_decoded(encoded, "data[0].b64_json")), served_model=self.model)
 
 
 def _edit_options(request: dict[str, Any]) -> dict[str, Any]:
@@ -200,7 +198,7 @@ class OpenAIChatImageBackend(ImageAnswers, OpenAIBackend):
         return {**wire, "modalities": request["modalities"]}
 
     def _send_image(self, request: dict[str, Any], source: bytes) -> DrawnReply:
-        completion = self._client.chat.completions.create(**self._wire(request, source))
+        completion = sdk_reply(self._client.chat.completions.create(**self._wire(request, source)), ChatCompletion)
         return self._drawn(json.loads(completion.model_dump_json()))
 
     def _drawn(self, reply: Any) -> DrawnReply:
@@ -217,10 +215,9 @@ class OpenAIChatImageBackend(ImageAnswers, OpenAIBackend):
             reason = f"the reply holds no image (finish reason {_finish(reply)})"
             return DrawnReply(None, text=text, refusal=without_image(reason, text), served_model=reply.get("model"))
         found = _DATA_URL.match(url)
-        data = _decoded(found.group(1)) if found is not None else None
-        if data is None:
-            reason = f"the reply's image is not a base64 data URL ({url[:40]!r})"
-            return DrawnReply(None, text=text, refusal=without_image(reason, text), served_model=reply.get("model"))
+        if found is None:
+            raise MalformedReply(f"the reply's image is not a base64 data URL ({url[:40]!r})")
+        data = _decoded(found.group(1), "the reply's image data URL")
         return DrawnReply(self._keep(data), text=text, served_model=reply.get("model"))
 
 
@@ -238,9 +235,9 @@ def _finish(reply: dict[str, Any]) -> str:
     return str(choices[0].get("finish_reason") or "unspecified")
 
 
-def _decoded(encoded: str) -> bytes | None:
-    """base64 as the API sends it; None for text that is not base64 at all."""
+def _decoded(encoded: str, field: str) -> bytes:
+    """base64 as the API sends it in `field`; text that is not base64 breaks the wire format (MalformedReply)."""
     try:
         return base64.b64decode(encoded, validate=True)
     except (binascii.Error, ValueError):
-        return None
+        raise MalformedReply(f"{field} is not base64 ({encoded[:40]!r})") from None

@@ -33,10 +33,20 @@ from typing import Any
 
 import httpx2
 import openai
+from openai.types.chat import ChatCompletion
 from PIL import Image
 
 from convswap.core import Condition, ConvswapError
-from convswap.readout.api_common import ApiSettings, Failure, RequestFailed, http_failure, png_base64
+from convswap.readout.api_common import (
+    ApiSettings,
+    Failure,
+    MalformedReply,
+    RequestFailed,
+    checked_url,
+    connection_failure,
+    http_failure,
+    png_base64,
+)
 from convswap.readout.base import ModelInfo, OwnTokenizer, Query
 from convswap.readout.conversation import Turn, conversation
 from convswap.readout.logprobs import (
@@ -48,7 +58,8 @@ from convswap.readout.logprobs import (
     LogprobsRefused,
 )
 from convswap.readout.openai_backend import TOP_LOGPROBS as TOP_LOGPROBS_CAP
-from convswap.readout.openai_backend import OpenAIBackend, first_position, top_logprobs_request
+from convswap.readout.openai_backend import OpenAIBackend, first_position, sdk_reply, top_logprobs_request
+from convswap.validation import is_integer
 
 BASE_URL_VARIABLE = "CONVSWAP_SERVED_BASE_URL"
 KEY_VARIABLE = "CONVSWAP_SERVED_API_KEY"
@@ -58,6 +69,8 @@ TOKEN_ID_PREFIX = "token_id:"  # how vLLM spells a token under return_tokens_as_
 PROBE_IMAGE = Image.new("RGB", (64, 64), (128, 96, 64))
 PROBE_QUESTION = "Which color is at the top-left? Answer with 1, 2 or 3."
 PROBE_ANSWERS = ("1", "2", "3")
+# What reading a first-token reply of the wrong shapes raises (a key missing, a list too short, a value no number).
+UNREADABLE = (KeyError, IndexError, TypeError, ValueError, AttributeError)
 
 
 class ServedSettings(ApiSettings):
@@ -123,6 +136,8 @@ class ServedBackend(OwnTokenizer, OpenAIBackend):
         base_url = settings.base_url or os.environ.get(BASE_URL_VARIABLE, "").strip()
         if not base_url:
             raise ConvswapError(f"{spec} needs the server's URL: give --base-url or set {BASE_URL_VARIABLE}")
+        if settings.base_url is None:  # the option is checked with the others
+            checked_url(spec, base_url, f"${BASE_URL_VARIABLE}")
         settings = settings.model_copy(update={"base_url": base_url})
         processor = load_processor(spec, settings.tokenizer or name)
         # A server started without --api-key takes any key; the client insists on one.
@@ -151,24 +166,36 @@ class ServedBackend(OwnTokenizer, OpenAIBackend):
     # --- probes at load --------------------------------------------------------------------------------------------
 
     def probe(self) -> None:
-        """Context length, conformance of the server's tokens with the local chat path, then the readout it gives."""
+        """Context length, conformance of the server's tokens with the local chat path, then the readout it gives.
+
+        A server that cannot be reached or answers what its API does not document refuses the model in one line.
+        """
         self.context_length = self._context_length()
-        self._check_conformance()
-        # A server that gives no logprobs still has the readout asked of it: it is refused, with the reason.
-        self.readout_source, self.logprobs_refusal = self._readout_capability()
+        try:
+            self._check_conformance()
+            # A server that gives no logprobs still has the readout asked of it: it is refused, with the reason.
+            self.readout_source, self.logprobs_refusal = self._readout_capability()
+        except (openai.APIError, httpx2.HTTPError, MalformedReply) as error:
+            raise ConvswapError(f"{self.spec}: the probes at load failed on the server at {self._root}: "
+                                f"{self._reason(error)}") from None  # fmt: skip
+
+    def _reason(self, error: Exception) -> str:
+        failure = self._scrubbed(error)
+        return str(error) if failure is None else failure.reason
 
     def _context_length(self) -> int | None:
         """`max_model_len` of the served model as /v1/models lists it (vLLM and SGLang both do); None if absent."""
         try:
-            models = self._client.models.list().data
-        except openai.APIError as error:
-            raise ConvswapError(f"{self.spec}: cannot list the server's models at {self._root}: {error}") from None
+            models = listed_models(self._client.get("/models", cast_to=object))
+        except (openai.APIError, MalformedReply) as error:
+            raise ConvswapError(
+                f"{self.spec}: cannot list the server's models at {self._root}: {self._reason(error)}"
+            ) from None
         for entry in models:
-            if entry.id == self.model:
-                self._served_model = entry.id
-                length = (entry.model_extra or {}).get("max_model_len")
-                return int(length) if length else None
-        names = ", ".join(entry.id for entry in models) or "none"
+            if entry["id"] == self.model:
+                self._served_model = entry["id"]
+                return entry.get("max_model_len") or None
+        names = ", ".join(entry["id"] for entry in models) or "none"
         raise ConvswapError(
             f"{self.spec}: the server at {self._root} does not serve {self.model!r} (it serves {names})"
         )
@@ -187,7 +214,9 @@ class ServedBackend(OwnTokenizer, OpenAIBackend):
                 if body.get("max_model_len") and self.context_length is None:
                     self.context_length = int(body["max_model_len"])
             except (KeyError, TypeError, ValueError) as error:
-                raise ConvswapError(f"{self.spec}: unreadable /tokenize reply from {self._root}: {error!r}") from None
+                raise ConvswapError(
+                    f"{self.spec}: unreadable /tokenize reply from {self._root}: {type(error).__name__}: {error}"
+                ) from None
             if theirs != ours:
                 import torch
 
@@ -201,7 +230,7 @@ class ServedBackend(OwnTokenizer, OpenAIBackend):
                 )
             return
         # No /tokenize (SGLang, another server): the prompt token count its reply reports must still match.
-        completion = self._client.chat.completions.create(**request)
+        completion = sdk_reply(self._client.chat.completions.create(**request), ChatCompletion)
         counted = completion.usage.prompt_tokens if completion.usage else None
         if counted is not None and counted != len(ours):
             raise ConvswapError(
@@ -225,17 +254,14 @@ class ServedBackend(OwnTokenizer, OpenAIBackend):
         for source, request in attempts:
             try:
                 evidence = self._read_source(source, self._send(request))
-            except (openai.APIError, httpx2.HTTPError, LogprobsRefused, KeyError, IndexError, ValueError):
+            except (openai.APIError, httpx2.HTTPError, MalformedReply, LogprobsRefused, *UNREADABLE):
                 continue
             if set(dict(evidence.requested)) >= set(ids):
                 return source, None
         try:
             self._read_source(TOP_LOGPROBS, self._send(self._top_request(turns, image)))
         except openai.APIStatusError as error:
-            failure = self._classify(error)
-            return None, f"the server refuses logprobs: {failure.reason if failure else error}"
-        except openai.APIError as error:
-            raise ConvswapError(f"{self.spec}: the logprobs probe to {self._root} failed: {error}") from None
+            return None, f"the server refuses logprobs: {self._reason(error)}"
         except LogprobsRefused as refusal:
             return None, str(refusal)
         return TOP_LOGPROBS, None
@@ -279,7 +305,7 @@ class ServedBackend(OwnTokenizer, OpenAIBackend):
         if isinstance(error, httpx2.TimeoutException):
             return Failure("timed out", retryable=True)
         if isinstance(error, httpx2.TransportError):
-            return Failure(f"connection failed: {type(error).__name__}", retryable=True)
+            return connection_failure(error.request.url, error)
         return super()._classify(error)
 
     # --- the readout -----------------------------------------------------------------------------------------------
@@ -301,12 +327,24 @@ class ServedBackend(OwnTokenizer, OpenAIBackend):
         return self._top_request(turns, image)
 
     def _evidence(self, request: dict[str, Any]) -> FirstTokenLogprobs:
+        assert self.readout_source is not None
+        source = self.readout_source
         try:
-            reply = self._reply(request, lambda: self._send(request))
+            reply = self._reply(request, lambda: self._send(request), lambda reply: self._unreadable(source, reply))
         except RequestFailed as failed:
             raise self._logprobs_refused(failed) from None
-        assert self.readout_source is not None
-        return self._read_source(self.readout_source, reply)
+        return self._read_source(source, reply)
+
+    def _unreadable(self, source: str, reply: str) -> str | None:
+        """What keeps a reply from being read as `source` says (a 200 that is not one), or None; a reply that
+        carries no logprobs is read, and refuses the readout."""
+        try:
+            self._read_source(source, reply)
+        except LogprobsRefused:
+            return None
+        except UNREADABLE as error:
+            return f"not a reply {source} reads ({type(error).__name__}: {str(error)[:80]})"
+        return None
 
     def _read_source(self, source: str, reply: str) -> FirstTokenLogprobs:
         if source == TOKEN_IDS_LOGPROB:
@@ -335,6 +373,20 @@ class ServedBackend(OwnTokenizer, OpenAIBackend):
             return wanted
         prompt = len(chat_path_ids(self.processor, query.condition, text, query.image))
         return max(1, min(wanted, self.context_length - prompt))
+
+
+def listed_models(body: object) -> list[dict[str, Any]]:
+    """The entries of a /v1/models reply (`data`, each with its `id` and perhaps `max_model_len`); MalformedReply
+    for a body that is not one."""
+    data = sdk_reply(body, dict).get("data")
+    if not isinstance(data, list) or not all(isinstance(entry, dict) and isinstance(entry.get("id"), str)
+                                             for entry in data):  # fmt: skip
+        raise MalformedReply(f"not a list of models: {str(body)[:80]!r}")
+    for entry in data:
+        length = entry.get("max_model_len")
+        if length is not None and not (is_integer(length) and length > 0):
+            raise MalformedReply(f"{entry['id']}'s max_model_len is {length!r}, not a number of tokens")
+    return data
 
 
 def read_sglang(reply: str) -> FirstTokenLogprobs:

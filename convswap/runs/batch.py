@@ -33,11 +33,17 @@ record, which the next run sends again in a new batch.  Units a batch never
 ran (it expired or was cancelled first), lines missing from an output, and
 custom ids an output holds twice (neither answer is trusted) are pending for
 the next run.  A batch the provider rejected as a whole stops the run with
-the provider's first error in one line; its units are pending.
+the provider's first error in one line; its units are pending.  A submission
+that failed where the provider cannot have created a batch (`NotCreated`: the
+upload failed, or the create request never reached it or was refused) is
+struck from the state file at once, so that neither an ordinary run nor a run
+at another endpoint is held back by a batch that never was; one whose create
+request may have reached the provider stays until it is found or not.
 """
 
 from __future__ import annotations
 
+import importlib
 import json
 import os
 import re
@@ -45,7 +51,7 @@ import sys
 import time
 import uuid
 from collections import Counter
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import asdict, dataclass, field, replace
 from datetime import UTC, datetime
 from pathlib import Path
@@ -57,8 +63,9 @@ from convswap.core import Condition, ConvswapError, Generation, Prompt, Record, 
 from convswap.fileio import atomic_write_text
 from convswap.readout.api_common import ApiBackend, png_bytes
 from convswap.readout.base import DEFAULT_MAX_NEW_TOKENS, Backend, Drawing, ModelInfo, Query
-from convswap.readout.batch_api import BatchApi, BatchStatus, Limits, LineResult, batch_api
+from convswap.readout.batch_api import BatchApi, BatchStatus, Limits, LineResult, NotCreated, batch_api
 from convswap.readout.image_common import ImageAnswers
+from convswap.readout.registry import ModelSpec
 from convswap.runs.logs import Unit
 from convswap.stimuli.render import render_image
 
@@ -243,11 +250,17 @@ def _adopt_unnamed(api: BatchApi, state: BatchState) -> None:
         if batch.batch_id is None and batch.live:
             found = api.find(batch.name, batch.file_id)
             if found is None:
-                state.batches.remove(batch)
-                (state.path.parent / REQUESTS_FOLDER / f"{batch.name}.jsonl").unlink(missing_ok=True)
+                _forget(state, batch)
             else:
                 batch.batch_id = found
-            state.save()
+                state.save()
+
+
+def _forget(state: BatchState, batch: Submitted) -> None:
+    """A batch the provider never created: its units are pending, and its request file belongs to no batch."""
+    state.batches.remove(batch)
+    state.save()
+    (state.path.parent / REQUESTS_FOLDER / f"{batch.name}.jsonl").unlink(missing_ok=True)
 
 
 class _Drafts:
@@ -293,6 +306,10 @@ class _Drafts:
 
         try:
             batch.batch_id = self.api.submit(batch.name, path, draft.inline, saved)
+        except NotCreated as error:
+            _forget(self.state, batch)
+            raise ConvswapError(f"{error}; no batch was created, and its {len(batch.units)} requests are pending "
+                                "(a rerun submits them)") from None  # fmt: skip
         except ConvswapError:
             self._forget_unless_created(batch)
             raise
@@ -301,15 +318,17 @@ class _Drafts:
         self.outcome.submitted.append(batch.batch_id)
 
     def _forget_unless_created(self, batch: Submitted) -> None:
-        """After a failed submission: a batch the provider does not have (it refused it, or it was never sent) is
-        forgotten at once, so that no ordinary run takes it for live; one it has after all is kept."""
+        """After a create request that may have created the batch (it timed out, the connection dropped, a 5xx):
+        a batch the provider does not have is forgotten at once, so that no ordinary run takes it for live; one it
+        has after all is kept."""
         try:
             batch.batch_id = self.api.find(batch.name, batch.file_id)
         except ConvswapError:
             return  # unknown: the next batch run looks again
         if batch.batch_id is None:
-            self.state.batches.remove(batch)
-        self.state.save()
+            _forget(self.state, batch)
+        else:
+            self.state.save()
 
 
 class _Draft:
@@ -547,6 +566,18 @@ def _unit(entry: dict[str, Any]) -> Unit:
 # --- what `--dry-run --batch`, `convswap batch status` and `convswap batch cancel` report ------------------------
 
 
+# Stands in for the API key in a backend that sends nothing (a dry run): its client needs one to be built.
+UNSENT_KEY = "dry-run-sends-nothing"
+
+
+def unsent_backend(model: ModelSpec, options: Mapping[str, Any]) -> ApiBackend:
+    """The API backend of `model` as a dry run asks it what a batch would carry: it builds the requests and reads the
+    response cache, and sends nothing, so it reads no API key (`ApiBackend.from_spec` less the key)."""
+    cls = getattr(importlib.import_module(model.entry.module), model.entry.class_name)
+    assert issubclass(cls, ApiBackend)  # only API backends have a batch API
+    return cls(model.name, UNSENT_KEY, cls.settings_type.from_options(model.spec, dict(options)))
+
+
 def batch_plan(backend: ApiBackend, model: str, work: Work, folder: Path, shard: tuple[int, int],
                max_new_tokens: int, limits: Limits | None = None, drawn: frozenset[str] = frozenset()) -> str:  # fmt: skip
     """What a batch run would submit: requests, batches, files and bytes; nothing is sent or written."""
@@ -601,7 +632,8 @@ def describe_batches(folder: Path, load: Callable[[BatchState], ApiBackend]) -> 
                 yield where + f"collected ({batch.state})"
                 continue
             if batch.batch_id is None:
-                yield where + "submitted by a process that was killed before it learnt the id; the next run finds it"
+                yield where + ("submitted without its id learnt (the process was killed, or the provider did not "
+                               "answer); the next run looks for it")  # fmt: skip
                 continue
             api = api or batch_api(load(state))
             status = api.status(batch.batch_id)

@@ -108,7 +108,7 @@ def resolve_run(request: RunRequest, backend: Backend | None = None) -> RunConte
     check_local_model(model)
     check_registered_model(plan, model)
     interfaces = backend.interfaces if backend is not None else model.entry.interfaces
-    check_interfaces(plan, request.model, interfaces)
+    check_interfaces(plan, request.model, interfaces, request.interface)
     _check_sources(plan, request, model)
     given = load_vocabulary(request.vocabulary) if request.vocabulary is not None else None
     calibration = _calibration_plan(plan, registered, request.plan_dir)
@@ -200,9 +200,12 @@ def check_registered_model(plan: Plan, spec: str | ModelSpec) -> None:
         )
 
 
-def check_interfaces(plan: Plan, spec: str, interfaces: frozenset[Interface]) -> None:
+def check_interfaces(plan: Plan, spec: str, interfaces: frozenset[Interface], asked: Interface | None = None) -> None:
     """Refuse, before any request, a model asked for an answer in an interface it does not answer in: a text-only
-    model under a visual protocol, an image-only model under a text convention."""
+    model under a visual protocol, an image-only model under a text convention, or under --interface `asked`."""
+    if asked is not None and asked not in interfaces:
+        raise ConvswapError(f"--interface {asked}: {spec} answers in {' and '.join(sorted(interfaces))} only, not in "
+                            f"{asked}")  # fmt: skip
     protocols = plan.protocols
     for name in plan.design.conventions:
         needed: Interface = "image" if name in protocols else "text"

@@ -49,7 +49,7 @@ from convswap.protocols import Protocol
 from convswap.readout.api_common import ApiBackend
 from convswap.readout.base import Backend, ModelInfo, Query
 from convswap.readout.registry import load_backend
-from convswap.runs.batch import BatchJob, BatchOutcome, batch_plan, run_in_batches
+from convswap.runs.batch import BatchJob, BatchOutcome, batch_plan, run_in_batches, unsent_backend
 from convswap.runs.context import (
     CALIBRATION_EXPERIMENT,
     RunContext,
@@ -540,8 +540,7 @@ def dry_run(request: RunRequest) -> str:
         lines.append(f"first prompt of each convention ({task}, trial {trial.trial_id}):")
         lines += [f"[{prompt.convention}] {prompt.text}" for prompt in prompts]
     if request.batch is not None:
-        backend = load_backend(context.model)
-        assert isinstance(backend, ApiBackend)  # resolve_run admits only backends with a batch API
+        backend = unsent_backend(context.model, context.backend_options)
         try:
             lines.append(batch_plan(backend, request.model, pending, folder, (0, 1), request.max_new_tokens,
                                     request.batch.limits, frozenset(plan.protocols)))  # fmt: skip

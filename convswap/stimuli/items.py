@@ -11,8 +11,10 @@ One JSON object per line:
 
 - id: the item's name, unique in the file; it is the trial id.
 - image: the photograph, a path relative to the items file, inside the items
-  file's folder (links resolved) unless the plan names another folder images
-  may lie in (`design.image_root`); at most MAX_IMAGE_PIXELS pixels.
+  file's folder unless the plan names another folder images may lie in
+  (`design.image_root`): the path as written may not climb out of it (`..`,
+  an absolute path), while a link inside it may lead anywhere (a dataset kept
+  elsewhere); at most MAX_IMAGE_PIXELS pixels.
 - question: the question as the model reads it, holding ``{options}`` exactly
   once, where the numbered options go.
 - referents: each alternative's id and its descriptions, one per field; every
@@ -33,6 +35,7 @@ of the file's items, so the first N of a larger selection are the selection of N
 from __future__ import annotations
 
 import json
+import os
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -45,15 +48,14 @@ from PIL import Image, UnidentifiedImageError
 from convswap.conventions.choice import OPTIONS_PLACEHOLDER, QUESTION_META
 from convswap.conventions.fields import DESCRIPTIONS_META
 from convswap.core import ConvswapError, ImageSpec, Trial, freeze
+from convswap.images import MAX_IMAGE_PIXELS
 from convswap.protocols.answers import REGIONS_META
 from convswap.stimuli.arrays import check_non_negative
 
 ITEM_FIELDS = ("id", "image", "question", "referents", "target")
 OPTIONAL_ITEM_FIELDS = ("regions",)
 MIN_REFERENTS = 2
-# A larger image is refused when the plan is loaded: a small compressed file can hold a vast image (a
-# decompression bomb), and no model reads one so large.  About a 10,000 x 6,400 photograph.
-MAX_IMAGE_PIXELS = 64_000_000
+PLAN_IMAGE_ROOT = "the plan's design.image_root"
 _SHOWN_CHARS = 120  # of a bad value in an error line
 MIN_DESCRIPTION_FIELDS = 2  # an item is described under two or more conventions, or there is nothing to swap
 _FIELD_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")  # a field is named in option templates: "{box}"
@@ -93,11 +95,14 @@ class _BadLine(Exception):
     """One field of one line is wrong: (field, reason, value)."""
 
 
-def read_items(path: str | Path, k: int | None = None, image_root: Path | None = None) -> list[Item]:
+def read_items(
+    path: str | Path, k: int | None = None, image_root: Path | None = None, root_named_by: str = PLAN_IMAGE_ROOT
+) -> list[Item]:
     """Every item of an items file, in file order; the first bad line is a ConvswapError naming it.
 
     k: the number of referents every item must have (the plan's K), when known.  image_root: the folder item
-    images may lie in, when not the items file's own.
+    images may lie in, when not the items file's own; root_named_by: where the user names it, which an image
+    outside it is told to widen.
     """
     path = Path(path)
     if not path.is_file():
@@ -112,7 +117,7 @@ def read_items(path: str | Path, k: int | None = None, image_root: Path | None =
         if not line.strip():
             continue
         try:
-            item = _item(path, line, items[0] if items else None, image_root)
+            item = _item(path, line, items[0] if items else None, image_root, root_named_by)
             if k is not None and len(item.referents) != k:
                 raise _BadLine("referents", f"must hold the plan's K = {k} referents", [r for r, _ in item.referents])
         except _BadLine as bad:
@@ -131,7 +136,7 @@ def read_items(path: str | Path, k: int | None = None, image_root: Path | None =
     return items
 
 
-def _item(path: Path, line: str, first: Item | None, image_root: Path | None) -> Item:
+def _item(path: Path, line: str, first: Item | None, image_root: Path | None, root_named_by: str) -> Item:
     try:
         data = json.loads(line)
     except json.JSONDecodeError as error:
@@ -154,7 +159,7 @@ def _item(path: Path, line: str, first: Item | None, image_root: Path | None) ->
     target = data["target"]
     if not isinstance(target, str) or target not in dict(referents):
         raise _BadLine("target", f"must be one of the referents ({', '.join(r for r, _ in referents)})", target)
-    image, width, height = _image(path, _text(data, "image"), image_root)
+    image, width, height = _image(path, _text(data, "image"), image_root, root_named_by)
     regions = _regions(data["regions"], referents, width, height) if "regions" in data else ()
     return Item(item_id, image, width, height, question, referents, target, regions)
 
@@ -211,14 +216,15 @@ def _referents(value: Any, first: Item | None) -> tuple[tuple[str, tuple[tuple[s
     return tuple(referents)
 
 
-def _image(path: Path, name: str, image_root: Path | None) -> tuple[Path, int, int]:
-    image = (path.parent / name).resolve()
-    root = (image_root or path.parent).resolve()
-    if not image.is_relative_to(root):  # resolved: a link that leads out leads out
+def _image(path: Path, name: str, image_root: Path | None, root_named_by: str) -> tuple[Path, int, int]:
+    # Confined by what the items file and the plan write (an absolute path, a `..` that climbs out), not by where
+    # links lead: a link the researcher's folders hold (a dataset kept elsewhere, as datasets are) is theirs to
+    # make.  The path kept is the one checked, `..` already taken away, so what is opened is what was confined.
+    image = Path(os.path.abspath(path.parent / name))
+    root = Path(os.path.abspath(image_root or path.parent))
+    if not image.is_relative_to(root):
         where = "the plan's image root" if image_root is not None else "the items file's folder"
-        raise _BadLine(
-            "image", f"{image} is outside {where} {root} (name the folder in the plan's design.image_root)", name
-        )
+        raise _BadLine("image", f"{image} is outside {where} {root} (name the folder in {root_named_by})", name)
     if not image.is_file():
         raise _BadLine("image", f"no such file {image}", name)
     try:

@@ -13,6 +13,8 @@ from convswap.core import ConvswapError
 from convswap.long_lived import long_lived
 from convswap.plan_folders import PLAN_DIR_HELP, plan_folder
 
+DEFAULT_SITE = "site"
+
 
 def register(subparsers: argparse._SubParsersAction) -> None:
     view = subparsers.add_parser(
@@ -25,8 +27,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "convention side by side, and filters. With --serve, serve the site on 127.0.0.1 on a free port until interrupted.",
     )
     view.add_argument("logdir", type=Path, metavar="LOGDIR", help="folder of run logs (searched recursively)")
-    view.add_argument("--out", type=Path, metavar="SITE", help="site folder to write (with --serve: default a "
-                      "temporary folder)")  # fmt: skip
+    view.add_argument("--out", type=Path, metavar="SITE",
+                      help=f"site folder to write (default ./{DEFAULT_SITE}; with --serve, a temporary folder); a site "
+                      "written before is replaced once the new one is whole")  # fmt: skip
     view.add_argument("--serve", action="store_true", help="serve the site on 127.0.0.1 and print its address")
     view.add_argument("--tables", type=Path, metavar="DIR",
                       help="the folder `convswap tables --out` wrote, linked from the index (default: LOGDIR/tables, if it exists; the index names the folder it looked in)")  # fmt: skip
@@ -46,18 +49,16 @@ def view_command(args: argparse.Namespace) -> int:
     from convswap.view.images import Thumbnails
     from convswap.view.runs import read_logs
     from convswap.view.serve import site_server
-    from convswap.view.site import build_site
+    from convswap.view.site import build_site, staged_site
 
-    if args.out is None and not args.serve:
-        raise ConvswapError("give --out SITE to write the site, or --serve to serve it")
     tables = args.tables if args.tables is not None else args.logdir / "tables"
     plan_dir = plan_folder(args.plan_dir)
     if not args.logdir.is_dir():
         raise ConvswapError(f"log folder {args.logdir} does not exist")
     with tempfile.TemporaryDirectory(prefix="convswap-view-") as temporary:
-        site = args.out if args.out is not None else Path(temporary) / "site"
+        site = args.out if args.out is not None else Path(temporary if args.serve else ".") / DEFAULT_SITE
         # The images render in workers while the audit runs; they are written into the site with its pages.
-        with Thumbnails(site / "images") as thumbnails:
+        with staged_site(site) as stage, Thumbnails(stage / "images", kept=site / "images") as thumbnails:
             check = ProvenanceCheck(plan_dir)  # handed every line as the audit's reading reads it: read once
             view = read_logs(args.logdir, args.vocabulary, conventions_of(plan_dir), load_protocols(plan_dir), check,
                              on_read=thumbnails.render_ahead)  # fmt: skip
@@ -72,16 +73,23 @@ def view_command(args: argparse.Namespace) -> int:
                 print(f"{len(view.refused)} record(s) refused, listed on the index page; the first: {view.refused[0]}",
                       file=sys.stderr)  # fmt: skip
             with long_lived():
-                built = build_site(view, args.logdir, site, tables, tables_given=args.tables is not None,
-                                   thumbnails=thumbnails)  # fmt: skip
+                built = build_site(view, args.logdir, stage, tables, tables_given=args.tables is not None,
+                                   thumbnails=thumbnails, kept=site)  # fmt: skip
         if built.unavailable:
             print(
                 f"warning: {len(built.unavailable)} of {built.images} images could not be re-rendered, so their "
                 f"trial pages show none (first: {built.unavailable[0]})",
                 file=sys.stderr,
             )
+        if built.undrawn:
+            print(
+                f"warning: {len(built.undrawn)} drawn answer(s) cannot be shown on their trial pages (first: "
+                f"{built.undrawn[0]})",
+                file=sys.stderr,
+            )
         records = sum(len(run.records) for run in view.runs)
-        print(f"{records} records in {len(view.runs)} runs: {built.index.resolve().as_uri()}", flush=True)
+        index = site / "index.html"
+        print(f"{records} records in {len(view.runs)} runs: {index.resolve().as_uri()}", flush=True)
         if args.serve:
             # A terminated server unwinds like an interrupted one, so the temporary site is removed either way.
             signal.signal(signal.SIGTERM, _exit_on_sigterm)

@@ -6,7 +6,7 @@ the pixels before anything is drawn: `image_sha256` of the re-rendered image
 must equal the record's `image_sha256`, else the page warns that the image shown
 is not the one the model saw.  Thumbnails are named by what they show and kept
 across rebuilds of the same site folder, with their checks in a manifest, so an
-image is rendered and written once.
+image is rendered and written once: a build takes them from the site it replaces.
 """
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ from __future__ import annotations
 import io
 import json
 from collections.abc import Iterable
-from concurrent.futures import Future, ProcessPoolExecutor
+from concurrent.futures import Future
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Literal
@@ -23,10 +23,10 @@ from PIL import Image, ImageDraw
 
 from convswap.conventions import cell_position
 from convswap.core import ConvswapError, Record, Trial, canonical_json, sha256_hex
-from convswap.fileio import atomic_write_text
+from convswap.fileio import atomic_write_text, link_or_copy
 from convswap.stimuli.arrays import GRID
 from convswap.stimuli.render import image_sha256, render_image
-from convswap.workers import forked_pool, usable_cpus
+from convswap.workers import WorkerPool, forked_pool, usable_cpus
 
 THUMBNAIL_SIDE = 384  # the color arrays' own size: they are shown unscaled, photographs shrunk to fit
 GRID_LINE = (255, 255, 255)
@@ -81,20 +81,24 @@ class Thumbnails:
 
     `render_ahead` hands the images of records read to worker processes, which render and check them while the
     command does other work (the audit); `check` then finds each one rendered, and writes it into the folder
-    only then, so that the folder is touched when the site is written.  Close it to stop the workers."""
+    only then, so that the folder is touched when the site is written.  Close it to stop the workers.  `kept`: the
+    images folder of the site this one replaces (default `folder` itself), whose thumbnails are taken where they
+    still apply."""
 
-    def __init__(self, folder: Path) -> None:
+    def __init__(self, folder: Path, kept: Path | None = None) -> None:
         self.folder = folder
-        manifest = folder / MANIFEST
+        self._kept = kept if kept is not None else folder
+        manifest = self._kept / MANIFEST
         self._checks: dict[str, ImageCheck] = {}
+        self._here: set[str] = set()  # the names whose check (and thumbnail) this folder holds
         self._names: dict[str, tuple[str, tuple[int, str] | None]] = {}
         self._by_trial: dict[tuple[int, str], tuple[Trial, ImageCheck]] = {}
         self._ahead: dict[str, Future[list[Rendered]]] = {}
-        self._pool: ProcessPoolExecutor | None = None
+        self._pool: WorkerPool | None = None
         if manifest.is_file():
             for name, check in json.loads(manifest.read_text(encoding="utf-8")).items():
                 # An image that could not be rendered is tried again: its file may be back.
-                if check["file"] is not None and (folder.parent / check["file"]).is_file():
+                if check["file"] is not None and (self._kept.parent / check["file"]).is_file():
                     self._checks[name] = ImageCheck(**check)
         self.rendered = 0
 
@@ -102,12 +106,13 @@ class Thumbnails:
         return self
 
     def __exit__(self, *exc_info: object) -> None:
-        self.close()
+        self.close(failed=exc_info[0] is not None)
 
-    def close(self) -> None:
-        """Stop the workers rendering ahead: an interrupted build renders no more."""
+    def close(self, failed: bool = False) -> None:
+        """Stop the workers rendering ahead, at once where the build `failed`: an interrupted build renders no
+        more."""
         if self._pool is not None:
-            self._pool.shutdown(cancel_futures=True)
+            self._pool.close(failed)
             self._pool = None
             # An image whose rendering never started is rendered by `check`, if it is asked for.
             self._ahead = {name: future for name, future in self._ahead.items() if not future.cancelled()}
@@ -152,6 +157,11 @@ class Thumbnails:
                 del self._ahead[rendered[0]]
         elif name not in self._checks:
             self._keep(_rendered(self.folder.name, name, trial, record.image_sha256, outline))
+        elif name not in self._here:
+            file = self._checks[name].file
+            if file is not None and not (self.folder.parent / file).exists():
+                link_or_copy(self._kept.parent / file, self.folder.parent / file)
+            self._here.add(name)
         self._by_trial[(id(trial), record.image_sha256)] = (trial, self._checks[name])
         return self._checks[name]
 
@@ -161,6 +171,7 @@ class Thumbnails:
             self.folder.mkdir(parents=True, exist_ok=True)
             (self.folder / f"{name}.png").write_bytes(png)
         self._checks[name] = check
+        self._here.add(name)
         self.rendered += 1
 
     def _image_of(self, record: Record) -> tuple[str, tuple[int, str] | None]:
@@ -179,7 +190,7 @@ class Thumbnails:
         return list({id(check): check for _, check in self._by_trial.values()}.values())
 
     def save_manifest(self) -> None:
-        data = {name: asdict(check) for name, check in sorted(self._checks.items())}
+        data = {name: asdict(self._checks[name]) for name in sorted(self._here)}
         self.folder.mkdir(parents=True, exist_ok=True)
         atomic_write_text(self.folder / MANIFEST, canonical_json(data) + "\n")
 

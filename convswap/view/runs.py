@@ -112,10 +112,14 @@ def option_counts(records: Sequence[Record]) -> str:
 
 
 def outcome(record: Record) -> str:
-    """correct, wrong, or unscored (the parse status says why)."""
+    """The record's one outcome: a pixel answer's, one of ProVisE's five (`convswap.core.OUTCOMES`); a text
+    answer's, correct or incorrect as a pixel answer's are, or unscored where no answer was read from it (its parse
+    status says why)."""
+    if record.pixels is not None:
+        return record.pixels.outcome
     if not is_scored(record):
         return "unscored"
-    return "correct" if record.correct[score_key(record)] else "wrong"
+    return "correct" if record.correct[score_key(record)] else "incorrect"
 
 
 def first_token_slot(record: Record) -> int | None:
@@ -145,7 +149,6 @@ def record_row(record: Record, failures: list[tuple[str, str]]) -> dict[str, Any
         "convention": record.convention,
         "task": record.task,
         "outcome": outcome(record),
-        "pixel_outcome": record.pixels.outcome if record.pixels is not None else None,
         "status": record.parse_status,
         "answer": record.answer_slot,
         "followed": followed_keys(record, record.answer_slot),

@@ -8,6 +8,9 @@ Layout of a site folder::
                            one trial under every convention side by side (reads data/run-N-P.js)
     data/, images/, tables/, view.js, style.css
 
+A site is built in a folder beside its site folder, which it replaces once whole (`staged_site`): an interrupted
+build leaves the older site as it was, never its pages mixed with new ones.
+
 Data files are scripts that hand their JSON to `convswapLoaded`, because a page
 opened from file:// may load a script but not fetch a file.  A run's record list
 is one file; the full records are split into parts of TRIALS_PER_PART trials, so
@@ -17,9 +20,11 @@ page as data and is put in the DOM as text; the index escapes it here.
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import json
 import shutil
+from collections.abc import Iterator
 from concurrent.futures import as_completed
 from dataclasses import asdict, dataclass
 from html import escape
@@ -36,7 +41,7 @@ from convswap.audits.checks import CheckResult
 from convswap.audits.pixel_checks import kept_images
 from convswap.audits.report import verdict_text
 from convswap.core import ConvswapError, Trial
-from convswap.fileio import atomic_write_bytes, atomic_write_text
+from convswap.fileio import atomic_write_bytes, atomic_write_text, staged_folder
 from convswap.long_lived import collector_paused
 from convswap.view.drawings import Drawings
 from convswap.view.images import ImageCheck, Thumbnails
@@ -48,27 +53,30 @@ SITE_MARKER = ".convswap-view"
 STATIC_FILES = ("run.html", "trial.html", "view.js", "style.css")
 
 
-def prepare_site(out: Path) -> None:
-    """Create the site folder, or reuse one this command wrote; never write into anything else."""
+@contextlib.contextmanager
+def staged_site(out: Path) -> Iterator[Path]:
+    """A fresh folder to build the site of the site folder `out` in, which replaces the site `out` holds once the
+    block is done; `out` may be absent, or a site this command wrote, and nothing else."""
     if out.exists() and not out.is_dir():
         raise ConvswapError(f"site folder {out} is a file")
     if out.is_dir() and any(out.iterdir()) and not (out / SITE_MARKER).is_file():
         raise ConvswapError(f"site folder {out} is not empty and was not written by convswap view; choose another")
     try:
-        out.mkdir(parents=True, exist_ok=True)
+        out.absolute().parent.mkdir(parents=True, exist_ok=True)
     except OSError as error:
         raise ConvswapError(f"cannot create site folder {out}: {error.strerror}") from error
-    (out / SITE_MARKER).touch()
-    for stale in ("data", "tables"):
-        shutil.rmtree(out / stale, ignore_errors=True)
-        (out / stale).mkdir()
+    with staged_folder(out, "the site") as stage:
+        (stage / SITE_MARKER).touch()
+        for folder in ("data", "tables"):
+            (stage / folder).mkdir()
+        yield stage
 
 
 @dataclass(frozen=True)
 class BuiltSite:
-    index: Path
     images: int  # distinct images the records show
     unavailable: tuple[str, ...]  # why each image that could not be re-rendered was not
+    undrawn: tuple[str, ...]  # each pixel answer whose image came back but whose drawing cannot be shown, and why
 
 
 def build_site(
@@ -78,24 +86,32 @@ def build_site(
     tables: Path,
     tables_given: bool = True,
     thumbnails: Thumbnails | None = None,
+    kept: Path | None = None,
 ) -> BuiltSite:
-    """Write the whole site for `view` into `out`, linking what `convswap tables` wrote in `tables` (which must exist
-    when given; the default folder may be absent, and the index then says where it looked).  `thumbnails`: the
-    site's images, some perhaps rendering ahead already (`Thumbnails.render_ahead`)."""
+    """Write the whole site for `view` into the empty folder `out` (`staged_site`'s), linking what `convswap tables`
+    wrote in `tables` (which must exist when given; the default folder may be absent, and the index then says
+    where it looked).  `thumbnails`: the site's images, some perhaps rendering ahead already
+    (`Thumbnails.render_ahead`); `kept`: the site this one replaces, whose images and drawings are taken where
+    they still apply."""
     if tables_given and not tables.is_dir():
         raise ConvswapError(f"tables folder {tables} does not exist")
-    prepare_site(out)
     static = resources.files("convswap.view") / "static"
     for name in STATIC_FILES:
         (out / name).write_bytes((static / name).read_bytes())
     if thumbnails is None:
-        thumbnails = Thumbnails(out / "images")
-    drawings = Drawings(out / "drawings", kept_images(logdir), view.protocols)
+        thumbnails = Thumbnails(out / "images", kept / "images" if kept is not None else None)
+    drawings = Drawings(out / "drawings", kept_images(logdir), view.protocols,
+                        kept / "drawings" if kept is not None else None)  # fmt: skip
+    undrawn = []
     with collector_paused():
         # Every image is had here, so that the manifest and the index count each, whichever process writes its pages.
         for run in view.runs:
             for record in run.records:
                 thumbnails.check(record)
+                missing = drawings.missing(record)
+                if missing is not None:
+                    undrawn.append(f"{record.experiment} {record.model} {record.condition} {record.convention} "
+                                   f"{record.trial_id}: {missing}")  # fmt: skip
         thumbnails.close()
         write_runs(view, thumbnails, out / "data", drawings)
     thumbnails.save_manifest()
@@ -103,9 +119,8 @@ def build_site(
     shown = thumbnails.shown()
     unavailable = tuple(check.note for check in shown if check.verdict == "unavailable")
     images = len(shown)
-    index = out / "index.html"
-    atomic_write_text(index, index_page(view, logdir, Tables(tables, table_files), images, unavailable))
-    return BuiltSite(index, images, unavailable)
+    atomic_write_text(out / "index.html", index_page(view, logdir, Tables(tables, table_files), images, unavailable))
+    return BuiltSite(images, unavailable, tuple(undrawn))
 
 
 def write_data(path: Path, data: Any) -> None:
@@ -133,12 +148,12 @@ def write_runs(view: LogView, thumbnails: Thumbnails, data: Path, drawings: Draw
             return
         _FORKED[:] = [(view, thumbnails, data, drawings)]  # before the first submit forks the workers
         try:
-            largest_first = sorted(range(len(view.runs)), key=lambda index: -len(view.runs[index].records))
-            for written in as_completed([pool.submit(_write_forked, index) for index in largest_first]):
-                written.result()
-                bar.update()
+            with pool:
+                largest_first = sorted(range(len(view.runs)), key=lambda index: -len(view.runs[index].records))
+                for written in as_completed([pool.submit(_write_forked, index) for index in largest_first]):
+                    written.result()
+                    bar.update()
         finally:
-            pool.shutdown(cancel_futures=True)
             _FORKED.clear()
 
 

@@ -3,8 +3,9 @@
 // text node (never as markup), so a model output holding HTML or a script is shown, not run.
 
 const PAGE_SIZE = 100;
-// A pixel answer's outcomes, in ProVisE's precedence.
-const PIXEL_OUTCOMES = ["generation_failure", "protocol_noncompliance", "parser_failure", "incorrect", "correct"];
+// Every record's outcome is one of these: a pixel answer's one of ProVisE's five, in its precedence; a text answer's
+// correct, incorrect, or unscored where no answer was read from it (its parse status says why).
+const OUTCOMES = ["generation_failure", "protocol_noncompliance", "parser_failure", "unscored", "incorrect", "correct"];
 const params = new URLSearchParams(location.search);
 
 function el(tag, attributes, ...children) {
@@ -57,8 +58,7 @@ const FILTERS = {
   condition: (row, value) => row.condition === value,
   convention: (row, value) => row.convention === value,
   task: (row, value) => row.task === value,
-  // correct, wrong, unscored; or one of a pixel answer's five outcomes
-  outcome: (row, value) => row.outcome === value || row.pixel_outcome === value,
+  outcome: (row, value) => row.outcome === value,
   disagree: (row) => row.disagree,
   mass: (row, value) => row.mass !== null && row.mass < Number(value),
   audit: (row) => row.audit.length > 0,
@@ -88,7 +88,7 @@ function runPage() {
       condition: data.conditions,
       convention: distinct(data.rows, "convention"),
       task: distinct(data.rows, "task"),
-      outcome: ["correct", "wrong", "unscored", ...PIXEL_OUTCOMES.filter((name) => data.rows.some((row) => row.pixel_outcome === name))],
+      outcome: OUTCOMES.filter((name) => data.rows.some((row) => row.outcome === name)),
     };
     for (const [name, values] of Object.entries(choices)) {
       const select = form.elements[name];
@@ -226,7 +226,10 @@ function drawingBlock(record, source) {
   const images = el("div", { class: "drawing" },
     source ? el("figure", {}, el("img", { src: source.file, alt: "source image", class: "source" }), el("figcaption", {}, "source")) : null,
     drawing.drawn ? el("figure", {}, el("img", { src: drawing.drawn, alt: "drawn answer", class: "drawn" }),
-      el("figcaption", {}, "drawn, parse outlined")) : null);
+      el("figcaption", {}, "drawn, parse outlined (click for full size)")) : null);
+  if (drawing.drawn) {
+    images.querySelectorAll("img").forEach((image) => image.addEventListener("click", () => showFullSize(record)));
+  }
   const block = el("div", {}, facts, images, el("p", { class: drawing.drawn ? "note" : "warning" }, drawing.note));
   if (drawing.mask) {
     const mask = el("img", { src: drawing.mask, alt: `${pixels.protocol} colour mask`, class: "mask", hidden: true });
@@ -246,6 +249,25 @@ function drawingBlock(record, source) {
         el("td", {}, component.kept ? "kept" : (component.reason || "rejected"))))));
   }
   return block;
+}
+
+// The drawing and the source at their own resolution, side by side, over the page: a mark of 20 pixels is shown as
+// 20 pixels.  Escape, the close button or a click outside the images closes it.
+function showFullSize(record) {
+  const drawing = record.drawing;
+  const figure = (src, alt, className, caption) => el("figure", {},
+    el("img", { src, alt, class: className }), el("figcaption", {}, caption));
+  const close = el("button", { type: "button", class: "close-full-size" }, "close");
+  const dialog = el("dialog", { class: "full-size" },
+    el("p", {}, `${record.convention} · ${record.pixels.outcome} · full size `, close),
+    el("div", { class: "full-size-images" },
+      figure(drawing.drawn, "drawn answer at full size", "full-drawn", "drawn, parse outlined"),
+      drawing.source ? figure(drawing.source, "source image at full size", "full-source", "source") : null));
+  close.addEventListener("click", () => dialog.close());
+  dialog.addEventListener("click", (event) => { if (event.target === dialog) dialog.close(); });
+  dialog.addEventListener("close", () => dialog.remove());
+  document.body.append(dialog);
+  dialog.showModal();
 }
 
 function optionsTable(record) {
