@@ -19,7 +19,8 @@ import numpy as np
 from interleaved import interleaved
 from PIL import Image
 
-from convswap.conventions import cell_names, render
+from convswap.conventions.cells import cell_names
+from convswap.conventions.render import render
 from convswap.core import ImageSpec, Trial
 from convswap.protocols import PROTOCOLS, PaintFaults, paint
 from convswap.runs.pixel_answers import rgb_png_bytes

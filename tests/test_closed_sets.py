@@ -9,8 +9,9 @@ import pytest
 from analysis_factory import locate_trial
 from plan_support import MINIMAL
 
-from convswap.conventions import CONVENTIONS, render
+from convswap.conventions.declarations import CONVENTIONS
 from convswap.conventions.fields import Referent, referent_value
+from convswap.conventions.render import render
 from convswap.core import ConvswapError
 from convswap.plans.plan import Design, Gate, Hypothesis, load_plan
 

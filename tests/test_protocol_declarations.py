@@ -7,7 +7,9 @@ from dataclasses import replace
 
 import pytest
 
-from convswap.conventions import CONVENTIONS, cell_names, render
+from convswap.conventions.cells import cell_names
+from convswap.conventions.declarations import CONVENTIONS
+from convswap.conventions.render import render
 from convswap.core import ConvswapError, ImageSpec, Trial, freeze
 from convswap.protocols import PROTOCOLS, guidance_prompt, load_protocol_file, load_protocols
 

@@ -8,8 +8,9 @@ import pytest
 from conftest import COCO_IMAGES
 from PIL import Image
 
-from convswap.conventions import cell_names, render
+from convswap.conventions.cells import cell_names
 from convswap.conventions.declarations import Convention
+from convswap.conventions.render import render
 from convswap.core import ConvswapError, ImageSpec, Trial, freeze
 from convswap.protocols import PROTOCOLS, REGIONS_META, PaintFaults, answer_of, paint, parse_image
 

@@ -12,7 +12,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from convswap.conventions import CONVENTIONS, cell_names
+from convswap.conventions.cells import cell_names
+from convswap.conventions.declarations import CONVENTIONS
 from convswap.core import ConvswapError, Outcome, outcome_of
 from convswap.protocols import PROTOCOLS, Protocol, answer_of
 from convswap.readout.base import Backend, Query

@@ -23,10 +23,9 @@ from typing import Annotated, Any, Literal, get_args
 
 from pydantic import BeforeValidator, Field, PrivateAttr, ValidationInfo, field_validator, model_validator
 
-from convswap.conventions import CONVENTIONS, conventions_of
 from convswap.conventions.cells import GRID_SIZES, has_english_names
+from convswap.conventions.declarations import CONVENTIONS, Catalog, conventions_of
 from convswap.conventions.declarations import FILE_NAME as CONVENTIONS_FILE_NAME
-from convswap.conventions.declarations import Catalog
 from convswap.conventions.render import describes_grid
 from convswap.core import CONDITIONS, TASKS, Condition, ConvswapError, Task, canonical_json, sha256_hex
 from convswap.plans.analyses import ANALYSES

@@ -48,7 +48,7 @@ from typing import Annotated, Any, Literal, get_args
 
 from pydantic import ValidationError, field_validator, model_validator
 
-from convswap.conventions import CONVENTIONS
+from convswap.conventions.declarations import CONVENTIONS
 from convswap.core import CONDITIONS, TASKS, ConvswapError
 from convswap.protocols import PaintFaults
 from convswap.readout.surface import VARIANTS

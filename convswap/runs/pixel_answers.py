@@ -21,8 +21,8 @@ from pathlib import Path
 import numpy as np
 from PIL import Image
 
-from convswap.conventions import Convention, render
-from convswap.conventions.declarations import Catalog
+from convswap.conventions.declarations import Catalog, Convention
+from convswap.conventions.render import render
 from convswap.core import IMAGES_DIR, ConvswapError, PixelAnswer, Prompt, Trial, outcome_of, sha256_hex
 from convswap.fileio import atomic_write_bytes
 from convswap.protocols import Protocol, ProtocolParse, answer_of, guidance_prompt, parse_image

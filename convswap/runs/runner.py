@@ -41,8 +41,8 @@ from typing import Any, TypeVar
 from tqdm import tqdm
 
 from convswap.calibration.vocabulary import Vocabulary, calibrate, model_owner, save_vocabulary
-from convswap.conventions import render
 from convswap.conventions.declarations import Catalog
+from convswap.conventions.render import render
 from convswap.core import Condition, ConvswapError, Prompt, Record, Trial
 from convswap.plans.plan import Plan
 from convswap.protocols import Protocol

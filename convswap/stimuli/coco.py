@@ -25,7 +25,7 @@ Admission follows the spec's criteria, fixed before any model sees the data:
    building, and "N items" would not hold.
 
 The cell of a point is row = floor(y * n / H), col = floor(x * n / W), named by
-`convswap.conventions.cell_names(n)` (row-major).  The margin of the center is
+`convswap.conventions.cells.cell_names(n)` (row-major).  The margin of the center is
 its distance to the nearest vertical border of its cell divided by W
 (``margin_x``) and to the nearest horizontal border divided by H
 (``margin_y``); ``margin`` is the smaller of the two.
@@ -58,8 +58,7 @@ from pycocotools import mask as mask_utils
 from pycocotools.coco import COCO
 from tqdm import tqdm
 
-from convswap.conventions import cell_names, cell_of_point, cell_position
-from convswap.conventions.cells import check_grid
+from convswap.conventions.cells import cell_names, cell_of_point, cell_position, check_grid
 from convswap.core import ConvswapError, ImageSpec, Task, Trial, freeze
 from convswap.fileio import atomic_open
 from convswap.stimuli.arrays import check_non_negative

@@ -83,7 +83,7 @@ def format_prompt(prompt: Prompt) -> str:
 
 
 def run_prompts(args: argparse.Namespace) -> int:
-    from convswap.conventions import conventions_of
+    from convswap.conventions.declarations import conventions_of
     from convswap.conventions.render import conventions_for, describes_grid, render
 
     if args.anchors:

@@ -43,7 +43,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 
 def view_command(args: argparse.Namespace) -> int:
-    from convswap.conventions import conventions_of
+    from convswap.conventions.declarations import conventions_of
     from convswap.protocols import load_protocols
     from convswap.runs.provenance import ProvenanceCheck
     from convswap.view.images import Thumbnails
