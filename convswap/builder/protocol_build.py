@@ -322,13 +322,13 @@ def protocol_of(name: str, table: Mapping[str, Any]) -> Protocol:
     from pydantic import ValidationError
 
     from convswap.protocols.declarations import Declaration
-    from convswap.validation import first_problem
+    from convswap.validation import first_problem, shown
 
     try:
         return Declaration.model_validate(table).protocol(name, table)
     except ValidationError as error:
         field, reason, value = first_problem(error)
-        raise Refused(f"{name}.{field}: {reason}, got {value!r}") from None
+        raise Refused(f"{name}.{field}: {reason}, got {shown(value)}") from None
 
 
 def check_answer(

@@ -15,8 +15,9 @@ from typing import Annotated, Any
 
 from pydantic import BeforeValidator, ValidationError, field_validator, model_validator
 
-from convswap.conventions.declarations import conventions_of, read_declarations, template_fields
+from convswap.conventions.declarations import check_template, conventions_of, read_declarations, template_fields
 from convswap.core import TASKS, ConvswapError, Task, canonical_json, freeze, sha256_hex
+from convswap.fileio import optional_file
 from convswap.protocols.layouts import LAYOUTS, OUTER_CELLS
 from convswap.protocols.operations import OPERATIONS, check_pipeline
 from convswap.protocols.protocol import (
@@ -30,6 +31,7 @@ from convswap.protocols.protocol import (
     Protocol,
     Reader,
     Step,
+    tasks_answered,
 )
 from convswap.validation import Table, checked, first_problem, one_of, problem
 
@@ -42,7 +44,7 @@ GUIDANCE_FIELDS = ("question", "options", "k", "layout", "color")
 # the question could answer it itself instead of reading the drawn answer), and it is sent the generated image only.
 READER_FIELDS = ("options", "k", "layout", "color")
 READER_INPUTS = ("generated",)
-_HEX = re.compile(r"^#[0-9A-Fa-f]{6}$")
+_HEX = re.compile(r"#[0-9A-Fa-f]{6}")
 
 
 def _pair(low: int, high: int) -> BeforeValidator:
@@ -68,11 +70,7 @@ class HsvDeclaration(Table):
 def _template(value: Any, allowed: tuple[str, ...], what: str) -> Any:
     if not isinstance(value, str) or not value.strip():
         raise problem("must be a non-empty template string", value)
-    try:
-        names = template_fields(value)
-    except ValueError as error:
-        raise problem(f"is not a template ({error})", value) from None
-    for name in names:
+    for name in template_fields(check_template(value)):
         if name not in allowed:
             raise problem(f"names {{{name}}}, not {what} (known: {', '.join(allowed)})", value)
     return value
@@ -122,7 +120,7 @@ class Declaration(Table):
     ]  # fmt: skip
     guidance: Annotated[str, BeforeValidator(_guidance)]
     primitive: Annotated[Primitive, one_of(PRIMITIVES)]
-    color: Annotated[str, checked(lambda value: isinstance(value, str) and _HEX.match(value), "must be #RRGGBB")]
+    color: Annotated[str, checked(lambda value: isinstance(value, str) and _HEX.fullmatch(value), "must be #RRGGBB")]
     count: Annotated[MarkCount, one_of(MARK_COUNTS)]
     output: Annotated[OutputKind, one_of(OUTPUT_KINDS)]
     layout: Annotated[str | None, one_of(tuple(LAYOUTS))] = None
@@ -153,6 +151,11 @@ class Declaration(Table):
         if self.layout == "grid3x3_outer" and "choice" in self.tasks and self.directions is None:
             raise problem("a grid3x3_outer protocol for choice items needs the direction of each outer cell",
                           None, ("directions",))  # fmt: skip
+        answered = tasks_answered(self.output, self.layout)
+        if unanswered := [task for task in self.tasks if task not in answered]:
+            shape = f"{self.output} protocol" + (f" on the {self.layout} layout" if self.layout else "")
+            raise problem(f"names {', '.join(unanswered)}, which a {shape} cannot answer (it answers "
+                          f"{', '.join(answered)})", list(self.tasks), ("tasks",))  # fmt: skip
         if (self.count == "any") != (self.output == "count"):
             raise problem('must be "any" exactly when the output is a count', self.count, ("count",))
         if "{layout}" in self.guidance and self.layout is None:
@@ -209,8 +212,8 @@ def load_protocols(plan_dir: str | Path | None) -> dict[str, Protocol]:
     catalog = dict(PROTOCOLS)
     if plan_dir is None:
         return catalog
-    path = Path(plan_dir) / FILE_NAME
-    if not path.is_file():
+    path = optional_file(Path(plan_dir) / FILE_NAME, "its visual protocols")
+    if path is None:
         return catalog
     conventions = conventions_of(plan_dir)
     for name, protocol in load_protocol_file(path).items():

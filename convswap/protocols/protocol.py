@@ -9,7 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Literal, get_args
 
-from convswap.core import FrozenMapping, Task
+from convswap.core import TASKS, FrozenMapping, Task
 
 Primitive = Literal["dot", "square", "fill"]
 MarkCount = Literal["one", "any"]
@@ -17,6 +17,17 @@ OutputKind = Literal["point", "slot", "count"]
 PRIMITIVES: tuple[Primitive, ...] = get_args(Primitive)
 MARK_COUNTS: tuple[MarkCount, ...] = get_args(MarkCount)
 OUTPUT_KINDS: tuple[OutputKind, ...] = get_args(OutputKind)
+
+
+def tasks_answered(output_kind: OutputKind, layout: str | None) -> tuple[Task, ...]:
+    """The tasks a protocol of this output can answer, as `answers.answer_of` maps its parse to an option: a slot of a listed
+    layout any task's; a point or an outer cell of the 3x3 grid a locate cell or a choice item's referent (by its
+    region or its direction word); a count only the choice item whose options are numbers."""
+    if output_kind == "slot" and layout != "grid3x3_outer":
+        return TASKS
+    if output_kind == "count":
+        return ("choice",)
+    return ("locate", "choice")
 
 
 @dataclass(frozen=True)

@@ -52,7 +52,7 @@ from convswap.conventions.declarations import CONVENTIONS
 from convswap.core import CONDITIONS, TASKS, ConvswapError
 from convswap.protocols import PaintFaults
 from convswap.readout.surface import VARIANTS
-from convswap.validation import Table, at_least, checked, first_problem, is_integer, is_number, one_of, problem
+from convswap.validation import Table, at_least, checked, first_problem, is_integer, is_number, one_of, problem, shown
 
 Units = Literal["as_pixels", "as_thousandths"]
 UNITS: tuple[Units, ...] = get_args(Units)
@@ -96,7 +96,7 @@ class Preset:
             ObserverTable.model_validate(self.table())
         except ValidationError as error:
             field, reason, value = first_problem(error)
-            raise ConvswapError(f"preset {self.name!r}: {field}: {reason}, got {value!r}") from None
+            raise ConvswapError(f"preset {self.name!r}: {field}: {reason}, got {shown(value)}") from None
 
     def reading(self, task: str, convention: str, condition: str) -> Reading:
         for key, reading in self.readings:
