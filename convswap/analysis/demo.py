@@ -70,12 +70,14 @@ def run_demo(out: Path, model: str, limit: int, coco: Path | None, plan_dir: Pat
         requests.append(
             RunRequest(DEMO_INTERFACE_EXPERIMENT, DEMO_PAINTER, out=out, limit=limit, plan_dir=plan_dir, coco=coco)
         )
-    for request in requests:  # every input and plan, before the first record
-        check_request(request)
+    made = _make_folder(out)  # the default, runs/demo, is made with its parent; a run makes only a last component
     try:
-        out.mkdir(parents=True, exist_ok=True)
-    except OSError as error:
-        raise ConvswapError(f"cannot create output folder {out}: {error.strerror}") from error
+        for request in requests:  # every input and plan, before the first record
+            check_request(request)
+    except ConvswapError:
+        for folder in reversed(made):
+            folder.rmdir()
+        raise
     for request in requests:
         print(report(run_experiment(request)), end="\n\n", flush=True)
     tables = out / "tables"
@@ -87,3 +89,13 @@ def run_demo(out: Path, model: str, limit: int, coco: Path | None, plan_dir: Pat
     print(f"logs: {out}\ntables and figures: {tables}")
     print(f"read what the model said, record by record: convswap view {out} --serve")
     return tables
+
+
+def _make_folder(out: Path) -> list[Path]:
+    """Make `out` and whichever of its parents are missing; the folders made, outermost first."""
+    missing = [path for path in (out, *out.parents) if not path.exists()][::-1]
+    try:
+        out.mkdir(parents=True, exist_ok=True)
+    except OSError as error:
+        raise ConvswapError(f"cannot create output folder {out}: {error.strerror or error}") from error
+    return missing
