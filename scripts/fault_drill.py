@@ -446,6 +446,7 @@ def damaged_images() -> dict[str, bytes]:
     return {
         "a 20000x20000 PNG": huge_png(20_000, 20_000),
         "a 9000x8000 PNG": huge_png(9_000, 8_000),  # under Pillow's limit, over the items' 64,000,000 pixels
+        "a PNG header claiming 20000x20000": huge_png(20_000, 20_000)[:33],
         "a truncated PNG": whole[: len(whole) // 2],
         "a PNG header only": whole[:33],
         "not an image": b"hello, this is text\n",
@@ -936,7 +937,7 @@ def fuzz_cases(inputs: Inputs) -> Iterator[FuzzCase]:
         ("tables on a file", lambda f: ["tables", str(f / "a_file"), "--out", str(f / "t")]),
         ("audit on a missing folder", lambda f: ["audit", str(f / "none")]),
         ("audit --vocabulary missing", lambda f: ["audit", str(f / "runs"), "--vocabulary", str(f / "none")]),
-        ("view without --out", lambda f: ["view", str(f / "runs")]),
+        ("view --out ''", lambda f: ["view", str(f / "runs"), "--out", ""]),
         ("view --out FILE", lambda f: ["view", str(f / "runs"), "--out", str(f / "a_file")]),
         ("merge a missing folder", lambda f: ["merge", str(f / "none")]),
         ("calibrate --out FILE/sub", lambda f: ["calibrate", "--model", MODEL, "--out", str(f / "a_file" / "v")]),
