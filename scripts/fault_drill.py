@@ -358,14 +358,13 @@ pipeline = [
 """
 
 
-def protocol_damages() -> Iterator[tuple[str, Callable[[Path], None]]]:
-    """(what, how to damage a plan folder's protocols.toml): the generic TOML damage, then what a user gets wrong."""
+def _protocols_text(damaged: str) -> Callable[[Path], None]:
+    return lambda plans: (plans / "protocols.toml").write_text(damaged, errors="surrogateescape")
 
-    def text(damaged: str) -> Callable[[Path], None]:
-        return lambda plans: (plans / "protocols.toml").write_text(damaged, errors="surrogateescape")
 
-    for what, damaged in toml_damages(PROTOCOL):
-        yield what, text(damaged)
+def protocol_mistakes() -> Iterator[tuple[str, Callable[[Path], None]]]:
+    """(what, how to damage a plan folder's protocols.toml): what a user gets wrong in a declaration."""
+    text = _protocols_text
     edits = {
         "a 5000-digit kernel": ("kernel = 3", "kernel = " + "9" * 5000),
         "a 5000-digit min_area": ("min_area = 30", "min_area = " + "9" * 5000),
@@ -408,10 +407,11 @@ def protocol_plans(inputs: Inputs, folder: Path) -> Path:
 def protocol_cases(inputs: Inputs, tally: Tally, short: bool, seed: int) -> None:
     """Each damage to protocols.toml under the listing and under registration (then the run it would allow): one
     clear line from each, in a child bounded in memory and time."""
-    damages = list(protocol_damages())
-    if short:  # the named mistakes first: the generic TOML damage is the fuzz's
-        named = damages[-24:]
-        damages = random.Random(seed).sample(named, 6)
+    damages = list(protocol_mistakes())
+    if short:  # a sample of the mistakes; the generic TOML damage is the fuzz's kind
+        damages = random.Random(seed).sample(damages, 6)
+    else:
+        damages = [(what, _protocols_text(text)) for what, text in toml_damages(PROTOCOL)] + damages
     sound = protocol_plans(inputs, Path(tempfile.mkdtemp(dir=inputs.root)))
     (sound / "protocols.toml").write_text(PROTOCOL)
     assert isolated(*protocol_commands(inputs, sound)).status == 0, "the undamaged protocol is refused"
@@ -428,6 +428,29 @@ def protocol_cases(inputs: Inputs, tally: Tally, short: bool, seed: int) -> None
                 verdict = "data lost"
             tally.add("protocols.toml", f"{what} ({command})", verdict, (ran.err or ran.out)[-240:])
             shutil.rmtree(folder, ignore_errors=True)
+    grid_for_identify(inputs, tally)
+
+
+def grid_for_identify(inputs: Inputs, tally: Tally) -> None:
+    """A grid3x3_outer protocol declared for identify on COCO photographs, whose options are category names, not
+    directions: registration must refuse it, where a run of it could only stop midway."""
+    from conftest import COCO_MINI
+
+    folder = Path(tempfile.mkdtemp(dir=inputs.root))
+    plan = (PLAN_DIR / "interface_swap.toml").read_text().split("[[hypotheses]]")[0]
+    plan = plan.replace('id = "interface_swap"', 'id = "grid_swap"')
+    conventions = '["cell_name", "pixels", "normalized", "point_marker", "label_code"]'
+    assert conventions in plan
+    (folder / "grid_swap.toml").write_text(plan.replace(conventions, '["cell_name", "grid_code"]'))
+    (folder / "ledger.jsonl").write_text("")
+    (folder / "protocols.toml").write_text(PROTOCOL.replace("[corner_code]", "[grid_code]").replace(
+        '["choice"]', '["identify"]').replace('"corners4"', '"grid3x3_outer"'))  # fmt: skip
+    ran = isolated(("plan", "register", str(folder / "grid_swap.toml"), "--plan-dir", str(folder)),
+                   ("run", "grid_swap", "--model", f"sim:{inputs.painter}", "--coco", str(COCO_MINI), "--plan-dir",
+                    str(folder), "--limit", "2", "--out", str(folder / "out"), "--no-progress"))  # fmt: skip
+    registered = bool((folder / "ledger.jsonl").read_text())
+    verdict = "accepted silently" if registered and not ran.traceback else judged(ran)
+    tally.add("protocols.toml", "grid3x3_outer for identify (register, then run)", verdict, (ran.err or ran.out)[-240:])
 
 
 def protocol_commands(inputs: Inputs, plans: Path) -> tuple[tuple[str, ...], ...]:
