@@ -538,7 +538,7 @@ IMAGE_LIMIT = 1
 
 
 def image_replies() -> dict[str, Callable[[str], object] | None]:
-    """(what, the reply each endpoint kind gets): None for no server at all."""
+    """What is wrong with the reply, and a responder giving each endpoint its own form of it (None: no server)."""
     from api_servers import Reply
     from image_servers import chat_image_reply, gemini_image_reply, huge_png, image_edit_reply, image_edit_without_image
 
