@@ -379,7 +379,6 @@ def protocol_mistakes() -> Iterator[tuple[str, Callable[[Path], None]]]:
         "color with a trailing newline": ('color = "#FF00FF"', 'color = "#FF00FF\\n"'),
         "color outside its hue range": ('color = "#FF00FF"', 'color = "#00FF00"'),
         "a layout for no choice item": ('layout = "corners4"', 'layout = "grid3x3_outer"'),
-        "for a task it has no answer for": ('tasks = ["choice"]', 'tasks = ["choice", "locate"]'),
         "an unknown operation": ('{ op = "components" }', '{ op = "flood" }'),
         "an unknown parameter": ("kernel = 3", "kernel = 3, radius = 2"),
         "hue [170, 200]": ("hue = [140, 175]", "hue = [170, 200]"),
@@ -428,12 +427,21 @@ def protocol_cases(inputs: Inputs, tally: Tally, short: bool, seed: int) -> None
                 verdict = "data lost"
             tally.add("protocols.toml", f"{what} ({command})", verdict, (ran.err or ran.out)[-240:])
             shutil.rmtree(folder, ignore_errors=True)
-    grid_for_identify(inputs, tally)
+    unanswerable_uses(inputs, tally)
 
 
-def grid_for_identify(inputs: Inputs, tally: Tally) -> None:
-    """A grid3x3_outer protocol declared for identify on COCO photographs, whose options are category names, not
-    directions: registration must refuse it, where a run of it could only stop midway."""
+def unanswerable_uses(inputs: Inputs, tally: Tally) -> None:
+    """Protocols sound as declared that the COCO plan asks where they cannot answer: a grid3x3_outer protocol on
+    identify, whose options are category names, not directions; a corners4 one on locate's nine cells.
+    Registration must refuse each, where a run of it could only stop midway."""
+    outer_for_identify = PROTOCOL.replace('["choice"]', '["identify"]').replace('"corners4"', '"grid3x3_outer"')
+    corners_for_locate = PROTOCOL.replace('["choice"]', '["locate"]')
+    for what, protocol in (("grid3x3_outer for identify", outer_for_identify),
+                           ("corners4 for locate's 9 cells", corners_for_locate)):  # fmt: skip
+        _unanswerable_use(inputs, tally, what, protocol)
+
+
+def _unanswerable_use(inputs: Inputs, tally: Tally, what: str, protocol: str) -> None:
     from conftest import COCO_MINI
 
     folder = Path(tempfile.mkdtemp(dir=inputs.root))
@@ -441,16 +449,15 @@ def grid_for_identify(inputs: Inputs, tally: Tally) -> None:
     plan = plan.replace('id = "interface_swap"', 'id = "grid_swap"')
     conventions = '["cell_name", "pixels", "normalized", "point_marker", "label_code"]'
     assert conventions in plan
-    (folder / "grid_swap.toml").write_text(plan.replace(conventions, '["cell_name", "grid_code"]'))
+    (folder / "grid_swap.toml").write_text(plan.replace(conventions, '["cell_name", "asked_code"]'))
     (folder / "ledger.jsonl").write_text("")
-    (folder / "protocols.toml").write_text(PROTOCOL.replace("[corner_code]", "[grid_code]").replace(
-        '["choice"]', '["identify"]').replace('"corners4"', '"grid3x3_outer"'))  # fmt: skip
+    (folder / "protocols.toml").write_text(protocol.replace("[corner_code]", "[asked_code]"))
     ran = isolated(("plan", "register", str(folder / "grid_swap.toml"), "--plan-dir", str(folder)),
                    ("run", "grid_swap", "--model", f"sim:{inputs.painter}", "--coco", str(COCO_MINI), "--plan-dir",
                     str(folder), "--limit", "2", "--out", str(folder / "out"), "--no-progress"))  # fmt: skip
     registered = bool((folder / "ledger.jsonl").read_text())
     verdict = "accepted silently" if registered and not ran.traceback else judged(ran)
-    tally.add("protocols.toml", "grid3x3_outer for identify (register, then run)", verdict, (ran.err or ran.out)[-240:])
+    tally.add("protocols.toml", f"{what} (register, then run)", verdict, (ran.err or ran.out)[-240:])
 
 
 def protocol_commands(inputs: Inputs, plans: Path) -> tuple[tuple[str, ...], ...]:

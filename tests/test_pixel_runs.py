@@ -170,6 +170,29 @@ def own_protocol_folder(tmp_path: Path) -> Path:
     return folder
 
 
+def test_a_slot_protocol_whose_layout_cannot_hold_the_plans_k_is_refused_at_load(tmp_path):
+    """A corners4 protocol declared for locate is sound on a 2x2 grid; on the 3x3 grid's nine cells it could only
+    stop its run at the first trial, so the plan that asks it there is refused, naming the protocol and K."""
+    folder = tmp_path / "plans"
+    folder.mkdir()
+    shipped = (Path(__file__).resolve().parents[1] / "convswap" / "protocols" / "protocols.toml").read_text()
+    start = shipped.index("[label_code]")
+    end = shipped.index("\n# Table 8, Direction Grid")
+    corners = shipped[start:end].replace("[label_code]", "[corner_slots]").replace('"strip"', '"corners4"')
+    (folder / "protocols.toml").write_text(corners)
+    plan = folder / "demo.toml"
+    plan.write_text(MINIMAL.replace('"pixels", "pixels_mispaired"]', '"pixels", "corner_slots"]'))
+    with pytest.raises(ConvswapError) as refused:
+        load_plan(plan)
+    assert str(refused.value) == (
+        f"{plan}: design.conventions: protocol answers locate trials of K=9 in slots it has not got (the corners4 "
+        "layout holds 2 to 4 slots, not k=9), got 'corner_slots'"
+    )
+    grid2 = MINIMAL.replace("grid = 3", "grid = 2").replace("k = 9", "k = 4")
+    plan.write_text(grid2.replace('"pixels", "pixels_mispaired"]', '"pixels", "corner_slots"]'))
+    assert "corner_slots" in load_plan(plan).protocols
+
+
 def test_a_plan_folders_own_protocol_is_pinned_and_an_edit_stops_runs_until_amended(tmp_path, capsys):
     folder = own_protocol_folder(tmp_path)
     readings = {"locate": {"cell_name": 0.6, "pixels": 0.2, "my_dot": 0.7}}

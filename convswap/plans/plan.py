@@ -31,6 +31,7 @@ from convswap.core import CONDITIONS, TASKS, Condition, ConvswapError, Task, can
 from convswap.plans.analyses import ANALYSES
 from convswap.protocols import Protocol, load_protocols
 from convswap.protocols.declarations import FILE_NAME as PROTOCOLS_FILE_NAME
+from convswap.protocols.layouts import check_layout
 from convswap.validation import (
     Table,
     at_least,
@@ -241,6 +242,21 @@ class Design(Table):
         for task, k in value.items():
             _check_k(task, k, info.data.get("grid"))
         return tuple((task, value[task]) for task in tasks)
+
+    @model_validator(mode="after")
+    def _protocol_layouts_hold_k(self, info: ValidationInfo) -> Design:
+        # A trial whose options outnumber the layout's slots could only stop its run at that trial.
+        catalog = plan_conventions(info)
+        for name in (name for name in self.conventions if name not in catalog):
+            protocol = plan_protocols(info)[name]
+            for task, k in self.k:
+                if protocol.layout is not None and task in protocol.tasks and isinstance(k, int):
+                    try:
+                        check_layout(protocol.layout, k)
+                    except ConvswapError as error:
+                        raise problem(f"protocol answers {task} trials of K={k} in slots it has not got ({error})",
+                                      name, ("conventions",)) from None  # fmt: skip
+        return self
 
     @model_validator(mode="after")
     def _conventions_describe_the_grid(self, info: ValidationInfo) -> Design:

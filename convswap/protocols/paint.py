@@ -222,6 +222,8 @@ def _color(protocol: Protocol, shift: float, wrong: bool) -> tuple[int, int, int
 def _draw(draw: ImageDraw.ImageDraw, protocol: Protocol, box: Box, color: tuple[int, int, int]) -> None:
     x, y, w, h = box
     corners = [round(x), round(y), round(x + w) - 1, round(y + h) - 1]
+    if corners[2] < corners[0] or corners[3] < corners[1]:  # a mark smaller than a pixel (a tiny image): no mark
+        return
     if protocol.primitive == "dot":
         draw.ellipse(corners, fill=color)
     else:
