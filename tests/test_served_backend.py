@@ -22,7 +22,13 @@ from served_servers import DROPPED, Served, model_distribution, planted_distribu
 from convswap.calibration.surfaces import MIN_CANDIDATE_MASS, probe_query, resolve_logprob_surface, surface_candidates
 from convswap.cli import main
 from convswap.core import ConvswapError, FirstTokenReadout, Surface
-from convswap.readout.logprobs import LOGPROB_TOKEN_IDS, TOKEN_IDS_LOGPROB, TOP_LOGPROBS, logprob_readout
+from convswap.readout.logprobs import (
+    LOGPROB_TOKEN_IDS,
+    TOKEN_IDS_LOGPROB,
+    TOP_LOGPROBS,
+    LogprobsRefused,
+    logprob_readout,
+)
 from convswap.readout.registry import load_backend
 
 NAME = "qwen-served"
@@ -197,7 +203,8 @@ def test_logprobs_refused_by_the_server_leave_generation(planted, qwen25_assets,
     assert verdicts[("integers 1-9", "generate")] == "refused: only 1/9 probes parse to the answer they ask for"
 
 
-def test_the_generation_budget_is_clamped_to_the_context(planted, qwen25_assets, tmp_path):
+def test_the_generation_budget_is_the_answer_budget_clamped_to_the_context(planted, qwen25_assets, tmp_path):
+    """A local model's budget, never the API backends' floor for models that reason first (max_output_tokens)."""
     from convswap.readout.prefix_cache import chat_messages
 
     served, _ = planted
@@ -206,15 +213,72 @@ def test_the_generation_budget_is_clamped_to_the_context(planted, qwen25_assets,
     prompt_length = len(served.processor.apply_chat_template(
         chat_messages("visible", query.prompts[0].text, query.image), tokenize=True, add_generation_prompt=True
     )[0])  # fmt: skip
-    small = replace(served, max_model_len=prompt_length + 40)
-    with LoopbackServer(served_server(small)) as server:
-        backend = connect(server, qwen25_assets, tmp_path, max_output_tokens=4096)
+    for max_model_len, budget in ((served.max_model_len, 16), (prompt_length + 10, 10)):
+        with LoopbackServer(served_server(replace(served, max_model_len=max_model_len))) as server:
+            backend = connect(server, qwen25_assets, tmp_path / str(budget))
+            try:
+                generations = backend.generate(query, 16)
+            finally:
+                backend.close()
+        sent = [seen.body for seen in server.requests if seen.path == "/v1/chat/completions"]
+        assert sent[-1]["max_completion_tokens"] == budget == generations[0].max_new_tokens
+
+
+def test_the_readout_option_reads_by_the_readout_it_names(planted, qwen25_assets, tmp_path):
+    """--served-readout top_logprobs reads a server that gives logprob_token_ids by its top k, as asked."""
+    served, reference = planted
+    ids = digit_ids(served.processor)
+    with LoopbackServer(served_server(served)) as server:
+        backend = connect(server, qwen25_assets, tmp_path, readout=TOP_LOGPROBS)
         try:
-            generations = backend.generate(query, 16)
+            _, readouts = read_probes(backend)
+            assert backend.info().environment["first_token_readout"] == TOP_LOGPROBS
         finally:
             backend.close()
-    sent = [seen.body for seen in server.requests if seen.path == "/v1/chat/completions"]
-    assert sent[-1]["max_completion_tokens"] == 40 == generations[0].max_new_tokens
+    assert not any(seen.body.get("logprob_token_ids") for seen in server.requests)
+    for readout in readouts:
+        assert readout.source == TOP_LOGPROBS and not readout.exact
+        for (low, high), token_id in zip(readout.logprob_bounds, ids, strict=True):
+            assert reference[token_id] <= high + 1e-9
+            assert low is None or low == pytest.approx(reference[token_id], abs=1e-9)
+
+
+def test_a_readout_the_server_does_not_give_refuses_the_model_in_one_line(planted, qwen25_assets, tmp_path, capsys,
+                                                                         monkeypatch):  # fmt: skip
+    served, _ = planted
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
+    with LoopbackServer(served_server(served, token_ids="ignored")) as server:
+        for readout in (LOGPROB_TOKEN_IDS, TOKEN_IDS_LOGPROB):
+            status = main(["audit-model", "--model", f"served:{NAME}", "--base-url", f"{server.url}/v1",
+                           "--tokenizer", str(qwen25_assets), "--served-readout", readout])  # fmt: skip
+            assert status == 2
+            (line,) = capsys.readouterr().err.splitlines()
+            assert line == (f"convswap audit-model: error: served:{NAME}: the server at {server.url} does not give the {readout} readout "
+                            "that option readout asks for")  # fmt: skip
+        with pytest.raises(ConvswapError, match="option readout must be one of logprob_token_ids, token_ids_logprob, "
+                                                "top_logprobs, got 'logits'"):  # fmt: skip
+            connect(server, qwen25_assets, tmp_path, readout="logits")
+    with LoopbackServer(served_server(served, logprobs="refused")) as server:
+        with pytest.raises(ConvswapError, match="the top_logprobs readout that option readout asks for is refused: "
+                                                "the server refuses logprobs: HTTP 400"):  # fmt: skip
+            connect(server, qwen25_assets, tmp_path, readout=TOP_LOGPROBS)
+
+
+def test_a_server_gone_after_load_stops_the_next_request_in_one_line(planted, qwen25_assets, tmp_path):
+    """Every request after it would fail the same way, each after its retries: no api_error record, no warning."""
+    served, _ = planted
+    query = probe_query(DIGITS, "integer")
+    with LoopbackServer(served_server(served)) as server:
+        backend = connect(server, qwen25_assets, tmp_path, max_retries=1)
+    try:
+        gone = f"connection to {server.url}/v1/chat/completions failed: .*Connection refused.*2 attempt"
+        with pytest.raises(ConvswapError, match=f"^served:{NAME}: {gone}"):
+            backend.generate(query, 16)
+        with pytest.raises(ConvswapError, match=f"^served:{NAME} gives no first-token logprobs: {gone}") as stopped:
+            backend.first_token_logprobs(query, tuple(digit_ids(served.processor)))
+        assert not isinstance(stopped.value, LogprobsRefused)  # which would refuse the readout and go on
+    finally:
+        backend.close()
 
 
 # --- the same model read locally and through a server ---------------------------------------------------

@@ -2,8 +2,11 @@
 
 Generation is chat completions through the `openai` client, exactly as the API
 backends do it (the image as a PNG data URL, temperature 0, every reply cached),
-with the budget clamped to the server's context length so that no request is
-refused for it.  The first-token readout goes through the server, by what a
+under a local model's answer budget (--max-new-tokens), clamped to the server's
+context length so that no request is refused for it.  A server that cannot be
+reached or does not answer in time, once a request's retries are spent, stops
+the run in one line: it is the run's own server, and every request after it
+would fail the same way.  The first-token readout goes through the server, by what a
 capability probe at load finds, in this order:
 
 1. vLLM's `logprob_token_ids`: the log-probability of exactly each candidate,
@@ -12,6 +15,9 @@ capability probe at load finds, in this order:
    to support it only when every one comes back;
 2. SGLang's native `/generate` with `token_ids_logprob` and `image_data` (exact);
 3. `top_logprobs` (bounded, `convswap.readout.logprobs`).
+
+The `readout` option (--served-readout) asks for one of them instead, and the
+model is refused at load where its server does not give it.
 
 Tokens come back as ids (`return_tokens_as_token_ids`) and are matched to the
 candidates by id; the candidate ids come from the served model's own tokenizer
@@ -28,8 +34,9 @@ from __future__ import annotations
 import json
 import math
 import os
+from dataclasses import replace
 from pathlib import Path
-from typing import Any
+from typing import Annotated, Any
 
 import httpx2
 import openai
@@ -51,6 +58,7 @@ from convswap.readout.base import ModelInfo, OwnTokenizer, Query
 from convswap.readout.conversation import Turn, conversation
 from convswap.readout.logprobs import (
     LOGPROB_TOKEN_IDS,
+    SERVED_READOUTS,
     TOKEN_IDS_LOGPROB,
     TOP_LOGPROBS,
     FirstTokenLogprobs,
@@ -59,7 +67,7 @@ from convswap.readout.logprobs import (
 )
 from convswap.readout.openai_backend import TOP_LOGPROBS as TOP_LOGPROBS_CAP
 from convswap.readout.openai_backend import OpenAIBackend, first_position, sdk_reply, top_logprobs_request
-from convswap.validation import is_integer
+from convswap.validation import checked, is_integer
 
 BASE_URL_VARIABLE = "CONVSWAP_SERVED_BASE_URL"
 KEY_VARIABLE = "CONVSWAP_SERVED_API_KEY"
@@ -78,6 +86,9 @@ class ServedSettings(ApiSettings):
 
     tokenizer: str | None = None
     logprobs: bool = True  # a served model is read by first token wherever its server allows it
+    # The first-token readout to read by, instead of the first of SERVED_READOUTS its server gives.
+    readout: Annotated[str | None, checked(lambda value: value in SERVED_READOUTS,
+                                           f"must be one of {', '.join(SERVED_READOUTS)}")] = None  # fmt: skip
 
 
 def load_processor(spec: str, name: str) -> Any:
@@ -125,6 +136,7 @@ class ServedBackend(OwnTokenizer, OpenAIBackend):
         headers = {"Authorization": f"Bearer {api_key}"}
         self._http = httpx2.Client(base_url=self._root, timeout=settings.timeout, headers=headers)
         self.context_length: int | None = None
+        self.readout_wanted = settings.readout
         self.readout_source: str | None = None
         self.logprobs_refusal: str | None = None
 
@@ -244,12 +256,16 @@ class ServedBackend(OwnTokenizer, OpenAIBackend):
         return f"{self.tokenizer.convert_ids_to_tokens(sequence[position])!r} ({sequence[position]})"
 
     def _readout_capability(self) -> tuple[str | None, str | None]:
-        """The best first-token readout the server gives, by asking for known ids: (source, None) or (None, why not)."""
+        """The best first-token readout the server gives, by asking for known ids, or the one the `readout` option
+        names: (source, None) or (None, why not)."""
+        wanted = self.readout_wanted
         ids = tuple(dict.fromkeys(self.encode(answer)[0] for answer in PROBE_ANSWERS))
         image = png_base64(PROBE_IMAGE)
         turns = conversation("visible", PROBE_QUESTION)
-        attempts = [(LOGPROB_TOKEN_IDS, self._vllm_request(turns, image, ids))]
-        if self._http.get("/get_model_info").status_code == 200:  # SGLang's native API
+        attempts = []
+        if wanted in (None, LOGPROB_TOKEN_IDS):
+            attempts.append((LOGPROB_TOKEN_IDS, self._vllm_request(turns, image, ids)))
+        if wanted in (None, TOKEN_IDS_LOGPROB) and self._http.get("/get_model_info").status_code == 200:  # SGLang's
             attempts.append((TOKEN_IDS_LOGPROB, self._sglang_request("visible", PROBE_QUESTION, image, ids)))
         for source, request in attempts:
             try:
@@ -258,13 +274,21 @@ class ServedBackend(OwnTokenizer, OpenAIBackend):
                 continue
             if set(dict(evidence.requested)) >= set(ids):
                 return source, None
+        if wanted in (LOGPROB_TOKEN_IDS, TOKEN_IDS_LOGPROB):
+            raise ConvswapError(f"{self.spec}: the server at {self._root} does not give the {wanted} readout that "
+                                f"option readout asks for")  # fmt: skip
         try:
             self._read_source(TOP_LOGPROBS, self._send(self._top_request(turns, image)))
         except openai.APIStatusError as error:
-            return None, f"the server refuses logprobs: {self._reason(error)}"
-        except LogprobsRefused as refusal:
-            return None, str(refusal)
-        return TOP_LOGPROBS, None
+            refusal = f"the server refuses logprobs: {self._reason(error)}"
+        except LogprobsRefused as refused:
+            refusal = str(refused)
+        else:
+            return TOP_LOGPROBS, None
+        if wanted == TOP_LOGPROBS:
+            raise ConvswapError(f"{self.spec}: the top_logprobs readout that option readout asks for is refused: "
+                                f"{refusal}")  # fmt: skip
+        return None, refusal
 
     # --- requests --------------------------------------------------------------------------------------------------
 
@@ -300,6 +324,19 @@ class ServedBackend(OwnTokenizer, OpenAIBackend):
         return reply.text
 
     def _classify(self, error: Exception) -> Failure | None:
+        failure = self._failure(error)
+        if failure is None or failure.status is not None or not failure.retryable:
+            return failure
+        # A server that cannot be reached, or does not answer in time, after the retries: the run's own server is
+        # gone or stuck, and every request after this one would spend its retries the same way, each recorded
+        # api_error with a warning of its own.  The run stops in one line; a run started again goes on from the
+        # records written.
+        if isinstance(error, openai.APITimeoutError | httpx2.TimeoutException):
+            failure = replace(failure, reason=f"the server at {self._root} did not answer within "
+                                              f"{self.settings.timeout:g} s")  # fmt: skip
+        return replace(failure, fatal=True)
+
+    def _failure(self, error: Exception) -> Failure | None:
         if isinstance(error, httpx2.HTTPStatusError):
             return http_failure(error.response.status_code, error.response.text, error.response.headers)
         if isinstance(error, httpx2.TimeoutException):
@@ -366,6 +403,12 @@ class ServedBackend(OwnTokenizer, OpenAIBackend):
         return ListedToken(token, float(entry["logprob"]))
 
     # --- generation: the API path, the budget clamped to the context -----------------------------------------------
+
+    def budget(self, max_new_tokens: int) -> int:
+        """The answer budget a local model of the same weights is given: the API backends' floor (max_output_tokens)
+        is room for a model that reasons before it answers, and a served model's generation, greedy as hf:'s, would
+        go on to the end of the context wherever it does not stop (1,922 tokens a generation, against 16)."""
+        return max_new_tokens
 
     def _budget(self, query: Query, text: str, wanted: int) -> int:
         """`wanted`, or what the context leaves after the prompt where that is less (never under one token)."""
