@@ -13,7 +13,8 @@ capability probe at load finds, in this order:
    normalized over the whole vocabulary (exact).  An older vLLM accepts the
    field and ignores it, so the probe asks for known ids and takes the server
    to support it only when every one comes back;
-2. SGLang's native `/generate` with `token_ids_logprob` and `image_data` (exact);
+2. SGLang's native `/generate` with `token_ids_logprob` and `image_data` (exact),
+   on a server that answers `/model_info` (or, older, `/get_model_info`);
 3. `top_logprobs` (bounded, `convswap.readout.logprobs`).
 
 The `readout` option (--served-readout) asks for one of them instead, and the
@@ -24,9 +25,13 @@ candidates by id; the candidate ids come from the served model's own tokenizer
 and processor, loaded here (`tokenizer` option, default the model name), so
 token surfaces, the shared-first-token refusal and calibration work as for
 `hf:`.  Before any trial a conformance probe compares the server's own
-tokenization of one visible prompt (vLLM's `/tokenize` with the chat messages,
-else the prompt token count in `usage`) with the local processor's chat path
-and refuses the model where they differ, naming the first differing position.
+tokenization of one visible prompt with the local processor's chat path and
+refuses the model where they differ, naming the first differing position:
+vLLM's `/tokenize` with the chat messages (an older vLLM gives one placeholder
+per image there, compared with each image's run of placeholders collapsed to
+one), the prompt token count of a chat completion's `usage` on every server
+that reports it, and SGLang's `/generate` prompt token count
+(`meta_info.prompt_tokens`).  The checks that ran are recorded (`conformance`).
 """
 
 from __future__ import annotations
@@ -139,6 +144,8 @@ class ServedBackend(OwnTokenizer, OpenAIBackend):
         self.readout_wanted = settings.readout
         self.readout_source: str | None = None
         self.logprobs_refusal: str | None = None
+        self.sglang = False  # the server answers SGLang's native API
+        self.conformance: str | None = None  # the checks of the server's tokenization that ran, and passed
 
     @classmethod
     def from_spec(cls, name: str, **options: Any) -> ServedBackend:
@@ -164,6 +171,7 @@ class ServedBackend(OwnTokenizer, OpenAIBackend):
     def info(self) -> ModelInfo:
         environment = {
             "first_token_readout": self.readout_source or f"refused: {self.logprobs_refusal}",
+            "conformance": self.conformance,
             "max_model_len": None if self.context_length is None else str(self.context_length),
             "server": self._root,
         }
@@ -184,7 +192,8 @@ class ServedBackend(OwnTokenizer, OpenAIBackend):
         """
         self.context_length = self._context_length()
         try:
-            self._check_conformance()
+            self.sglang = self._answers_sglang()
+            self.conformance = self._check_conformance()
             # A server that gives no logprobs still has the readout asked of it: it is refused, with the reason.
             self.readout_source, self.logprobs_refusal = self._readout_capability()
         except (openai.APIError, httpx2.HTTPError, MalformedReply) as error:
@@ -212,43 +221,79 @@ class ServedBackend(OwnTokenizer, OpenAIBackend):
             f"{self.spec}: the server at {self._root} does not serve {self.model!r} (it serves {names})"
         )
 
-    def _check_conformance(self) -> None:
+    def _answers_sglang(self) -> bool:
+        """Whether the server answers SGLang's model info: `/model_info`, or `/get_model_info`, which SGLang
+        deprecated for it (the older releases have that alone)."""
+        return any(self._http.get(path).status_code == 200 for path in ("/model_info", "/get_model_info"))
+
+    def _check_conformance(self) -> str:
+        """The checks of the server's tokenization of the visible probe that ran (each passed); ConvswapError naming
+        the first difference from the local processor's chat path."""
         ours = chat_path_ids(self.processor, "visible", PROBE_QUESTION, PROBE_IMAGE)
-        turns = conversation("visible", PROBE_QUESTION)
-        request = self._request(turns, png_base64(PROBE_IMAGE), 1)
-        reply = self._http.post(
-            "/tokenize", json={"model": self.model, "messages": request["messages"], "add_generation_prompt": True}
-        )
-        if reply.status_code == 200:
-            try:
-                body = reply.json()
-                theirs = [int(i) for i in body["tokens"]]
-                if body.get("max_model_len") and self.context_length is None:
-                    self.context_length = int(body["max_model_len"])
-            except (KeyError, TypeError, ValueError) as error:
-                raise ConvswapError(
-                    f"{self.spec}: unreadable /tokenize reply from {self._root}: {type(error).__name__}: {error}"
-                ) from None
-            if theirs != ours:
-                import torch
-
-                from convswap.readout.prefix_cache import common_prefix_length
-
-                position = common_prefix_length([torch.tensor(ours), torch.tensor(theirs)])
-                raise ConvswapError(
-                    f"{self.spec}: the server tokenizes the visible probe differently from the local processor's chat "
-                    f"path ({self.tokenizer.name_or_path}) at position {position}: the server reads "
-                    f"{self._token_at(theirs, position)}, the local chat path {self._token_at(ours, position)}"
-                )
-            return
-        # No /tokenize (SGLang, another server): the prompt token count its reply reports must still match.
+        image = png_base64(PROBE_IMAGE)
+        request = self._request(conversation("visible", PROBE_QUESTION), image, 1)
+        checks = []
+        theirs = self._tokenized(request["messages"])
+        if theirs is not None:
+            checks.append(self._compare_tokens(ours, theirs))
+        # The count of what the model read, images expanded, wherever the server reports it: an older vLLM's
+        # /tokenize does not show the image tokens, and SGLang's takes no chat messages.
         completion = sdk_reply(self._client.chat.completions.create(**request), ChatCompletion)
         counted = completion.usage.prompt_tokens if completion.usage else None
-        if counted is not None and counted != len(ours):
+        if counted is not None:
+            checks.append(self._compare_count("usage.prompt_tokens", counted, ours))
+        if self.sglang:
+            body = self._sglang_request("visible", PROBE_QUESTION, image, ())["body"]
+            checks.append(self._compare_count("/generate meta_info.prompt_tokens", sglang_prompt_tokens(
+                self._send({"native": "/generate", "body": body})), ours))  # fmt: skip
+        return ", ".join(checks) or "none: the server gives neither /tokenize nor usage.prompt_tokens"
+
+    def _tokenized(self, messages: list[dict[str, Any]]) -> list[int] | None:
+        """vLLM's /tokenize of the chat messages, or None where the server has none that takes them (SGLang's
+        answers 400 to messages)."""
+        reply = self._http.post("/tokenize", json={"model": self.model, "messages": messages,
+                                                   "add_generation_prompt": True})  # fmt: skip
+        if reply.status_code != 200:
+            return None
+        try:
+            body = reply.json()
+            theirs = [int(i) for i in body["tokens"]]
+            if body.get("max_model_len") and self.context_length is None:
+                self.context_length = int(body["max_model_len"])
+        except (KeyError, TypeError, ValueError) as error:
             raise ConvswapError(
-                f"{self.spec}: the server counts {counted} prompt tokens in the visible probe, the local processor's "
-                f"chat path ({self.tokenizer.name_or_path}) {len(ours)}: they differ by position {min(counted, len(ours))}"
+                f"{self.spec}: unreadable /tokenize reply from {self._root}: {type(error).__name__}: {error}"
+            ) from None
+        return theirs
+
+    def _compare_tokens(self, ours: list[int], theirs: list[int]) -> str:
+        if theirs == ours:
+            return "/tokenize"
+        placeholder = placeholder_id(self.processor)
+        collapsed_ours, collapsed_theirs = collapsed(ours, placeholder), collapsed(theirs, placeholder)
+        # vLLM before the image-placeholder fix of /tokenize (0.15.x, 0.16.0): one placeholder per image.
+        one_per_image = collapsed_theirs == theirs and collapsed_ours != ours
+        if one_per_image and collapsed_theirs == collapsed_ours:
+            return "/tokenize with one placeholder per image"
+        where = ""
+        if one_per_image:
+            ours, theirs = collapsed_ours, collapsed_theirs
+            where = " (each image's placeholders collapsed to one, as the server's /tokenize gives them)"
+        position = next((n for n, (a, b) in enumerate(zip(ours, theirs, strict=False)) if a != b),
+                        min(len(ours), len(theirs)))  # fmt: skip
+        raise ConvswapError(
+            f"{self.spec}: the server tokenizes the visible probe differently from the local processor's chat path "
+            f"({self.tokenizer.name_or_path}) at position {position}{where}: the server reads "
+            f"{self._token_at(theirs, position)}, the local chat path {self._token_at(ours, position)}"
+        )
+
+    def _compare_count(self, source: str, counted: int, ours: list[int]) -> str:
+        if counted != len(ours):
+            raise ConvswapError(
+                f"{self.spec}: the server counts {counted} prompt tokens in the visible probe ({source}), the local "
+                f"processor's chat path ({self.tokenizer.name_or_path}) {len(ours)}"
             )
+        return source
 
     def _token_at(self, sequence: list[int], position: int) -> str:
         if position >= len(sequence):
@@ -265,18 +310,22 @@ class ServedBackend(OwnTokenizer, OpenAIBackend):
         attempts = []
         if wanted in (None, LOGPROB_TOKEN_IDS):
             attempts.append((LOGPROB_TOKEN_IDS, self._vllm_request(turns, image, ids)))
-        if wanted in (None, TOKEN_IDS_LOGPROB) and self._http.get("/get_model_info").status_code == 200:  # SGLang's
+        if wanted in (None, TOKEN_IDS_LOGPROB) and self.sglang:
             attempts.append((TOKEN_IDS_LOGPROB, self._sglang_request("visible", PROBE_QUESTION, image, ids)))
+        elif wanted == TOKEN_IDS_LOGPROB:
+            why = "it answers neither /model_info nor /get_model_info, as SGLang does"
         for source, request in attempts:
             try:
                 evidence = self._read_source(source, self._send(request))
-            except (openai.APIError, httpx2.HTTPError, MalformedReply, LogprobsRefused, *UNREADABLE):
+            except (openai.APIError, httpx2.HTTPError, MalformedReply, LogprobsRefused, *UNREADABLE) as error:
+                why = self._reason(error)
                 continue
             if set(dict(evidence.requested)) >= set(ids):
                 return source, None
+            why = f"its reply lacks the log-probability of ids it was asked for ({', '.join(map(str, ids))})"
         if wanted in (LOGPROB_TOKEN_IDS, TOKEN_IDS_LOGPROB):
             raise ConvswapError(f"{self.spec}: the server at {self._root} does not give the {wanted} readout that "
-                                f"option readout asks for")  # fmt: skip
+                                f"option readout asks for: {why}")  # fmt: skip
         try:
             self._read_source(TOP_LOGPROBS, self._send(self._top_request(turns, image)))
         except openai.APIStatusError as error:
@@ -389,7 +438,8 @@ class ServedBackend(OwnTokenizer, OpenAIBackend):
         position = first_position(self.spec, reply)
         entries = [self._listed(entry) for entry in position.get("top_logprobs") or []]
         if source == LOGPROB_TOKEN_IDS:
-            # The listed entries are the candidates asked for; the chosen token is the greedy argmax, the top one.
+            # vLLM lists the sampled token (the greedy argmax), then each id asked for, once each
+            # (vllm/v1/sample/sampler.py, gather_specific_token_logprobs): all of them exact.
             requested = tuple((token.token_id, token.logprob) for token in entries if token.token_id is not None)
             return FirstTokenLogprobs(source, listed=(self._listed(position),), requested=requested)
         return FirstTokenLogprobs(source, listed=tuple(sorted(entries, key=lambda token: -token.logprob)))
@@ -432,13 +482,43 @@ def listed_models(body: object) -> list[dict[str, Any]]:
     return data
 
 
+def placeholder_id(processor: Any) -> int | None:
+    """The id of the token a processor repeats for each of an image's tokens (Qwen2.5-VL's `<|image_pad|>`)."""
+    token_id = getattr(processor, "image_token_id", None)
+    token = getattr(processor, "image_token", None)
+    if token_id is None and isinstance(token, str):
+        token_id = processor.tokenizer.convert_tokens_to_ids(token)
+    return token_id
+
+
+def collapsed(ids: list[int], placeholder: int | None) -> list[int]:
+    """`ids` with each run of `placeholder` cut to one."""
+    return [token for n, token in enumerate(ids) if not (n and token == placeholder and ids[n - 1] == placeholder)]
+
+
+def sglang_meta(reply: str) -> dict[str, Any]:
+    """The `meta_info` of an SGLang /generate reply (a list of one where it answers a batch)."""
+    body = json.loads(reply)
+    return (body[0] if isinstance(body, list) else body)["meta_info"]
+
+
+def sglang_prompt_tokens(reply: str) -> int:
+    try:
+        counted = sglang_meta(reply)["prompt_tokens"]
+    except (*UNREADABLE, json.JSONDecodeError) as error:
+        raise MalformedReply(f"not an SGLang /generate reply ({type(error).__name__}: {str(error)[:80]})") from None
+    if not is_integer(counted):
+        raise MalformedReply(f"meta_info.prompt_tokens is {counted!r}, not a number of tokens")
+    return int(counted)
+
+
 def read_sglang(reply: str) -> FirstTokenLogprobs:
     """SGLang's `meta_info`: `output_token_ids_logprobs[0]` and `output_top_logprobs[0]`, entries [logprob, id, text]."""
-    meta = json.loads(reply)
-    meta = (meta[0] if isinstance(meta, list) else meta)["meta_info"]
+    meta = sglang_meta(reply)
 
     def entries(name: str) -> list[ListedToken]:
-        rows = meta.get(name) or [[]]
+        # A position SGLang has nothing to list at is None (tokenizer_manager.py, detokenize_top_logprobs_tokens).
+        rows = meta.get(name) or [None]
         # [logprob, id] or, with return_text_in_logprobs, [logprob, id, text]
         return [
             ListedToken(
@@ -446,7 +526,7 @@ def read_sglang(reply: str) -> FirstTokenLogprobs:
                 -math.inf if entry[0] is None else float(entry[0]),
                 int(entry[1]),
             )
-            for entry in rows[0]
+            for entry in rows[0] or []
         ]
 
     requested = tuple((token.token_id, token.logprob) for token in entries("output_token_ids_logprobs"))
