@@ -35,15 +35,15 @@ STOP_TIMEOUT_S = 30
 
 
 class VllmUnavailable(Exception):
-    """vLLM's environment could not be built, or its server did not start: the message says why."""
+    """vLLM's environment could not be built, or its server did not start: the message's first line says why, the
+    lines after it end the build's or the server's output."""
 
 
 def vllm_environment() -> Path:
     """The folder of vLLM's virtual environment, built by scripts/vllm_env.sh where it is not built yet."""
     done = subprocess.run(["bash", str(ENV_SCRIPT)], capture_output=True, text=True)
     if done.returncode != 0:
-        tail = "\n".join(done.stderr.splitlines()[-20:])
-        raise VllmUnavailable(f"{ENV_SCRIPT.name} failed (exit {done.returncode}):\n{tail}")
+        raise VllmUnavailable(f"{ENV_SCRIPT.name} failed (exit {done.returncode}): {_tail(done.stderr)}")
     return Path(done.stdout.strip().splitlines()[-1])
 
 
@@ -100,12 +100,14 @@ def _wait_ready(process: subprocess.Popen, url: str, log: Path) -> None:
     deadline = time.monotonic() + READY_TIMEOUT_S
     while time.monotonic() < deadline:
         if process.poll() is not None:
-            raise VllmUnavailable(f"vLLM exited with status {process.returncode} before it was ready:\n{_tail(log)}")
+            raise VllmUnavailable(
+                f"vLLM exited with status {process.returncode} before it was ready: {_tail(_read(log))}"
+            )
         with contextlib.suppress(httpx2.HTTPError):
             if httpx2.get(f"{url}/v1/models", timeout=5).status_code == 200:
                 return
         time.sleep(1)
-    raise VllmUnavailable(f"vLLM was not ready within {READY_TIMEOUT_S} s:\n{_tail(log)}")
+    raise VllmUnavailable(f"vLLM was not ready within {READY_TIMEOUT_S} s: {_tail(_read(log))}")
 
 
 def _stop(process: subprocess.Popen) -> None:
@@ -123,5 +125,11 @@ def _stop(process: subprocess.Popen) -> None:
         return
 
 
-def _tail(log: Path, lines: int = 30) -> str:
-    return "\n".join(log.read_text(encoding="utf-8", errors="replace").splitlines()[-lines:])
+def _read(log: Path) -> str:
+    return log.read_text(encoding="utf-8", errors="replace")
+
+
+def _tail(output: str, lines: int = 30) -> str:
+    """The last line of `output`, then the `lines` before it and it on lines of their own."""
+    kept = output.strip().splitlines()[-lines:] or ["(no output)"]
+    return "\n".join([kept[-1], *kept])
