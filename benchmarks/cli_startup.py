@@ -22,7 +22,7 @@ from targets import Check, report
 REPO_ROOT = Path(__file__).resolve().parents[1]
 HELP_TARGET_S = 0.5
 HANDLER_MODULES = (
-    "convswap.experiments.runner",
+    "convswap.runs.runner",
     "convswap.analysis.generate",
     "convswap.audits.log_audit",
     "convswap.audits.model_audit",

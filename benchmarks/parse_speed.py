@@ -21,7 +21,8 @@ import numpy as np
 from PIL import Image
 from targets import Check, report
 
-from convswap.conventions import cell_names, render
+from convswap.conventions.cells import cell_names
+from convswap.conventions.render import render
 from convswap.core import ImageSpec, Trial, freeze
 from convswap.protocols import PROTOCOLS, PaintFaults, paint, parse_image
 

@@ -19,10 +19,11 @@ import numpy as np
 from interleaved import interleaved
 from PIL import Image
 
-from convswap.conventions import cell_names, render
+from convswap.conventions.cells import cell_names
+from convswap.conventions.render import render
 from convswap.core import ImageSpec, Trial
-from convswap.experiments.pixel_answers import rgb_png_bytes
 from convswap.protocols import PROTOCOLS, PaintFaults, paint
+from convswap.runs.pixel_answers import rgb_png_bytes
 
 PHOTOS = sorted((Path(__file__).resolve().parents[2] / "shared/assets/coco/coco-mini/val2017").glob("*.jpg"))[:12]
 

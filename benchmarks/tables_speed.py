@@ -51,9 +51,10 @@ from pathlib import Path
 from bytecode import compile_convswap
 from targets import Check, report
 
-from convswap.experiments.ledger import Ledger
-from convswap.experiments.plan import SHIPPED_PLAN_DIR
-from convswap.experiments.runner import CALIBRATION_EXPERIMENT, RunRequest, run_experiment
+from convswap.plan_folders import SHIPPED_PLAN_DIR
+from convswap.plans.ledger import Ledger
+from convswap.runs.context import CALIBRATION_EXPERIMENT, RunRequest
+from convswap.runs.runner import run_experiment
 
 EXPERIMENTS = ("color_ladder", "color_readership", "synthetic_spatial")
 MODELS = ("sim:qwen3vl-like", "sim:perfect")

@@ -31,8 +31,9 @@ from playwright.sync_api import sync_playwright
 from targets import Check, report
 
 from convswap.cli import main as convswap
-from convswap.experiments.runner import RunRequest, run_experiment
 from convswap.readout.sim_presets import PRESETS
+from convswap.runs.context import RunRequest
+from convswap.runs.runner import run_experiment
 
 EXPERIMENTS = ("color_ladder", "color_readership", "synthetic_spatial")
 BUILD_TARGET_S = 8.0

@@ -1,4 +1,9 @@
-"""convswap: convention-swap experiments on vision-language models."""
+"""convswap: convention-swap experiments on vision-language models.
+
+One subpackage per concern, layered as docs/architecture.md draws them: each imports only the layers below it,
+and the top-level modules here (core, validation, fileio, plan_folders, ...) are the lowest, which every package
+may import.
+"""
 
 # The interpreter loaded these three before running any of convswap: the handlers below are in place before the
 # first module convswap imports is looked for.  (`signal` is not loaded at start-up, and importing it, with enum,

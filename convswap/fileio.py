@@ -83,6 +83,19 @@ def user_cache_folder() -> Path:
     return Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "convswap"
 
 
+def optional_file(path: Path, declares: str) -> Path | None:
+    """`path` where a regular file lies there, None where nothing does; anything else in its place (a folder, a
+    link to nothing, a FIFO, a device) would silently declare nothing, and is refused naming what `declares`."""
+    if not path.exists() and not path.is_symlink():
+        return None
+    if path.is_symlink() and not path.exists():
+        raise ConvswapError(f"{path} is a link to nothing ({os.readlink(path)}); a plan folder declares {declares} "
+                            "in a file of that name")  # fmt: skip
+    if not path.is_file():
+        raise ConvswapError(f"{path} is not a regular file; a plan folder declares {declares} in a file of that name")
+    return path
+
+
 def why_not_a_folder(folder: Path) -> str:
     """Why `folder` is no folder to write in, naming it: it, or the nearest of its parents that exists, is a file;
     or it does not exist."""

@@ -2,14 +2,16 @@
 
 A small compressed file can hold a vast image (a decompression bomb: 50 KB of PNG can claim 20,000 x 20,000
 pixels, 1.2 GB once decoded), and no model reads one so large, so every image read from bytes is refused above
-MAX_IMAGE_PIXELS before its pixels are decoded: an item's photograph when the plan is loaded, a drawing an image
-API sends back, the images `convswap protocol parse` is given.
+MAX_IMAGE_PIXELS before its pixels are decoded: an item's photograph when the plan is loaded and when a trial
+shows it, a drawing an image API sends back, a drawing kept in a log folder, the images `convswap protocol parse`
+is given.
 """
 
 from __future__ import annotations
 
 import io
 import warnings
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 from convswap.core import ConvswapError
@@ -66,3 +68,30 @@ def decode_image(data: bytes, what: str) -> Image.Image:
     except (OSError, ValueError) as error:
         raise UnreadableImage(f"{what} cannot be decoded: {error}") from None
     return image
+
+
+def open_image(path: Path, what: str) -> Image.Image:
+    """The image file at `path`, decoded as `decode_image` decodes bytes; `what` names it."""
+    try:
+        data = path.read_bytes()
+    except OSError as error:
+        raise UnreadableImage(f"{what} cannot be read: {error.strerror}") from None
+    return decode_image(data, what)
+
+
+def image_size(path: Path, what: str) -> tuple[int, int]:
+    """(width, height) of the image file at `path`, read from its header, refused as `decode_image` refuses."""
+    from PIL import Image, UnidentifiedImageError
+
+    try:
+        with Image.open(path) as image:
+            size = image.size
+    except Image.DecompressionBombError:
+        raise ImageTooLarge(f"{what} is beyond Pillow's own pixel limit, more than the {MAX_IMAGE_PIXELS:,} an image "
+                            "may have") from None  # fmt: skip
+    except UnidentifiedImageError:
+        raise UnreadableImage(f"{what} cannot be decoded: it is not an image file of a format Pillow reads") from None
+    except OSError as error:
+        raise UnreadableImage(f"{what} cannot be read: {error.strerror or error}") from None
+    check_pixels(size, what)
+    return size

@@ -7,6 +7,8 @@ A check states its problem in the toolkit's words through `problem`; `first_prob
 
 from __future__ import annotations
 
+import math
+import sys
 import tomllib
 from collections.abc import Callable, Sequence
 from pathlib import Path
@@ -18,6 +20,16 @@ from pydantic_core import PydanticCustomError
 from convswap.core import ConvswapError
 
 Location = tuple[str | int, ...]
+
+
+def shown(value: Any) -> str:
+    """`value` as an error line quotes it: its repr; an integer of more than 128 bits by its size, since Python
+    refuses to print one of more than 4300 digits (sys.get_int_max_str_digits) and a line cannot show it anyway."""
+    if isinstance(value, int) and not isinstance(value, bool) and value.bit_length() > 128:
+        if value.bit_length() < 14_000:  # under 4300 digits: Python prints it
+            return f"an integer of {len(str(abs(value)))} digits"
+        return f"an integer of about {int(value.bit_length() * math.log10(2)) + 1} digits"
+    return repr(value)
 
 
 def problem(message: str, value: Any, where: Location = ()) -> PydanticCustomError:
@@ -97,6 +109,9 @@ def read_toml(path: Path, kind: str) -> tuple[dict[str, Any], bytes]:
         return tomllib.loads(raw.decode("utf-8")), raw
     except (UnicodeDecodeError, tomllib.TOMLDecodeError) as error:
         raise ConvswapError(f"{path}: not valid TOML: {error}") from error
+    except ValueError:  # tomllib's int() of a literal of more digits than Python converts
+        raise ConvswapError(f"{path}: not a {kind} file: it holds an integer of more than "
+                            f"{sys.get_int_max_str_digits()} digits") from None  # fmt: skip
     except RecursionError:
         raise ConvswapError(f"{path}: not a {kind} file: its TOML is nested too deep") from None
 
@@ -108,4 +123,4 @@ def validate_file(model: type[Model], data: dict[str, Any], path: Path, context:
         return model.model_validate(data, context=context)
     except ValidationError as error:
         field, reason, value = first_problem(error)
-        raise ConvswapError(f"{path}: {field}: {reason}, got {value!r}") from None
+        raise ConvswapError(f"{path}: {field}: {reason}, got {shown(value)}") from None

@@ -10,6 +10,12 @@ then judges what came back:
 
 The cases, by area:
 
+    image replies broken image-API replies (an HTML page, b64_json that is not base64, a
+                  20000x20000 PNG, no image, a refused connection, a URL without http://)
+                  through `run` and `audit-model`: api_error units, a rerun asking exactly those
+    failed upload `run --batch` that cannot reach the API: the rerun at the right URL goes on
+    protocols     damaged protocols.toml under the listing and under registration and the run
+    pixel images  huge, truncated, non-image and 1x1 images as drawing, source and item image
     api replies   every malformed 200 reply on both API backends (through the real
                   clients, against loopback servers): an api_error record each, the
                   cache checked empty after, and a rerun against the repaired server
@@ -36,11 +42,13 @@ import argparse
 import contextlib
 import io
 import json
+import multiprocessing
 import os
 import random
 import resource
 import shutil
 import signal
+import socket
 import sqlite3
 import subprocess
 import sys
@@ -137,6 +145,52 @@ def subprocess_convswap(*argv: str, limit: int | None = None) -> Ran:
     return Ran(done.returncode, done.stdout, done.stderr)
 
 
+ISOLATED_TIMEOUT_S = 60.0
+ISOLATED_MEMORY = 2 << 30  # bytes a child may map beyond what it inherits
+
+
+def isolated(*commands: tuple[str, ...], timeout: float = ISOLATED_TIMEOUT_S, **variables: str) -> Ran:
+    """`convswap` in a forked child, one command after another until one does not exit 0, whose outcome is kept:
+    damage that would take memory without bound (a 999999999-wide format field, an image's claimed size) or block
+    (a FIFO) is bounded to that child.  A child that dies, or is still running after `timeout` seconds, is counted as a
+    traceback, with what happened as its error."""
+    context = multiprocessing.get_context("fork")  # the parent's imports, inherited: no interpreter start
+    receive, send = context.Pipe(duplex=False)
+
+    def child() -> None:
+        mapped = _mapped_bytes()
+        resource.setrlimit(resource.RLIMIT_AS, (mapped + ISOLATED_MEMORY, mapped + ISOLATED_MEMORY))
+        ran = Ran(0, "", "")
+        for argv in commands:
+            ran = convswap(*argv, **variables)
+            if ran.status != 0:
+                break
+        send.send(Ran(ran.status, ran.out[-4000:], ran.err[-4000:]))
+
+    process = context.Process(target=child)
+    process.start()
+    send.close()
+    ran, hung = None, not receive.poll(timeout)
+    if hung:
+        process.kill()
+    else:
+        with contextlib.suppress(EOFError):  # the child died before it answered
+            ran = receive.recv()
+    process.join()
+    receive.close()
+    if ran is not None:
+        return ran
+    why = f"still running after {timeout:.0f} s" if hung else f"died with exit status {process.exitcode}"
+    return Ran(None, "", f"{why} (convswap {' '.join(commands[-1])[:200]})")
+
+
+def _mapped_bytes() -> int:
+    for line in Path("/proc/self/status").read_text().splitlines():
+        if line.startswith("VmSize:"):
+            return int(line.split()[1]) * 1024
+    raise RuntimeError("no VmSize in /proc/self/status")
+
+
 def judged(ran: Ran) -> str:
     if ran.traceback:
         return "traceback"
@@ -165,6 +219,7 @@ class Inputs:
     runs: Path  # a finished simulated run of EXPERIMENT, 2 trials
     observer: Path  # a preset written as a file
     items_plans: Path  # a plan folder with an items plan, its items file and its conventions
+    painter: Path  # the painting simulated observer, reading every convention it has no planted reading for
 
 
 ITEMS_PLAN = """\
@@ -179,14 +234,15 @@ failure_conditions = ["none"]
 stimuli = "items"
 items = "items.jsonl"
 tasks = ["choice"]
-conventions = ["box", "word"]
+conventions = ["boxed", "said"]
 conditions = ["visible"]
 n = 2
 seeds = [0]
 readout = "generate"
 k = 3
 """
-CONVENTIONS = '[box]\ntasks = ["choice"]\noption = "{box}"\n\n[word]\ntasks = ["choice"]\noption = "{word}"\n'
+# Names no shipped convention has: a plan folder's convention under a shipped name is refused, whatever else it holds.
+CONVENTIONS = '[boxed]\ntasks = ["choice"]\noption = "{box}"\n\n[said]\ntasks = ["choice"]\noption = "{word}"\n'
 
 
 def an_item(number: int) -> dict:
@@ -218,7 +274,10 @@ def prepare(root: Path) -> Inputs:
     (plans / "items.jsonl").write_text("".join(json.dumps(an_item(n)) + "\n" for n in range(3)))
     Image.new("RGB", (40, 30), (200, 10, 10)).save(plans / "img.png")
     (plans / "ledger.jsonl").write_text("")
-    return Inputs(root, vocabulary, runs, observer, plans)
+    painter = root / "painter.toml"
+    assert convswap("presets", "write", "painter-like", str(painter)).status == 0
+    _append(painter, "\n[default_reading]\np_read = 0.8")
+    return Inputs(root, vocabulary, runs, observer, plans, painter)
 
 
 # --- api replies -------------------------------------------------------------------------------------
@@ -261,15 +320,379 @@ def api_cases(inputs: Inputs, tally: Tally, short: bool) -> None:
                 tally.add("api replies", case, "clean one line")
 
 
-def _rows(cache: Path) -> int:
+def _rows(cache: Path, table: str = "responses") -> int:
     if not cache.exists():
         return 0
     with contextlib.closing(sqlite3.connect(cache)) as db:
-        return db.execute("SELECT COUNT(*) FROM responses").fetchone()[0]
+        if not db.execute("SELECT 1 FROM sqlite_master WHERE name = ?", (table,)).fetchone():
+            return 0
+        return db.execute(f"SELECT COUNT(*) FROM {table}").fetchone()[0]
 
 
 def _records(out: Path) -> list[dict]:
     return [json.loads(line) for path in sorted(out.rglob("*.jsonl")) for line in path.read_text().splitlines()]
+
+
+# --- protocols, pixel images, image replies ------------------------------------------------------------
+
+# A plan folder's own protocol for the items plan's choice items, as the README declares one.
+PROTOCOL = """\
+[corner_code]
+tasks = ["choice"]
+guidance = "Answer: {question} Mark the corner of your option in solid magenta ({color}): {layout}"
+primitive = "square"
+color = "#FF00FF"
+count = "one"
+output = "slot"
+layout = "corners4"
+hsv = { hue = [140, 175], saturation = [80, 255], value = [80, 255] }
+pipeline = [
+    { op = "load_generated" }, { op = "load_source" }, { op = "hsv_mask" },
+    { op = "subtract", guard = 7 },
+    { op = "morphology", mode = "open", kernel = 3 },
+    { op = "components" },
+    { op = "filter", min_area = 30, min_fill = 0.4 },
+    { op = "select_one", ambiguous_ratio = 0.6 },
+    { op = "slot_of_point", min_inside = 0.8 },
+]
+"""
+
+
+def _protocols_text(damaged: str) -> Callable[[Path], None]:
+    return lambda plans: (plans / "protocols.toml").write_text(damaged, errors="surrogateescape")
+
+
+def protocol_mistakes() -> Iterator[tuple[str, Callable[[Path], None]]]:
+    """(what, how to damage a plan folder's protocols.toml): what a user gets wrong in a declaration."""
+    text = _protocols_text
+    edits = {
+        "a 5000-digit kernel": ("kernel = 3", "kernel = " + "9" * 5000),
+        "a 5000-digit min_area": ("min_area = 30", "min_area = " + "9" * 5000),
+        "kernel = 100001": ("kernel = 3", "kernel = 100001"),
+        "kernel = 0": ("kernel = 3", "kernel = 0"),
+        "ambiguous_ratio = 1e308": ("ambiguous_ratio = 0.6", "ambiguous_ratio = 1e308"),
+        "guidance {k:>999999999}": ('{layout}"', '{k:>999999999}"'),
+        "guidance {k!r}": ('{layout}"', '{k!r}"'),
+        "guidance {k:{k}}": ('{layout}"', '{k:{k}}"'),
+        "guidance {target}": ('{layout}"', '{target}"'),
+        "guidance {question.__class__}": ("{question}", "{question.__class__}"),
+        "color with a trailing newline": ('color = "#FF00FF"', 'color = "#FF00FF\\n"'),
+        "color outside its hue range": ('color = "#FF00FF"', 'color = "#00FF00"'),
+        "a layout for no choice item": ('layout = "corners4"', 'layout = "grid3x3_outer"'),
+        "an unknown operation": ('{ op = "components" }', '{ op = "flood" }'),
+        "an unknown parameter": ("kernel = 3", "kernel = 3, radius = 2"),
+        "hue [170, 200]": ("hue = [140, 175]", "hue = [170, 200]"),
+        "hue [175, 140]": ("hue = [140, 175]", "hue = [175, 140]"),
+        "saturation [-1, 255]": ("saturation = [80, 255]", "saturation = [-1, 255]"),
+        "a shipped protocol's name": ("[corner_code]", "[label_code]"),
+    }
+    for what, (old, new) in edits.items():
+        assert old in PROTOCOL, what
+        yield what, text(PROTOCOL.replace(old, new, 1))
+    yield "also in conventions.toml", lambda plans: (text(PROTOCOL)(plans), _append(
+        plans / "conventions.toml", '\n[corner_code]\ntasks = ["choice"]\noption = "{word}"'))  # fmt: skip
+    yield "a directory", lambda plans: (plans / "protocols.toml").mkdir()
+    yield "a dangling link", lambda plans: (plans / "protocols.toml").symlink_to(plans / "nowhere.toml")
+    yield "a FIFO", lambda plans: os.mkfifo(plans / "protocols.toml")
+
+
+def protocol_plans(inputs: Inputs, folder: Path) -> Path:
+    """The items plan answered under the folder's own protocol, unregistered."""
+    plans = shutil.copytree(inputs.items_plans, folder / "plans")
+    (plans / "my_items.toml").write_text(ITEMS_PLAN.replace('["boxed", "said"]', '["corner_code"]'))
+    return plans
+
+
+def protocol_cases(inputs: Inputs, tally: Tally, short: bool, seed: int) -> None:
+    """Each damage to protocols.toml under the listing and under registration (then the run it would allow): one
+    clear line from each, in a child bounded in memory and time."""
+    damages = list(protocol_mistakes())
+    if short:  # a sample of the mistakes; the generic TOML damage is the fuzz's kind
+        damages = random.Random(seed).sample(damages, 6)
+    else:
+        damages = [(what, _protocols_text(text)) for what, text in toml_damages(PROTOCOL)] + damages
+    sound = protocol_plans(inputs, Path(tempfile.mkdtemp(dir=inputs.root)))
+    (sound / "protocols.toml").write_text(PROTOCOL)
+    assert isolated(*protocol_commands(inputs, sound)).status == 0, "the undamaged protocol is refused"
+    for what, damage in damages:
+        for command in ("protocols", "register") if what != "empty" else ("register",):  # empty declares none
+            folder = Path(tempfile.mkdtemp(dir=inputs.root))
+            plans = protocol_plans(inputs, folder)
+            damage(plans)
+            ledger = (plans / "ledger.jsonl").read_bytes()
+            argvs = protocol_commands(inputs, plans)
+            ran = isolated(*(argvs[:1] if command == "protocols" else argvs[1:]), timeout=20)
+            verdict = judged(ran)
+            if command == "protocols" and (plans / "ledger.jsonl").read_bytes() != ledger:
+                verdict = "data lost"
+            tally.add("protocols.toml", f"{what} ({command})", verdict, (ran.err or ran.out)[-240:])
+            shutil.rmtree(folder, ignore_errors=True)
+    unanswerable_uses(inputs, tally)
+
+
+def unanswerable_uses(inputs: Inputs, tally: Tally) -> None:
+    """Protocols sound as declared that the COCO plan asks where they cannot answer: a grid3x3_outer protocol on
+    identify, whose options are category names, not directions; a corners4 one on locate's nine cells.
+    Registration must refuse each, where a run of it could only stop midway."""
+    outer_for_identify = PROTOCOL.replace('["choice"]', '["identify"]').replace('"corners4"', '"grid3x3_outer"')
+    corners_for_locate = PROTOCOL.replace('["choice"]', '["locate"]')
+    for what, protocol in (("grid3x3_outer for identify", outer_for_identify),
+                           ("corners4 for locate's 9 cells", corners_for_locate)):  # fmt: skip
+        _unanswerable_use(inputs, tally, what, protocol)
+
+
+def _unanswerable_use(inputs: Inputs, tally: Tally, what: str, protocol: str) -> None:
+    from conftest import COCO_MINI
+
+    folder = Path(tempfile.mkdtemp(dir=inputs.root))
+    plan = (PLAN_DIR / "interface_swap.toml").read_text().split("[[hypotheses]]")[0]
+    plan = plan.replace('id = "interface_swap"', 'id = "grid_swap"')
+    conventions = '["cell_name", "pixels", "normalized", "point_marker", "label_code"]'
+    assert conventions in plan
+    (folder / "grid_swap.toml").write_text(plan.replace(conventions, '["cell_name", "asked_code"]'))
+    (folder / "ledger.jsonl").write_text("")
+    (folder / "protocols.toml").write_text(protocol.replace("[corner_code]", "[asked_code]"))
+    ran = isolated(("plan", "register", str(folder / "grid_swap.toml"), "--plan-dir", str(folder)),
+                   ("run", "grid_swap", "--model", f"sim:{inputs.painter}", "--coco", str(COCO_MINI), "--plan-dir",
+                    str(folder), "--limit", "2", "--out", str(folder / "out"), "--no-progress"))  # fmt: skip
+    registered = bool((folder / "ledger.jsonl").read_text())
+    verdict = "accepted silently" if registered and not ran.traceback else judged(ran)
+    tally.add("protocols.toml", f"{what} (register, then run)", verdict, (ran.err or ran.out)[-240:])
+
+
+def protocol_commands(inputs: Inputs, plans: Path) -> tuple[tuple[str, ...], ...]:
+    """The listing; registration; then the run a registration allows, on the painting simulated observer."""
+    return (("protocols", "--plan-dir", str(plans)),
+            ("plan", "register", str(plans / "my_items.toml"), "--plan-dir", str(plans)),
+            ("run", "my_items", "--model", f"sim:{inputs.painter}", "--plan-dir", str(plans), "--out",
+             str(plans.parent / "out"), "--no-progress"))  # fmt: skip
+
+
+def damaged_images() -> dict[str, bytes]:
+    from image_servers import huge_png, png
+    from PIL import Image
+
+    whole = png(Image.new("RGB", (64, 48), (20, 120, 20)))
+    return {
+        "a 20000x20000 PNG": huge_png(20_000, 20_000),
+        "a 9000x8000 PNG": huge_png(9_000, 8_000),  # under Pillow's limit, over the items' 64,000,000 pixels
+        "a PNG header claiming 20000x20000": huge_png(20_000, 20_000)[:33],
+        "a truncated PNG": whole[: len(whole) // 2],
+        "a PNG header only": whole[:33],
+        "not an image": b"hello, this is text\n",
+        "an empty file": b"",
+        "a 1x1 image": png(Image.new("RGB", (1, 1), (255, 0, 255))),
+    }
+
+
+IMAGES_THAT_ARE_SOUND = ("a 1x1 image",)  # an image a user may have: no traceback, any outcome but a crash
+
+
+def pixel_cases(inputs: Inputs, tally: Tally, short: bool) -> None:
+    """Damaged images as a drawing and as the source of `protocol parse`, and as the item image of an items plan
+    run on the painting simulated observer."""
+    from PIL import Image
+
+    images = damaged_images()
+    if short:
+        images = {name: images[name] for name in ("a 20000x20000 PNG", "a truncated PNG", "not an image",
+                                                  "a 1x1 image")}  # fmt: skip
+    work = Path(tempfile.mkdtemp(dir=inputs.root))
+    good = work / "good.png"
+    Image.new("RGB", (64, 48), (20, 120, 20)).save(good)
+    for name, data in images.items():
+        damaged = work / f"damaged-{len(list(work.iterdir()))}.png"
+        damaged.write_bytes(data)
+        for role, drawing, source in (("drawing", damaged, good), ("source", good, damaged)):
+            ran = isolated(("protocol", "parse", "label_code", str(drawing), "--source", str(source), "--k", "4"))
+            verdict = _parse_verdict(ran, damaged, role, name in IMAGES_THAT_ARE_SOUND)
+            tally.add("pixel images", f"{name} as the {role} of protocol parse", verdict, (ran.err or ran.out)[-240:])
+        folder = Path(tempfile.mkdtemp(dir=inputs.root))
+        plans = shutil.copytree(inputs.items_plans, folder / "plans")
+        (plans / "my_items.toml").write_text(ITEMS_PLAN.replace('["boxed", "said"]', '["label_code"]'))
+        (plans / "img.png").write_bytes(data)
+        ran = isolated(*protocol_commands(inputs, plans)[1:])
+        records = _records(folder / "out")
+        verdict = judged(ran)
+        if name in IMAGES_THAT_ARE_SOUND and verdict == "accepted silently":
+            verdict = "clean one line" if records else "data lost"
+        tally.add("pixel images", f"{name} as an item image on sim:painter-like", verdict, (ran.err or ran.out)[-240:])
+        shutil.rmtree(folder, ignore_errors=True)
+
+
+def _parse_verdict(ran: Ran, damaged: Path, role: str, sound_image: bool) -> str:
+    """A damaged source must be refused; a damaged drawing may instead be parsed to `parser_failure` naming the
+    file, as a run records a generated image that is no image; a sound image may have any outcome."""
+    if ran.traceback or ran.status != 0 or (role == "source" and not sound_image):
+        return judged(ran)
+    try:
+        parsed = json.loads(ran.out)
+    except json.JSONDecodeError:
+        return "accepted silently"
+    if sound_image:
+        return "clean one line" if parsed.get("status") in ("ok", "protocol_noncompliance", "parser_failure") else (
+            "accepted silently")  # fmt: skip
+    named = parsed.get("status") == "parser_failure" and str(damaged) in str(parsed.get("reason"))
+    return "clean one line" if named else "accepted silently"
+
+
+IMAGE_MODELS = {  # spec, the base URL's path, what the run needs beyond the plan
+    "openai-image": ("openai-image:gpt-image-1", "/v1", ("--interface", "image")),
+    "openai-chat-image": ("openai-chat-image:gateway/image-model-001", "/v1", ()),
+    "gemini-image": ("gemini-image:gemini-2.5-flash-image", "", ()),
+}
+IMAGE_LIMIT = 1
+
+
+def image_replies() -> dict[str, Callable[[str], object] | None]:
+    """What is wrong with the reply, and a responder giving each endpoint its own form of it (None: no server)."""
+    from api_servers import Reply
+    from image_servers import chat_image_reply, gemini_image_reply, huge_png, image_edit_reply, image_edit_without_image
+
+    page = Reply(200, raw=b"<html><body>502 Bad Gateway</body></html>", content_type="text/html")
+    message = {"role": "assistant", "content": None,
+               "images": [{"type": "image_url", "image_url": {"url": "data:image/png;base64,%%%"}}]}  # fmt: skip
+    chat_bad = Reply(200, {"id": "x", "object": "chat.completion", "created": 1, "model": "m",
+                           "choices": [{"index": 0, "message": message, "finish_reason": "stop"}]})  # fmt: skip
+    gemini_bad = Reply(200, {"candidates": [{"content": {"role": "model", "parts": [{"inlineData": {
+        "mimeType": "image/png", "data": "%%% not base64"}}]}, "finishReason": "STOP"}]})  # fmt: skip
+    huge = huge_png(20_000, 20_000)
+    by_kind = {
+        "an HTML 200 page": {"edit": page, "chat": page, "gemini": page},
+        "b64 that is not base64": {"edit": Reply(200, {"created": 1, "data": [{"b64_json": "iVBOR*not base64*"}]}),
+                                   "chat": chat_bad, "gemini": gemini_bad},
+        "a 20000x20000 PNG": {"edit": image_edit_reply(huge), "chat": chat_image_reply(huge),
+                              "gemini": gemini_image_reply(huge)},
+        "an empty data list": {"edit": image_edit_without_image(), "chat": chat_image_reply(None, text="No."),
+                               "gemini": gemini_image_reply(None, text="No.")},
+    }  # fmt: skip
+    from image_servers import _endpoint
+
+    replies: dict[str, Callable[[str], object] | None] = {
+        what: (lambda seen, kinds=kinds: kinds[_endpoint(seen)]) for what, kinds in by_kind.items()
+    }
+    replies["connection refused"] = None
+    replies["a base URL without http://"] = None
+    return replies
+
+
+def closed_port_url() -> str:
+    """A loopback URL that refuses every connection: a port bound, learnt and closed."""
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return f"http://127.0.0.1:{probe.getsockname()[1]}"
+
+
+@contextlib.contextmanager
+def no_waits() -> Iterator[None]:
+    """Every retry the CLI makes, made at once: a refused connection is tried as often, without the backoff."""
+    from convswap.readout.api_common import RetryPolicy
+
+    backoff = RetryPolicy.backoff
+    RetryPolicy.backoff = lambda self, attempt, retry_after=None: 0.0  # type: ignore[method-assign]
+    try:
+        yield
+    finally:
+        RetryPolicy.backoff = backoff  # type: ignore[method-assign]
+
+
+def image_api_cases(inputs: Inputs, tally: Tally, short: bool) -> None:
+    """Broken image-API replies through `run` and `audit-model`: each unit that could not be read is an api_error,
+    nothing of it cached, and a rerun against a healthy server asks exactly those again."""
+    from conftest import COCO_MINI
+    from image_servers import PlantedPainter, Rates
+    from test_image_runs import asked_of
+
+    replies = image_replies()
+    models = ["openai-image"] if short else list(IMAGE_MODELS)
+    for kind in models:
+        spec, path, extra = IMAGE_MODELS[kind]
+        for what, reply in replies.items():
+            if short and kind != "openai-image" and what not in ("an HTML 200 page", "a 20000x20000 PNG"):
+                continue
+            work = Path(tempfile.mkdtemp(dir=inputs.root))
+            out, cache = work / "runs", work / "cache" / "convswap" / "api.sqlite"
+            variables = {"XDG_CACHE_HOME": str(work / "cache"), "OPENAI_API_KEY": "sk-drill-0123456789",
+                         "GEMINI_API_KEY": "AIzaDRILL0123456789abcdef"}  # fmt: skip
+
+            def argv(url: str, spec: str = spec, path: str = path, extra: tuple = extra, out: Path = out) -> tuple:
+                return ("run", "interface_swap", "--model", spec, "--base-url", url + path, "--coco", str(COCO_MINI),
+                        "--limit", str(IMAGE_LIMIT), "--out", str(out), "--no-progress", *extra)  # fmt: skip
+
+            def audit(url: str, spec: str = spec, path: str = path) -> tuple:
+                return ("audit-model", "--model", spec, "--base-url", url + path, "--coco", str(COCO_MINI))
+
+            with no_waits(), LoopbackServer(reply or (lambda seen: None)) as server:
+                url = server.url if reply is not None else closed_port_url()
+                if what == "a base URL without http://":
+                    url = url.removeprefix("http://")
+                first = convswap(*argv(url), **variables)
+                probed = convswap(*audit(url), **variables) if what != "an empty data list" else None
+            cached = sum(_rows(cache, table) for table in ("responses", "images"))
+            before = _records(out)
+            drawn = [r for r in before if r.get("pixels")]
+            final = sum(1 for r in before if r["parse_status"] != "api_error")
+            with LoopbackServer(PlantedPainter(asked_of(IMAGE_LIMIT), Rates(p_right=1.0))) as healthy:
+                second = convswap(*argv(healthy.url), **variables)
+                resent = len(healthy.requests)
+            after = _records(out)
+            case = f"{kind}: {what} (run)"
+            malformed = what != "an empty data list"
+            if first.traceback or second.traceback:
+                tally.add("image replies", case, "traceback", (first.err + second.err)[-300:])
+            elif malformed and any(r["parse_status"] != "api_error" for r in drawn):
+                tally.add("image replies", case, "accepted silently", f"{cached} replies or images cached, drawn "
+                          f"units {sorted({r['parse_status'] for r in drawn})}")  # fmt: skip
+            elif second.status != 0 or resent != len(after) - final:
+                tally.add("image replies", case, "accepted silently", f"{len(after) - final} units not final, "
+                          f"{resent} asked again, rerun exit {second.status}")  # fmt: skip
+            elif len(after) < len(before) or any(r["parse_status"] == "api_error" for r in after):
+                tally.add("image replies", case, "data lost", f"{len(before)} records, then {len(after)}")
+            else:
+                tally.add("image replies", case, "clean one line")
+            if probed is not None:
+                tally.add(
+                    "image replies",
+                    case.replace("(run)", "(audit-model)"),
+                    judged(probed),
+                    (probed.err or probed.out)[-240:],
+                )
+            shutil.rmtree(work, ignore_errors=True)
+
+
+def failed_upload(inputs: Inputs, tally: Tally) -> None:
+    """`run --batch` whose upload cannot reach the API: the rerun at the corrected URL goes on, and `batch cancel`
+    has nothing to list."""
+    from batch_servers import BatchServer
+    from test_batch import MODELS, endpoint, responder
+
+    for api in ("openai", "gemini"):
+        work = Path(tempfile.mkdtemp(dir=inputs.root))
+        out = work / "runs"
+        variables = {"XDG_CACHE_HOME": str(work / "cache"), "OPENAI_API_KEY": "sk-drill-0123456789",
+                     "GEMINI_API_KEY": "AIzaDRILL0123456789abcdef"}  # fmt: skip
+
+        def argv(url: str, *extra: str, api: str = api, out: Path = out) -> tuple[str, ...]:
+            return ("run", EXPERIMENT, "--model", MODELS[api], "--vocabulary", str(inputs.vocabulary),
+                    "--vocabulary-from-other-model", "--limit", "1", "--out", str(out), "--base-url", url,
+                    "--no-progress", *extra)  # fmt: skip
+
+        with no_waits():
+            first = convswap(*argv(closed_port_url() + ("/v1" if api == "openai" else ""), "--batch"), **variables)
+            cancel = convswap("batch", "cancel", str(out), **variables)
+            with BatchServer(api, responder(api)) as server:
+                second = convswap(*argv(endpoint(server), "--batch", "--poll", "0.01"), **variables)
+        records = _records(out)
+        case = f"{api}: the rerun at the corrected URL, batch cancel"
+        if first.traceback or cancel.traceback or second.traceback:
+            tally.add("failed upload", case, "traceback", (first.err + cancel.err + second.err)[-300:])
+        elif first.status == 0 or second.status != 0 or "no live batches" not in cancel.out:
+            tally.add("failed upload", case, "accepted silently", f"exit {first.status}, then {second.status}; "
+                      f"cancel: {(cancel.out + cancel.err).strip()[-200:]}")  # fmt: skip
+        elif not records or {r["parse_status"] for r in records} != {"ok"}:
+            tally.add("failed upload", case, "data lost", f"{len(records)} records after the rerun")
+        else:
+            tally.add("failed upload", case, "clean one line", first.err[-200:])
 
 
 # --- two writers, full disk, links ----------------------------------------------------------------------
@@ -339,7 +762,7 @@ def full_disk(inputs: Inputs, tally: Tally) -> None:
 
 
 def _expected_units(folder: Path) -> int:
-    from convswap.experiments.logs import read_expected
+    from convswap.runs.logs import read_expected
 
     return sum(len(read_expected(folder, path.name.split(".")[0]).units()) for path in folder.glob("*.expected.json"))
 
@@ -544,7 +967,7 @@ def fuzz_cases(inputs: Inputs) -> Iterator[FuzzCase]:
         ("tables on a file", lambda f: ["tables", str(f / "a_file"), "--out", str(f / "t")]),
         ("audit on a missing folder", lambda f: ["audit", str(f / "none")]),
         ("audit --vocabulary missing", lambda f: ["audit", str(f / "runs"), "--vocabulary", str(f / "none")]),
-        ("view without --out", lambda f: ["view", str(f / "runs")]),
+        ("view --out ''", lambda f: ["view", str(f / "runs"), "--out", ""]),
         ("view --out FILE", lambda f: ["view", str(f / "runs"), "--out", str(f / "a_file")]),
         ("merge a missing folder", lambda f: ["merge", str(f / "none")]),
         ("calibrate --out FILE/sub", lambda f: ["calibrate", "--model", MODEL, "--out", str(f / "a_file" / "v")]),
@@ -665,6 +1088,10 @@ def main_drill() -> int:
     with tempfile.TemporaryDirectory(prefix="fault-drill-") as work:
         inputs = prepare(Path(work))
         api_cases(inputs, tally, args.short)
+        image_api_cases(inputs, tally, args.short)
+        failed_upload(inputs, tally)
+        protocol_cases(inputs, tally, args.short, args.seed)
+        pixel_cases(inputs, tally, args.short)
         two_writers(inputs, tally)
         full_disk(inputs, tally)
         links(inputs, tally)
@@ -675,7 +1102,9 @@ def main_drill() -> int:
         print(f"{area:<22} {tally.line(counts)}")
     for problem in tally.bad if args.verbose else tally.bad[:20]:
         print(f"  {problem}")
-    print(f"({time.monotonic() - started:.0f} s)")
+    used = [resource.getrusage(who) for who in (resource.RUSAGE_SELF, resource.RUSAGE_CHILDREN)]
+    cpu = sum(usage.ru_utime + usage.ru_stime for usage in used)
+    print(f"({time.monotonic() - started:.0f} s, {cpu:.0f} CPU s)")
     print(tally.line(tally.counts))
     return 1 if any(tally.counts[name] for name in VERDICTS[1:]) else 0
 

@@ -7,7 +7,8 @@ import json
 from collections.abc import Callable, Iterable
 from pathlib import Path
 
-from convswap.conventions import cell_center_px, cell_names, render
+from convswap.conventions.cells import cell_center_px, cell_names
+from convswap.conventions.render import render
 from convswap.core import ColorAnchor, FirstTokenReadout, Generation, ImageSpec, Prompt, Record, Trial
 
 CELLS = cell_names(3)

@@ -17,7 +17,7 @@ from analysis_factory import (
 )
 
 from convswap.calibration.vocabulary import AngleNaming, Render, build_vocabulary, save_vocabulary
-from convswap.conventions import render
+from convswap.conventions.render import render
 from convswap.core import ImageSpec, Trial
 
 IDENTIFY_OPTIONS = ("fork", "kite", "bottle", "microwave", "baseball glove", "donut")

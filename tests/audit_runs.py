@@ -16,9 +16,10 @@ from convswap.calibration.vocabulary import (
     circular_distance,
 )
 from convswap.cli import main
-from convswap.experiments.runner import RunRequest, RunResult, run_experiment
 from convswap.readout.base import Backend
 from convswap.readout.registry import load_backend
+from convswap.runs.context import RunRequest
+from convswap.runs.runner import RunResult, run_experiment
 
 MODEL = "sim:qwen3vl-like"
 # A calibration with a discarded category: "brown" is named unanimously at 30-40 degrees, but its run's

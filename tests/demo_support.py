@@ -29,7 +29,8 @@ def demo_of_fixture(built_once):
 
     def demo(coco: Path | None, limit: int) -> Demo:
         def build(folder: Path) -> None:
-            arguments = ["demo", "--out", str(folder / "demo"), "--limit", str(limit)]
+            # runs/demo, as the default is: a folder whose parent the demo makes too
+            arguments = ["demo", "--out", str(folder / "runs" / "demo"), "--limit", str(limit)]
             printed = io.StringIO()
             with contextlib.redirect_stdout(printed):
                 status = main(arguments + (["--coco", str(coco)] if coco else []))
@@ -37,6 +38,6 @@ def demo_of_fixture(built_once):
             (folder / "printed.txt").write_text(printed.getvalue(), encoding="utf-8")
 
         folder = built_once(f"demo-{'coco' if coco else 'no-coco'}-{limit}", build)
-        return Demo(folder / "demo", (folder / "printed.txt").read_text(encoding="utf-8"))
+        return Demo(folder / "runs" / "demo", (folder / "printed.txt").read_text(encoding="utf-8"))
 
     return demo

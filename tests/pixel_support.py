@@ -13,7 +13,7 @@ import tomli_w
 from conftest import COCO_MINI
 from runner_support import PLAN_DIR
 
-from convswap.experiments.runner import RunRequest
+from convswap.runs.context import RunRequest
 
 INTERFACE_SWAP = "interface_swap"
 PROTOCOLS_TOML = Path(__file__).resolve().parents[1] / "convswap" / "protocols" / "protocols.toml"

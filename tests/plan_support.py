@@ -7,7 +7,7 @@ from dataclasses import replace
 from pathlib import Path
 
 from convswap.core import Record
-from convswap.experiments.ledger import Ledger
+from convswap.plans.ledger import Ledger
 
 MINIMAL = """\
 id = "demo"

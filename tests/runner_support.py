@@ -11,11 +11,11 @@ import numpy as np
 
 from convswap.calibration.vocabulary import calibrate, save_vocabulary
 from convswap.core import Generation, ImageSpec, Prompt, Record, Trial
-from convswap.experiments.logs import log_files, read_records
-from convswap.experiments.runner import RunRequest
 from convswap.readout.base import DEFAULT_MAX_NEW_TOKENS, Backend, ModelInfo, Query
 from convswap.readout.registry import load_backend
 from convswap.readout.sim import SimulatedObserver
+from convswap.runs.context import RunRequest
+from convswap.runs.logs import log_files, read_records
 
 BASE_RECORD = Record(
     experiment="exp",

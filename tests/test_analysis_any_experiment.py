@@ -28,10 +28,12 @@ from scipy import stats as scipy_stats
 from convswap.analysis.generate import generate
 from convswap.analysis.registration import POST_HOC, REGISTERED
 from convswap.analysis.subgroups import FACTOR_ANALYSES
-from convswap.conventions import cell_center_px, cell_names, conventions_of, render
+from convswap.conventions.cells import cell_center_px, cell_names
+from convswap.conventions.declarations import conventions_of
+from convswap.conventions.render import render
 from convswap.core import ImageSpec, Trial
-from convswap.experiments.analyses import ANALYSES
-from convswap.experiments.plan import load_plan, plan_files
+from convswap.plans.analyses import ANALYSES
+from convswap.plans.plan import load_plan, plan_files
 
 REPO = Path(__file__).resolve().parents[1]
 ANALYSIS_SOURCES = REPO / "convswap" / "analysis"

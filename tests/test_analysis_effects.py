@@ -29,7 +29,8 @@ from convswap.analysis import (
     model_pairs,
     readout_agreement,
 )
-from convswap.conventions import cell_center_px, normalized, render
+from convswap.conventions.cells import cell_center_px, normalized
+from convswap.conventions.render import render
 from convswap.core import ConvswapError
 
 

@@ -10,10 +10,11 @@ import pytest
 from runner_support import SIM, NoCandidateMass, copy_plan_dir, records_in, spatial_request
 
 from convswap.analysis.generate import generate
-from convswap.experiments.ledger import Ledger
-from convswap.experiments.runner import RunRequest, run_experiment
+from convswap.plans.ledger import Ledger
 from convswap.readout.registry import load_backend
 from convswap.readout.sim_presets import get_preset
+from convswap.runs.context import RunRequest
+from convswap.runs.runner import run_experiment
 
 pytestmark = pytest.mark.slow  # whole simulated runs in its fixture: see the README's fast tier
 

@@ -7,8 +7,8 @@ from api_servers import LoopbackServer, openai_reply
 from runner_support import SPATIAL, records_in, spatial_request
 
 from convswap.core import ConvswapError
-from convswap.experiments.runner import run_experiment
 from convswap.readout.registry import load_backend
+from convswap.runs.runner import run_experiment
 
 
 @pytest.mark.parametrize("concurrency", [1, 4])

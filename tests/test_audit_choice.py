@@ -10,7 +10,8 @@ from runner_support import record
 
 from convswap.audits import checks
 from convswap.audits.prompt_text import read_options
-from convswap.conventions import conventions_of, render
+from convswap.conventions.declarations import conventions_of
+from convswap.conventions.render import render
 from convswap.core import Prompt, Record
 
 

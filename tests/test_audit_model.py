@@ -18,11 +18,11 @@ from convswap.calibration.surfaces import first_token_ids, probe_image, variant_
 from convswap.calibration.vocabulary import save_vocabulary
 from convswap.cli import main
 from convswap.core import Generation, Prompt, Surface
-from convswap.experiments import reading
 from convswap.readout.base import Query
 from convswap.readout.registry import load_backend
 from convswap.readout.sim import ANSWER_LOGIT, CANDIDATE_LOGIT, SHADOW_LOGIT, SimTokenizer
 from convswap.readout.sim_presets import REASONS_FIRST_TOKENS
+from convswap.runs import reading
 
 THREE, SPACE = 35, 216  # SmolVLM's "3" and the leading space every spaced digit begins with
 

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import io
+import tomllib
+from pathlib import Path
 
 import pytest
 from api_servers import LoopbackServer
@@ -11,6 +13,7 @@ from image_servers import gemini_blocked, gemini_text_reply, image_edit_reply, m
 from PIL import Image
 
 from convswap.cli import main
+from convswap.readout.sim_presets import get_preset
 
 TRIED = ("point_marker", "label_code", "direction_grid")  # instance_marking answers counting items only
 
@@ -79,3 +82,25 @@ def test_an_image_model_without_coco_is_refused_in_one_line(monkeypatch, capsys)
 def _line_of(out: str, protocol: str) -> str:
     (line,) = [line for line in out.splitlines() if line.strip().startswith(f"{protocol} ")]
     return line.strip()
+
+
+def test_the_shipped_painter_preset_is_audited_on_every_protocol_a_photograph_can_ask(capsys):
+    """The README's audit of the simulated painter: every locate protocol drawn and parsed, the counting one listed
+    as not tried, where the audit stopped at the first protocol the preset had no reading of."""
+    status = main(["audit-model", "--model", "sim:painter-like", "--coco", str(COCO_MINI)])
+    out, err = capsys.readouterr()
+    assert status == 0, err
+    for name in TRIED:
+        assert _line_of(out, name).split()[1] in ("correct", "incorrect")
+    assert "not tried: it answers choice" in _line_of(out, "instance_marking")
+    assert "every protocol tried was followed" in out
+
+
+def test_the_painter_preset_reads_every_task_of_every_shipped_protocol():
+    """Read from the shipped protocols.toml itself: a protocol added there without a reading of the painter would
+    stop a run of it on sim:painter-like."""
+    shipped = tomllib.loads((Path(__file__).resolve().parents[1] / "convswap/protocols/protocols.toml").read_text())
+    preset = get_preset("painter-like")
+    for name, declaration in shipped.items():
+        for task in declaration["tasks"]:
+            assert 0 < preset.reading(task, name, "visible").p_read <= 1, (task, name)

@@ -18,10 +18,10 @@ from audit_runs import MODEL, audit, brown_vocabulary, failing, old_rule_held_ou
 from convswap.analysis.loading import load_records
 from convswap.calibration.surfaces import first_token_ids
 from convswap.calibration.vocabulary import HeldOut, save_vocabulary
-from convswap.conventions import render
+from convswap.conventions.render import render
 from convswap.core import Parsed, Surface
-from convswap.experiments import reading, runner
 from convswap.readout.parse import parse_answer
+from convswap.runs import reading, runner
 
 LIMIT = 12
 

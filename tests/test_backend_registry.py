@@ -14,9 +14,9 @@ import pytest
 from runner_support import REPO_ROOT
 
 from convswap.core import ConvswapError
-from convswap.experiments.runner import RunRequest, weight_dtype
 from convswap.readout.registry import BACKENDS, BackendEntry, load_backend, spec_forms
 from convswap.readout.sim import SimulatedObserver
+from convswap.runs.context import RunRequest, weight_dtype
 
 HEAVY = ("torch", "transformers", "accelerate", "openai", "google.genai")
 

@@ -78,6 +78,6 @@ def test_a_conventions_file_that_is_a_folder_is_refused_naming_it(tmp_path, caps
         capsys.readouterr()
         .err.splitlines()[-1]
         .endswith(
-            f"{plans / 'conventions.toml'} is not a file; a plan folder declares its conventions in a file of that name"
+            f"{plans / 'conventions.toml'} is not a regular file; a plan folder declares its conventions in a file of that name"
         )
     )

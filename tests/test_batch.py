@@ -13,14 +13,14 @@ from runner_support import records_in, spatial_request
 
 from convswap.cli import main
 from convswap.core import ConvswapError, Record
-from convswap.experiments.batch import BatchOptions, live_batches, read_state, state_name
-from convswap.experiments.logs import attempts_path, read_records
-from convswap.experiments.runner import RunResult, run_experiment
 from convswap.readout.api_common import RetryPolicy
 from convswap.readout.batch_api import Limits
 from convswap.readout.gemini_batch import GeminiBatches
 from convswap.readout.openai_batch import OpenAIBatches
 from convswap.readout.registry import load_backend
+from convswap.runs.batch import BatchOptions, live_batches, read_state, state_name
+from convswap.runs.logs import attempts_path, read_records
+from convswap.runs.runner import RunResult, run_experiment
 
 pytestmark = pytest.mark.slow  # whole runs, several through the CLI
 

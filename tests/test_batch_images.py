@@ -18,13 +18,14 @@ from test_batch import POLL_AT_ONCE, Killed, without_batch
 from test_image_runs import EXPERIMENT, KEY, asked_of
 
 from convswap.cli import main
-from convswap.experiments.batch import BatchOptions
-from convswap.experiments.runner import RunRequest, run_experiment
 from convswap.readout.api_common import RetryPolicy
 from convswap.readout.batch_api import BatchApi
 from convswap.readout.gemini_batch import GeminiBatches
 from convswap.readout.openai_batch import OpenAIBatches
 from convswap.readout.registry import load_backend
+from convswap.runs.batch import BatchOptions
+from convswap.runs.context import RunRequest
+from convswap.runs.runner import run_experiment
 
 pytestmark = pytest.mark.slow  # whole runs of a registered plan
 

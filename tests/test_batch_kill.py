@@ -30,7 +30,7 @@ TESTS = Path(__file__).resolve().parent
 PRELOAD = f"""
 import tempfile
 from pathlib import Path
-from convswap.experiments.runner import run_experiment
+from convswap.runs.runner import run_experiment
 from convswap.readout.batch_api import batch_api
 from convswap.readout.registry import load_backend
 
@@ -43,8 +43,9 @@ for model in {sorted(MODELS.values())!r}:
 CHILD = """
 import sys
 from pathlib import Path
-from convswap.experiments.batch import BatchOptions
-from convswap.experiments.runner import RunRequest, run_experiment
+from convswap.runs.batch import BatchOptions
+from convswap.runs.context import RunRequest
+from convswap.runs.runner import run_experiment
 from convswap.readout.api_common import RetryPolicy
 from convswap.readout.batch_api import Limits
 from convswap.readout.registry import load_backend

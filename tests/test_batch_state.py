@@ -8,10 +8,10 @@ from PIL import Image
 
 from convswap.cli import main
 from convswap.core import Prompt
-from convswap.experiments.batch import custom_id, state_name
 from convswap.readout.base import Query
 from convswap.readout.batch_api import batch_api
 from convswap.readout.registry import load_backend
+from convswap.runs.batch import custom_id, state_name
 
 
 def test_an_openai_request_line_is_the_documented_shape_around_the_ordinary_request(tmp_path, monkeypatch):

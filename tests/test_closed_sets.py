@@ -9,10 +9,11 @@ import pytest
 from analysis_factory import locate_trial
 from plan_support import MINIMAL
 
-from convswap.conventions import CONVENTIONS, render
+from convswap.conventions.declarations import CONVENTIONS
 from convswap.conventions.fields import Referent, referent_value
+from convswap.conventions.render import render
 from convswap.core import ConvswapError
-from convswap.experiments.plan import Design, Gate, Hypothesis, load_plan
+from convswap.plans.plan import Design, Gate, Hypothesis, load_plan
 
 # (plan field, its TOML line in MINIMAL, the dataclass and attribute it is loaded into)
 FIELDS = (

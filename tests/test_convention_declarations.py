@@ -9,8 +9,9 @@ from __future__ import annotations
 import pytest
 from convention_support import CHOICE, choice_item, declare
 
-from convswap.conventions import CONVENTIONS, cell_names, conventions_of, load_conventions, render
-from convswap.conventions.declarations import SHIPPED_FILE
+from convswap.conventions.cells import cell_names
+from convswap.conventions.declarations import CONVENTIONS, SHIPPED_FILE, conventions_of, load_conventions
+from convswap.conventions.render import render
 from convswap.core import ConvswapError, ImageSpec, Trial
 
 THOUSANDTHS = """\

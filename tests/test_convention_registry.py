@@ -11,9 +11,10 @@ from analysis_factory import locate_trial
 from plan_support import MINIMAL
 
 from convswap.audits.prompt_text import read_options
-from convswap.conventions import CONVENTIONS, conventions_for, conventions_of, get_convention, render
+from convswap.conventions.declarations import CONVENTIONS, conventions_for, conventions_of, get_convention
+from convswap.conventions.render import render
 from convswap.core import ConvswapError
-from convswap.experiments.plan import load_plan
+from convswap.plans.plan import load_plan
 from convswap.protocols import PROTOCOLS
 
 DECLARED = """\

@@ -11,7 +11,7 @@ import pytest
 from conftest import COCO_ANNOTATIONS
 
 from convswap.cli import main
-from convswap.conventions import conventions_for
+from convswap.conventions.declarations import conventions_for
 
 
 def test_coco_form_prints_every_locate_and_identify_convention(capsys, coco_annotations):

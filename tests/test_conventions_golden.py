@@ -11,7 +11,7 @@ import dataclasses
 import pytest
 from conftest import COCO_ANNOTATIONS, SHARED
 
-from convswap.conventions import render
+from convswap.conventions.render import render
 from convswap.core import ColorAnchor, ImageSpec, Trial
 from convswap.stimuli import coco
 

@@ -11,19 +11,10 @@ import sys
 import numpy as np
 import pytest
 
-from convswap.conventions import (
-    CONVENTIONS,
-    cell_center_px,
-    cell_names,
-    cell_of_point,
-    check_derangement,
-    conventions_for,
-    derangement,
-    normalized,
-    option_order,
-    render,
-)
-from convswap.conventions.cells import has_english_names
+from convswap.conventions.cells import cell_center_px, cell_names, cell_of_point, has_english_names, normalized
+from convswap.conventions.declarations import CONVENTIONS, conventions_for
+from convswap.conventions.order import check_derangement, derangement, option_order
+from convswap.conventions.render import render
 from convswap.core import ColorAnchor, ConvswapError, ImageSpec, Trial
 
 
@@ -86,7 +77,7 @@ def test_option_order_is_a_seeded_permutation_identical_across_conventions():
 
 
 def test_order_does_not_depend_on_python_hash_seed():
-    code = "from convswap.conventions import option_order, derangement; print(option_order('abc', 9), derangement('abc', 9))"
+    code = "from convswap.conventions.order import option_order, derangement; print(option_order('abc', 9), derangement('abc', 9))"
     outputs = set()
     for seed in ("1", "2"):
         env = {**os.environ, "PYTHONHASHSEED": seed}

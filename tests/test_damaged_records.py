@@ -14,7 +14,7 @@ from runner_support import PLAN_DIR, SIM, SPATIAL, copy_plan_dir, spatial_reques
 
 from convswap.analysis.loading import read_log_folder
 from convswap.cli import main
-from convswap.experiments.runner import run_experiment
+from convswap.runs.runner import run_experiment
 
 FOLDER = "sim-qwen3vl-like"
 

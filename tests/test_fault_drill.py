@@ -19,3 +19,5 @@ def test_the_short_drill_finds_no_traceback_no_silent_acceptance_and_no_loss():
     tried = int(last.split()[1])
     assert last == f"tried {tried} / clean one line {tried} / traceback 0 / accepted silently 0 / data lost 0"
     assert tried >= 40
+    areas = {line.split("  ")[0] for line in drill.stdout.splitlines() if " tried " in line}
+    assert {"image replies", "failed upload", "protocols.toml", "pixel images", "api replies", "kill -9"} <= areas

@@ -15,7 +15,7 @@ from plan_support import without_plan_folder
 from runner_support import REPO_ROOT, SIM, SPATIAL, records_in, spatial_request, without_run_details
 
 from convswap.cli import main
-from convswap.experiments.runner import run_experiment
+from convswap.runs.runner import run_experiment
 
 pytestmark = pytest.mark.slow  # tiny transformers models, browsers or subprocess runs: see the README's fast tier
 

@@ -13,8 +13,8 @@ from plan_support import without_plan_folder
 from runner_support import REPO_ROOT, SIM, SPATIAL, records_in, spatial_request
 
 from convswap.core import ConvswapError
-from convswap.experiments.folder_lock import locked
-from convswap.experiments.runner import run_experiment
+from convswap.runs.folder_lock import locked
+from convswap.runs.runner import run_experiment
 
 FOLDER = "sim-qwen3vl-like"
 

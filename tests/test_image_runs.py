@@ -21,12 +21,13 @@ from scipy.stats import binomtest
 from test_cli_interrupt import WORKERS, interrupt_when_quiet, stderr_of
 
 from convswap.cli import main
-from convswap.experiments.runner import RunRequest, prompt_for, registered_plan, run_experiment
-from convswap.experiments.trials import Sources, build_trials
 from convswap.protocols import PaintFaults, Protocol
 from convswap.readout.api_common import RetryPolicy
 from convswap.readout.gemini_image_backend import ASPECT_RATIOS
 from convswap.readout.registry import load_backend
+from convswap.runs.context import RunRequest, registered_plan
+from convswap.runs.runner import prompt_for, run_experiment
+from convswap.runs.trials import Sources, build_trials
 from convswap.stimuli.render import render_image
 
 MODEL = "gemini-image:gemini-2.5-flash-image"

@@ -9,9 +9,9 @@ from plan_support import without_plan_folder
 from runner_support import SIM, SPATIAL, copy_plan_dir, spatial_request
 
 from convswap.cli import main
-from convswap.experiments import plan_commands
-from convswap.experiments.logs import read_records
-from convswap.experiments.runner import run_experiment
+from convswap.plans import commands as plan_commands
+from convswap.runs.logs import read_records
+from convswap.runs.runner import run_experiment
 
 
 def error_of(capsys) -> str:
@@ -21,14 +21,14 @@ def error_of(capsys) -> str:
 
 
 def test_demo_refuses_a_negative_limit_before_writing_anything(tmp_path, capsys):
-    out = tmp_path / "demo"
+    out = tmp_path / "runs" / "demo"  # the default's shape: a parent the demo would make too
     assert main(["demo", "--out", str(out), "--limit", "-1"]) == 2
     assert error_of(capsys) == "convswap demo: error: --limit must be at least 1, got -1\n"
     assert list(tmp_path.iterdir()) == []
 
 
 def test_demo_refuses_a_missing_coco_folder_before_the_first_experiment(tmp_path, capsys):
-    out = tmp_path / "demo"
+    out = tmp_path / "runs" / "demo"
     assert main(["demo", "--out", str(out), "--coco", str(tmp_path / "missing"), "--limit", "2"]) == 2
     assert f"{tmp_path / 'missing'}" in error_of(capsys)
     assert list(tmp_path.iterdir()) == []

@@ -12,7 +12,7 @@ from plan_support import MINIMAL
 
 from convswap.cli import main
 from convswap.core import ConvswapError
-from convswap.experiments.ledger import Ledger
+from convswap.plans.ledger import Ledger
 
 ZEROS = "0" * 64
 PLAN_DIR = Path(__file__).resolve().parents[1] / "convswap" / "analysis_plan"

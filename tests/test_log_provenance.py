@@ -11,9 +11,9 @@ from plan_support import without_plan_folder
 from runner_support import PLAN_DIR, SPATIAL, copy_plan_dir, spatial_request
 
 from convswap.cli import main
-from convswap.experiments.commands import report
-from convswap.experiments.logs import read_records
-from convswap.experiments.runner import run_experiment
+from convswap.runs.commands import report
+from convswap.runs.logs import read_records
+from convswap.runs.runner import run_experiment
 
 OTHER_HASH = "f" * 64
 

@@ -16,8 +16,8 @@ from test_image_runs import asked_of
 
 from convswap.cli import main
 from convswap.core import ConvswapError
-from convswap.experiments.logs import model_folder
 from convswap.readout.registry import load_backend
+from convswap.runs.logs import model_folder
 
 EXPERIMENT = "interface_swap"
 LIMIT = 1

@@ -18,7 +18,8 @@ from convswap.audits import checks
 from convswap.calibration.vocabulary import save_vocabulary
 from convswap.cli import main
 from convswap.core import Generation
-from convswap.experiments.runner import RunRequest, run_experiment
+from convswap.runs.context import RunRequest
+from convswap.runs.runner import run_experiment
 
 REASONS_FIRST = "sim:reasons-first"
 

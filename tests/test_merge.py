@@ -22,10 +22,10 @@ from runner_support import (
 
 from convswap.cli import main
 from convswap.core import ConvswapError
-from convswap.experiments.launcher import launcher_shard
-from convswap.experiments.logs import read_expected, read_records
-from convswap.experiments.merge import merge_condition, merge_tree
-from convswap.experiments.runner import run_experiment
+from convswap.runs.launcher import launcher_shard
+from convswap.runs.logs import read_expected, read_records
+from convswap.runs.merge import merge_condition, merge_tree
+from convswap.runs.runner import run_experiment
 
 ACCELERATE = Path(sys.executable).parent / "accelerate"
 

@@ -18,8 +18,8 @@ from pixel_support import observer_file, sha256_file, swap_request
 from convswap.audits import pixel_checks
 from convswap.audits.log_audit import audit_folder
 from convswap.cli import main
-from convswap.experiments.runner import run_experiment
 from convswap.protocols import PROTOCOLS
+from convswap.runs.runner import run_experiment
 
 
 def build_clean(root: Path) -> None:

@@ -18,8 +18,8 @@ from conftest import COCO_MINI
 from pixel_support import INTERFACE_SWAP, observer_file, swap_request
 from runner_support import PLAN_DIR, REPO_ROOT, records_in, without_run_details
 
-from convswap.experiments.logs import read_expected
-from convswap.experiments.runner import run_experiment
+from convswap.runs.logs import read_expected
+from convswap.runs.runner import run_experiment
 
 LIMIT = 20  # 20 photographs: 180 records, a few seconds of painting and parsing to be killed in
 

@@ -29,12 +29,13 @@ from runner_support import records_in, without_run_details
 
 from convswap.cli import main
 from convswap.core import ConvswapError, Generation, outcome_of
-from convswap.experiments.folder_lock import locked
-from convswap.experiments.ledger import Ledger
-from convswap.experiments.merge import merge_tree
-from convswap.experiments.plan import load_plan
-from convswap.experiments.runner import check_request, dry_run, run_experiment
+from convswap.plans.ledger import Ledger
+from convswap.plans.plan import load_plan
 from convswap.readout.base import Backend, Drawing, ModelInfo, Query
+from convswap.runs.context import check_request
+from convswap.runs.folder_lock import locked
+from convswap.runs.merge import merge_tree
+from convswap.runs.runner import dry_run, run_experiment
 
 
 def painter(tmp_path: Path, name: str = "planted-painter", **painting) -> str:
@@ -167,6 +168,29 @@ def own_protocol_folder(tmp_path: Path) -> Path:
     (folder / "demo.toml").write_text(MINIMAL.replace('"pixels", "pixels_mispaired"]', '"pixels", "my_dot"]'))
     Ledger(folder).register(folder / "demo.toml")
     return folder
+
+
+def test_a_slot_protocol_whose_layout_cannot_hold_the_plans_k_is_refused_at_load(tmp_path):
+    """A corners4 protocol declared for locate is sound on a 2x2 grid; on the 3x3 grid's nine cells it could only
+    stop its run at the first trial, so the plan that asks it there is refused, naming the protocol and K."""
+    folder = tmp_path / "plans"
+    folder.mkdir()
+    shipped = (Path(__file__).resolve().parents[1] / "convswap" / "protocols" / "protocols.toml").read_text()
+    start = shipped.index("[label_code]")
+    end = shipped.index("\n# Table 8, Direction Grid")
+    corners = shipped[start:end].replace("[label_code]", "[corner_slots]").replace('"strip"', '"corners4"')
+    (folder / "protocols.toml").write_text(corners)
+    plan = folder / "demo.toml"
+    plan.write_text(MINIMAL.replace('"pixels", "pixels_mispaired"]', '"pixels", "corner_slots"]'))
+    with pytest.raises(ConvswapError) as refused:
+        load_plan(plan)
+    assert str(refused.value) == (
+        f"{plan}: design.conventions: protocol answers locate trials of K=9 in slots it has not got (the corners4 "
+        "layout holds 2 to 4 slots, not k=9), got 'corner_slots'"
+    )
+    grid2 = MINIMAL.replace("grid = 3", "grid = 2").replace("k = 9", "k = 4")
+    plan.write_text(grid2.replace('"pixels", "pixels_mispaired"]', '"pixels", "corner_slots"]'))
+    assert "corner_slots" in load_plan(plan).protocols
 
 
 def test_a_plan_folders_own_protocol_is_pinned_and_an_edit_stops_runs_until_amended(tmp_path, capsys):

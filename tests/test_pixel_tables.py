@@ -15,7 +15,7 @@ from runner_support import PLAN_DIR
 from scipy.stats import binomtest
 
 from convswap.analysis.generate import generate
-from convswap.experiments.runner import run_experiment
+from convswap.runs.runner import run_experiment
 
 HEADERS = {"correct": "correct", "incorrect": "incorrect", "protocol_noncompliance": "noncompliance",
            "parser_failure": "parser failure", "generation_failure": "generation failure"}  # fmt: skip

@@ -10,13 +10,8 @@ import pytest
 from plan_support import MINIMAL
 
 from convswap.core import ConvswapError
-from convswap.experiments.plan import (
-    find_experiment,
-    load_plan,
-    plan_files,
-    registered_names,
-    resolve_plan_dir,
-)
+from convswap.plan_folders import resolve_plan_dir
+from convswap.plans.plan import find_experiment, load_plan, plan_files, registered_names
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 PLAN_DIR = REPO_ROOT / "convswap" / "analysis_plan"

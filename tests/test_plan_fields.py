@@ -9,9 +9,10 @@ from runner_support import PLAN_DIR, SIM, SPATIAL, copy_plan_dir, save_sim_vocab
 
 from convswap.cli import main
 from convswap.core import ConvswapError
-from convswap.experiments.ledger import Ledger
-from convswap.experiments.plan import load_plan
-from convswap.experiments.runner import RunRequest, check_registered_model, run_experiment
+from convswap.plans.ledger import Ledger
+from convswap.plans.plan import load_plan
+from convswap.runs.context import RunRequest, check_registered_model
+from convswap.runs.runner import run_experiment
 
 # Whole runs and commands through the CLI: out of the fast tier.
 pytestmark = pytest.mark.slow

@@ -16,9 +16,9 @@ from runner_support import SIM, copy_plan_dir, records_in, save_sim_vocabulary
 from convswap.analysis.registration import Registry
 from convswap.cli import main
 from convswap.core import ConvswapError
-from convswap.experiments import ledger as ledger_module
-from convswap.experiments.ledger import Ledger
-from convswap.experiments.plan import load_plan
+from convswap.plans import ledger as ledger_module
+from convswap.plans.ledger import Ledger
+from convswap.plans.plan import load_plan
 
 # Whole runs and commands through the CLI: out of the fast tier.
 pytestmark = pytest.mark.slow
@@ -281,7 +281,7 @@ def test_registration_refuses_an_analysis_that_does_not_exist(tmp_path, capsys, 
 
 
 def test_plan_analyses_lists_every_name_a_plan_may_register(capsys):
-    from convswap.experiments.analyses import ANALYSES
+    from convswap.plans.analyses import ANALYSES
 
     assert main(["plan", "analyses"]) == 0
     listed = [line.split()[0] for line in capsys.readouterr().out.splitlines()]

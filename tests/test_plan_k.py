@@ -7,7 +7,7 @@ import pytest
 from plan_support import MINIMAL
 
 from convswap.core import ConvswapError
-from convswap.experiments.plan import load_plan
+from convswap.plans.plan import load_plan
 
 TWO_TASKS = MINIMAL.replace('tasks = ["locate"]', 'tasks = ["locate", "identify"]').replace(
     "alpha = 0.05", 'alpha = 0.05\ntask = "locate"'

@@ -16,9 +16,9 @@ import numpy as np
 import pytest
 from planner_servers import COCO_IMAGES, items_folder
 
+from convswap.builder.sim_planner import PLANNERS
 from convswap.cli import main
 from convswap.defaults import SIM_PLANNERS
-from convswap.experiments.sim_planner import PLANNERS
 from convswap.protocols import load_protocols
 
 SHIPPED = tomllib.loads((Path(__file__).resolve().parents[1] / "convswap" / "protocols" / "protocols.toml").read_text())

@@ -7,7 +7,9 @@ from dataclasses import replace
 
 import pytest
 
-from convswap.conventions import CONVENTIONS, cell_names, render
+from convswap.conventions.cells import cell_names
+from convswap.conventions.declarations import CONVENTIONS
+from convswap.conventions.render import render
 from convswap.core import ConvswapError, ImageSpec, Trial, freeze
 from convswap.protocols import PROTOCOLS, guidance_prompt, load_protocol_file, load_protocols
 
@@ -110,7 +112,27 @@ def test_the_declarations_hash_follows_its_content_not_its_layout(tmp_path):
         ('{ op = "centroid" },', '{ op = "centre" },',
          "dot_marker.pipeline[7].op: names no registered operation (known: load_generated, load_source, hsv_mask, "
          "subtract, morphology, components, filter, select_one, centroid, normalize, slot_of_point, count), got 'centre'"),
-        ("kernel = 3", "kernel = 4", "dot_marker.pipeline[3].kernel: must be an odd integer >= 1, got 4"),
+        ("kernel = 3", "kernel = 4", "dot_marker.pipeline[3].kernel: must be an odd integer 1 to 51, got 4"),
+        # A kernel's cost is its square per pixel: 100001 took a minute and 10 GB a parse.
+        ("kernel = 3", "kernel = 100001", "dot_marker.pipeline[3].kernel: must be an odd integer 1 to 51, got 100001"),
+        ("min_area = 20", "min_area = " + "9" * 200,
+         "dot_marker.pipeline[5].min_area: must be an integer 1 to 64000000 (the most pixels an image has), got an "
+         "integer of 200 digits"),
+        ("min_area = 20", "min_area = 20, max_area_ratio = 1e300",
+         "dot_marker.pipeline[5].max_area_ratio: must be a number > 1 and at most 100, got 1e+300"),
+        # The conventions' template rule: a format spec would build a string of its width, as the listing did.
+        ('guidance = "{question} Put one cyan dot on it."', 'guidance = "{k:>999999999} Put one cyan dot on it."',
+         "dot_marker.guidance: must name each field as {field_name}, nothing more, got '{k:>999999999} Put one cyan "
+         "dot on it.'"),
+        ('guidance = "{question} Put one cyan dot on it."', 'guidance = "{k!r} Put one cyan dot on it."',
+         "dot_marker.guidance: must name each field as {field_name}, nothing more, got '{k!r} Put one cyan dot on it.'"),
+        ('guidance = "{question} Put one cyan dot on it."', 'guidance = "{k:{k}} Put one cyan dot on it."',
+         "dot_marker.guidance: must name each field as {field_name}, nothing more, got '{k:{k}} Put one cyan dot on "
+         "it.'"),
+        ('color = "#00FFFF"', 'color = "#00FFFF\\n"', "dot_marker.color: must be #RRGGBB, got '#00FFFF\\n'"),
+        ('tasks = ["locate"]', 'tasks = ["locate", "identify"]',
+         "dot_marker.tasks: names identify, which a point protocol cannot answer (it answers locate, choice), got "
+         "['locate', 'identify']"),
         ('mode = "open"', 'mode = "erode"', "dot_marker.pipeline[3].mode: must be one of open, close, dilate, got 'erode'"),
         ("min_area = 20", "min_areas = 20",
          "dot_marker.pipeline[5].min_areas: unknown field (known: max_area_ratio, max_fraction, min_area, min_fill, "

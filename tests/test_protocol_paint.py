@@ -8,8 +8,9 @@ import pytest
 from conftest import COCO_IMAGES
 from PIL import Image
 
-from convswap.conventions import cell_names, render
+from convswap.conventions.cells import cell_names
 from convswap.conventions.declarations import Convention
+from convswap.conventions.render import render
 from convswap.core import ConvswapError, ImageSpec, Trial, freeze
 from convswap.protocols import PROTOCOLS, REGIONS_META, PaintFaults, answer_of, paint, parse_image
 
@@ -177,3 +178,22 @@ def test_an_answer_the_protocol_cannot_draw_is_refused():
     with pytest.raises(ConvswapError, match="answer slot 4 is not one of 1..3"):
         paint(PROTOCOLS["label_code"], SOURCE, trial=trial, slots=slots, answer_slot=4, faults=PaintFaults(),
               rng=np.random.default_rng(0))  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    ("name", "case"),
+    [("point_marker", "locate"), ("label_code", "locate"), ("label_code", "counts"), ("direction_grid", "outer"),
+     ("instance_marking", "counts")],
+)  # fmt: skip
+def test_a_one_pixel_image_is_painted_with_what_fits_and_parses_to_no_answer(name, case):
+    """An item image of 1x1 pixels has no room for a mark of the protocol's size: the painter draws what fits
+    (nothing) and the parser finds no mark, where drawing a box narrower than a pixel raised in Pillow."""
+    source = Image.new("RGB", (1, 1), (20, 120, 20))
+    trial, slots = {"locate": lambda: locate((1, 1)), "counts": lambda: choice(("1", "2", "3"), (1, 1)),
+                    "outer": outer}[case]()  # fmt: skip
+    protocol = PROTOCOLS[name]
+    image = paint(protocol, source, trial=trial, slots=slots, answer_slot=2, faults=PaintFaults(),
+                  rng=np.random.default_rng(0))  # fmt: skip
+    assert image is not None and image.size == (1, 1) and image.getpixel((0, 0)) == (20, 120, 20)
+    parse = parse_image(protocol, image, source, k=len(slots))
+    assert parse.status != "ok"

@@ -354,7 +354,7 @@ def test_a_parse_survives_its_json():
 
 
 def locate_trial(width: int = 640, height: int = 426, grid: int = 3) -> Trial:
-    from convswap.conventions import cell_names
+    from convswap.conventions.cells import cell_names
 
     return Trial("t", "locate", cell_names(grid), "center", ImageSpec.of("file", path="x.jpg"), width, height,
                  grid=grid, subject="microwave", cell="center")  # fmt: skip

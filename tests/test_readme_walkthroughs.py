@@ -1,8 +1,8 @@
 """The README's walkthroughs, run as a new user runs them: the blocks extracted from README.md, run literally.
 
 A walkthrough is the text between `<!-- walkthrough -->` and `<!-- end walkthrough -->`.  Its `bash` blocks are
-run by bash, in README order, in one fresh folder where the Set-up's `convswap demo` has written `runs/demo` (a
-copy of the demo test's) and the coco-mini photographs sit at `coco-mini/`; a block whose first line is `# PATH`
+run by bash, in README order, in one fresh folder where the Set-up's `convswap demo`, run as written, has written
+`runs/demo` and the coco-mini photographs sit at `coco-mini/`; a block whose first line is `# PATH`
 is written to PATH.  The environment a block leaves (an `export`) is the next block's.  Every command must succeed; then what the prose
 promises is checked against references computed here from the raw records: the planted values of the observers,
 the prompts of the declared conventions, the viewer's accuracy per task.
@@ -16,7 +16,6 @@ import json
 import math
 import os
 import re
-import shutil
 import subprocess
 import sys
 import tomllib
@@ -25,7 +24,6 @@ from pathlib import Path
 
 import pytest
 from conftest import COCO_MINI
-from demo_support import demo_of_fixture  # noqa: F401 (the fixture demo_of, shared)
 from scipy.stats import binomtest
 from statsmodels.stats.proportion import proportion_confint
 
@@ -67,6 +65,13 @@ def walkthrough_blocks() -> list[Block]:
     return blocks
 
 
+def setup_demo_command() -> str:
+    """The Set-up's first command after its install: what a new user runs first, in a folder with no `runs`."""
+    setup = README.read_text(encoding="utf-8").partition("## Set-up")[2]
+    install_and_demo = FENCE.search(setup)[2].splitlines()[0]
+    return install_and_demo.rpartition(" && ")[2]
+
+
 @dataclass
 class Ran:
     block: Block
@@ -76,17 +81,16 @@ class Ran:
 
 
 @pytest.fixture(scope="module")
-def walked(tmp_path_factory, demo_of):
-    """A fresh folder after `convswap demo`, with every walkthrough block run in it in README order.
-
-    The walkthroughs read the demo's `runs/demo` only as records of other plans, so it is the demo the demo's own
-    test runs (fewer items per experiment), copied in."""
+def walked(tmp_path_factory):
+    """A fresh folder after the Set-up's `convswap demo`, run as written there, with every walkthrough block run in
+    it in README order."""
     root = tmp_path_factory.mktemp("readme")
     # A link, as datasets are usually kept: the items file's images are reached through it.
     (root / "coco-mini").symlink_to(COCO_MINI, target_is_directory=True)
-    shutil.copytree(demo_of(None, limit=2).out, root / "runs" / "demo")
     env = {name: value for name, value in os.environ.items() if not name.startswith("CONVSWAP_")}
     env["PATH"] = f"{Path(sys.executable).parent}{os.pathsep}{env['PATH']}"
+    demo = subprocess.run(["bash", "-c", setup_demo_command()], cwd=root, env=env, capture_output=True, text=True)
+    assert demo.returncode == 0, demo.stderr[-3000:]
     state = root.parent / f"{root.name}.env"
     ran = []
     for block in walkthrough_blocks():

@@ -15,7 +15,7 @@ from runner_support import SPATIAL, spatial_request
 from convswap.analysis import loading, record_cache
 from convswap.analysis.loading import read_log_folder
 from convswap.core import ConvswapError
-from convswap.experiments.runner import run_experiment
+from convswap.runs.runner import run_experiment
 
 FOLDER = "sim-qwen3vl-like"
 

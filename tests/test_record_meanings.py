@@ -10,7 +10,7 @@ from analysis_factory import color_trial, locate_trial, make_record, planted_rea
 from convswap.analysis.loading import group_by, select
 from convswap.analysis.mispaired import is_mispaired, readership_of
 from convswap.audits.checks import derangement, index_space
-from convswap.conventions import render
+from convswap.conventions.render import render
 from convswap.core import Generation, ImageSpec, Trial
 
 CATEGORIES = ("cup", "dog", "cat", "car", "bus", "tie")

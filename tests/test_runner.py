@@ -21,12 +21,13 @@ from runner_support import (
 from convswap import __version__
 from convswap.cli import main
 from convswap.core import ConvswapError, Generation
-from convswap.experiments.commands import summary_table
-from convswap.experiments.logs import read_expected
-from convswap.experiments.runner import RunRequest, run_experiment, vocabulary_path
 from convswap.readout.base import ACKNOWLEDGEMENT, MEMORIZE_INSTRUCTION
 from convswap.readout.sim import SimulatedObserver
 from convswap.readout.sim_presets import get_preset
+from convswap.runs.commands import summary_table
+from convswap.runs.context import RunRequest, vocabulary_path
+from convswap.runs.logs import read_expected
+from convswap.runs.runner import run_experiment
 from convswap.stimuli.render import render_image
 
 

@@ -8,8 +8,8 @@ import time
 from api_servers import LoopbackServer, openai_reply
 from runner_support import SPATIAL_CONVENTIONS, records_in, spatial_request
 
-from convswap.experiments.runner import in_order, run_experiment
 from convswap.readout.registry import load_backend
+from convswap.runs.runner import in_order, run_experiment
 
 MODEL = "openai:gpt-4o"
 

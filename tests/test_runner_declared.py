@@ -9,10 +9,11 @@ import pytest
 from runner_support import GenerateOnly, copy_plan_dir, records_in, spatial_request
 
 from convswap.audits.log_audit import audit_folder
-from convswap.conventions import cell_names, conventions_of
+from convswap.conventions.cells import cell_names
+from convswap.conventions.declarations import conventions_of
 from convswap.core import Generation, Prompt
-from convswap.experiments.ledger import Ledger
-from convswap.experiments.runner import run_experiment
+from convswap.plans.ledger import Ledger
+from convswap.runs.runner import run_experiment
 
 # Whole runs and commands through the CLI: out of the fast tier.
 pytestmark = pytest.mark.slow

@@ -11,10 +11,10 @@ from plan_support import without_plan_folder
 from runner_support import PLAN_DIR, SIM, SPATIAL, SPATIAL_CONVENTIONS, records_in, spatial_request
 
 from convswap.cli import main
-from convswap.experiments import runner
-from convswap.experiments.logs import model_folder
-from convswap.experiments.runner import run_experiment
 from convswap.readout.base import DEFAULT_DTYPE
+from convswap.runs import runner
+from convswap.runs.logs import model_folder
+from convswap.runs.runner import run_experiment
 
 # Each dry run is checked against the run it describes: whole runs, out of the fast tier.
 pytestmark = pytest.mark.slow

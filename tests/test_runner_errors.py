@@ -10,8 +10,9 @@ from runner_support import SIM, SPATIAL, copy_plan_dir, record, save_sim_vocabul
 
 from convswap.cli import main
 from convswap.core import ConvswapError
-from convswap.experiments.ledger import Ledger
-from convswap.experiments.runner import RunRequest, run_experiment
+from convswap.plans.ledger import Ledger
+from convswap.runs.context import RunRequest
+from convswap.runs.runner import run_experiment
 
 COCO = "coco_locate_identify"
 

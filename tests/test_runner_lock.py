@@ -15,9 +15,9 @@ from runner_support import REPO_ROOT, SIM, SPATIAL, records_in, spatial_request
 
 from convswap.cli import main
 from convswap.core import ConvswapError
-from convswap.experiments.folder_lock import locked
-from convswap.experiments.logs import read_records
-from convswap.experiments.runner import run_experiment
+from convswap.runs.folder_lock import locked
+from convswap.runs.logs import read_records
+from convswap.runs.runner import run_experiment
 
 pytestmark = pytest.mark.slow  # tiny transformers models, browsers or subprocess runs: see the README's fast tier
 

@@ -13,7 +13,7 @@ import pytest
 from runner_support import record
 
 from convswap.core import ConvswapError
-from convswap.experiments.logs import (
+from convswap.runs.logs import (
     Expected,
     RecordWriter,
     log_files,
@@ -70,7 +70,7 @@ def test_a_line_with_missing_fields_is_refused(tmp_path):
 WRITE_FOREVER = """
 import sys
 from pathlib import Path
-from convswap.experiments.logs import RecordWriter
+from convswap.runs.logs import RecordWriter
 from runner_support import record
 with RecordWriter(Path(sys.argv[1])) as writer:
     i = 0

@@ -9,9 +9,9 @@ from plan_support import without_plan_folder
 from runner_support import REPO_ROOT, SPATIAL, records_in, spatial_request
 
 from convswap.cli import main
-from convswap.experiments.runner import run_experiment
 from convswap.readout.api_common import RetryPolicy
 from convswap.readout.registry import load_backend
+from convswap.runs.runner import run_experiment
 
 MODEL = "openai:gpt-4o"
 FOLDER = "openai-gpt-4o"

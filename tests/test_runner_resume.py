@@ -21,8 +21,8 @@ from runner_support import (
 )
 
 from convswap.core import Record
-from convswap.experiments.logs import read_expected
-from convswap.experiments.runner import run_experiment
+from convswap.runs.logs import read_expected
+from convswap.runs.runner import run_experiment
 
 LIMIT = 40  # 400 records: a few seconds of appends, long enough to be killed at several points
 

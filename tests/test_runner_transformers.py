@@ -14,7 +14,8 @@ from transformers import AutoTokenizer
 
 from convswap.analysis import accuracy
 from convswap.core import ConvswapError
-from convswap.experiments.runner import RunRequest, run_experiment
+from convswap.runs.context import RunRequest
+from convswap.runs.runner import run_experiment
 
 pytestmark = pytest.mark.slow  # tiny transformers models or whole runs: see the README's fast tier
 

@@ -24,9 +24,9 @@ from test_analysis_instrument import rows
 from convswap.analysis.generate import generate
 from convswap.audits import checks
 from convswap.cli import main
-from convswap.experiments.runner import run_experiment
 from convswap.readout.logprobs import LOGPROB_TOKEN_IDS, MASS_VERDICTS, SCORE
 from convswap.readout.registry import load_backend
+from convswap.runs.runner import run_experiment
 
 pytestmark = pytest.mark.slow
 NAME = "tiny-qwen"

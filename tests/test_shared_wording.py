@@ -6,7 +6,7 @@ from analysis_factory import color_trial, locate_trial
 
 from convswap.calibration.surfaces import probe_query
 from convswap.calibration.vocabulary import CALIBRATION_PROMPT
-from convswap.conventions import render
+from convswap.conventions.render import render
 
 INTEGER_9 = "Answer with a single integer 1 to 9 and nothing else."
 WORD = "Answer with a single color word and nothing else."

@@ -12,7 +12,9 @@ from PIL import Image
 
 from convswap.calibration.surfaces import probe_query, resolve_surface
 from convswap.calibration.vocabulary import CALIBRATION_PROMPT, calibrate
-from convswap.conventions import CONVENTIONS, cell_names, render
+from convswap.conventions.cells import cell_names
+from convswap.conventions.declarations import CONVENTIONS
+from convswap.conventions.render import render
 from convswap.core import CONDITIONS, ColorAnchor, ConvswapError, ImageSpec, Prompt, Trial
 from convswap.readout.base import Query
 from convswap.readout.first_token import first_token_readout

@@ -19,7 +19,8 @@ from statsmodels.stats.proportion import proportion_confint
 
 from convswap.calibration.vocabulary import CALIBRATION_PROMPT
 from convswap.cli import main
-from convswap.conventions import CONVENTIONS, render
+from convswap.conventions.declarations import CONVENTIONS
+from convswap.conventions.render import render
 from convswap.core import CONDITIONS, ColorAnchor, ConvswapError, ImageSpec, Prompt, Trial
 from convswap.readout.base import Query
 from convswap.readout.registry import load_backend

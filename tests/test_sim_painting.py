@@ -11,12 +11,13 @@ from pixel_support import observer_file, swap_request
 from runner_support import records_in
 
 from convswap.core import ConvswapError
-from convswap.experiments.pixel_answers import protocol_prompt
-from convswap.experiments.runner import registered_plan, run_experiment
-from convswap.experiments.trials import Sources, build_trials
 from convswap.readout.base import Query
 from convswap.readout.registry import load_backend
 from convswap.readout.sim_files import load_observer, write_preset
+from convswap.runs.context import registered_plan
+from convswap.runs.pixel_answers import protocol_prompt
+from convswap.runs.runner import run_experiment
+from convswap.runs.trials import Sources, build_trials
 from convswap.stimuli.render import render_image
 
 

@@ -4,13 +4,16 @@ from __future__ import annotations
 
 import json
 import math
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
+from image_servers import huge_png
 from PIL import Image
 from pycocotools.coco import COCO
 
 from convswap.core import ConvswapError, Trial
+from convswap.images import MAX_IMAGE_PIXELS, ImageTooLarge
 from convswap.stimuli.coco import (
     CROWD,
     NEAR_BORDER,
@@ -288,6 +291,25 @@ def test_image_of_the_wrong_size_is_refused(coco_annotations, tmp_path):
     Image.new("RGB", (64, 48)).save(tmp_path / "000000000139.jpg")
     with pytest.raises(ConvswapError, match="is 64x48 but its annotations say 640x426"):
         coco_trials([microwave_object(coco_annotations)], tmp_path, "locate", seed=0)
+
+
+def test_an_image_above_the_pixel_limit_is_refused_from_its_header(coco_annotations, tmp_path):
+    """A 20,000 x 20,000 PNG of 48 KB, whose annotations are edited to match: one line naming the file, before a
+    trial decodes 400 MB of it."""
+    (tmp_path / "000000000139.jpg").write_bytes(huge_png(20_000, 20_000))
+    placed = replace(microwave_object(coco_annotations), width=20_000, height=20_000)
+    with pytest.raises(ImageTooLarge) as refused:
+        coco_trials([placed], tmp_path, "locate", seed=0)
+    assert str(refused.value) == (f"image file {tmp_path / '000000000139.jpg'} (COCO image 139) is beyond Pillow's "
+                                  f"own pixel limit, more than the {MAX_IMAGE_PIXELS:,} an image may have")  # fmt: skip
+
+
+def test_an_image_that_is_no_image_is_refused_naming_it(coco_annotations, tmp_path):
+    (tmp_path / "000000000139.jpg").write_text("not a photograph")
+    with pytest.raises(ConvswapError) as refused:
+        coco_trials([microwave_object(coco_annotations)], tmp_path, "locate", seed=0)
+    assert str(refused.value) == (f"image file {tmp_path / '000000000139.jpg'} (COCO image 139) cannot be decoded: "
+                                  "it is not an image file of a format Pillow reads")  # fmt: skip
 
 
 def test_grid_object_json_round_trip(coco_annotations):

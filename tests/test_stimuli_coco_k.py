@@ -12,8 +12,8 @@ from pycocotools.coco import COCO
 
 from convswap.cli import main
 from convswap.core import ConvswapError
-from convswap.experiments.plan import load_plan
-from convswap.experiments.trials import Sources, build_trials
+from convswap.plans.plan import load_plan
+from convswap.runs.trials import Sources, build_trials
 from convswap.stimuli.coco import (
     FEW_ABSENT,
     admitted_objects,

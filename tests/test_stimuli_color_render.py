@@ -6,9 +6,11 @@ import hashlib
 
 import numpy as np
 import pytest
+from image_servers import huge_png
 from PIL import Image
 
 from convswap.core import ConvswapError, ImageSpec
+from convswap.images import MAX_IMAGE_PIXELS, ImageTooLarge
 from convswap.stimuli.arrays import FourSquareArray, crossover_pair, swatch_specs
 from convswap.stimuli.color import Wheel
 from convswap.stimuli.render import image_sha256, render_image
@@ -164,8 +166,29 @@ def test_missing_file_is_refused_with_its_path(tmp_path):
 def test_unreadable_file_is_refused_with_its_path(tmp_path):
     bogus = tmp_path / "notes.jpg"
     bogus.write_text("not an image")
-    with pytest.raises(ConvswapError, match=f"cannot read image {bogus}"):
+    with pytest.raises(ConvswapError) as refused:
         render_image(ImageSpec.of("file", path=str(bogus)))
+    assert str(refused.value) == f"image {bogus} cannot be decoded: it is not an image file of a format Pillow reads"
+
+
+def test_an_image_file_above_the_pixel_limit_is_refused_before_decoding(tmp_path):
+    """An item image swapped for a decompression bomb after its plan was loaded: one line, not 400 MB."""
+    bomb = tmp_path / "item.png"
+    bomb.write_bytes(huge_png(20_000, 20_000))
+    with pytest.raises(ImageTooLarge) as refused:
+        render_image(ImageSpec.of("file", path=str(bomb)))
+    assert str(refused.value) == (f"image {bomb} is beyond Pillow's own pixel limit, more than the "
+                                  f"{MAX_IMAGE_PIXELS:,} an image may have")  # fmt: skip
+
+
+def test_an_image_file_above_the_pixel_limit_but_below_pillows_is_refused_with_its_size(tmp_path):
+    large = tmp_path / "item.png"
+    large.write_bytes(huge_png(9_000, 8_000))  # 72 million: Pillow only warns below 179 million
+    with pytest.raises(ImageTooLarge) as refused:
+        render_image(ImageSpec.of("file", path=str(large)))
+    assert (
+        str(refused.value) == f"image {large} is 9000x8000 pixels, more than the {MAX_IMAGE_PIXELS:,} an image may have"
+    )
 
 
 def test_unknown_kind_is_refused():

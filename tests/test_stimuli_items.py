@@ -11,8 +11,8 @@ from PIL import Image
 
 from convswap.cli import main
 from convswap.core import ConvswapError, Trial, freeze
-from convswap.experiments.plan import load_plan
-from convswap.experiments.trials import Sources, build_trials
+from convswap.plans.plan import load_plan
+from convswap.runs.trials import Sources, build_trials
 from convswap.stimuli.items import item_trials, read_items, select_items
 
 REPO_ROOT = Path(__file__).resolve().parents[1]

@@ -9,7 +9,7 @@ import pytest
 from runner_support import spatial_request
 
 from convswap.cli import main
-from convswap.experiments.runner import run_experiment
+from convswap.runs.runner import run_experiment
 
 
 def files_of(folder) -> dict[str, bytes]:

@@ -17,10 +17,11 @@ from transformers_helpers import IMAGES, QUESTIONS, full_inputs, query
 
 from convswap.cli import main
 from convswap.core import ConvswapError
-from convswap.experiments.runner import RunRequest, run_experiment
 from convswap.readout import prefix_cache
 from convswap.readout.base import ModelInfo
 from convswap.readout.transformers_backend import TransformersBackend
+from convswap.runs.context import RunRequest
+from convswap.runs.runner import run_experiment
 from convswap.stimuli.render import render_image
 
 pytestmark = pytest.mark.slow  # tiny transformers models, browsers or subprocess runs: see the README's fast tier

@@ -14,7 +14,7 @@ from pixel_support import observer_file, pixel_records, swap_request
 from plan_support import without_plan_folder
 
 from convswap.cli import main
-from convswap.experiments.runner import run_experiment
+from convswap.runs.runner import run_experiment
 from convswap.stimuli.render import image_sha256
 
 

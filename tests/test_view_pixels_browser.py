@@ -15,7 +15,7 @@ from PIL import Image
 from pixel_support import observer_file, swap_request
 
 from convswap.cli import main
-from convswap.experiments.runner import run_experiment
+from convswap.runs.runner import run_experiment
 
 pytestmark = pytest.mark.slow  # a browser
 

@@ -15,8 +15,9 @@ from convswap.audits.log_audit import audit_folder
 from convswap.calibration.vocabulary import load_vocabulary, save_vocabulary
 from convswap.cli import main
 from convswap.core import ConvswapError
-from convswap.experiments.runner import RunRequest, run_experiment, vocabulary_path
 from convswap.readout.registry import load_backend
+from convswap.runs.context import RunRequest, vocabulary_path
+from convswap.runs.runner import run_experiment
 
 OTHER = "sim:perfect"  # the vocabulary fixture is sim:qwen3vl-like's
 

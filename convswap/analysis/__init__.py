@@ -2,7 +2,9 @@
 
 The statistics scripts and notebooks call directly are re-exported here, each
 module imported on first use (PEP 562) so that importing one submodule, or running
-`convswap --help`, does not load scipy and matplotlib.
+`convswap --help`, does not load scipy and matplotlib.  `convswap tables`, `check-numbers`, `demo`.
+
+May import: core, conventions, protocols, stimuli, readout, calibration, plans, runs, builder.
 """
 
 from __future__ import annotations
@@ -38,7 +40,7 @@ _EXPORTS = {
     ),
     "convswap.analysis.subgroups": ("BinContrast", "breakdowns"),
     "convswap.analysis.transforms": ("TRANSFORMS", "TransformFit", "grid_transforms"),
-    "convswap.experiments.scoring": ("Accuracy", "accuracy"),
+    "convswap.runs.scoring": ("Accuracy", "accuracy"),
 }
 _MODULE_OF = {name: module for module, names in _EXPORTS.items() for name in names}
 

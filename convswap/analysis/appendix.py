@@ -24,7 +24,7 @@ from convswap.analysis.report import Row, Table, count, decimal, points, pvalue,
 from convswap.analysis.subgroups import FACTOR_ANALYSES, SIDE, bin_range
 from convswap.analysis.transforms import grid_transforms
 from convswap.core import ConvswapError, Record
-from convswap.experiments.scoring import accuracy
+from convswap.runs.scoring import accuracy
 
 MISREAD_CONVENTIONS = ("normalized", "pixels")
 SPEC_BREAKDOWN_EXPERIMENT = "coco_locate_identify"

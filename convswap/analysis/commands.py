@@ -10,10 +10,10 @@ from typing import TYPE_CHECKING
 
 from convswap.core import ConvswapError
 from convswap.defaults import MIN_RESAMPLES
-from convswap.experiments.plan_commands import PLAN_DIR_HELP, plan_folder
+from convswap.plan_folders import PLAN_DIR_HELP, plan_folder
 
 if TYPE_CHECKING:
-    from convswap.experiments.provenance import Provenance
+    from convswap.runs.provenance import Provenance
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -65,8 +65,8 @@ def run_tables(args: argparse.Namespace) -> int:
     from convswap.analysis.building import PageDrawer
     from convswap.analysis.generate import generate
     from convswap.analysis.loading import load_vocabularies, read_log_folder
-    from convswap.experiments.provenance import ProvenanceCheck
     from convswap.long_lived import long_lived
+    from convswap.runs.provenance import ProvenanceCheck
 
     # The figures' worker starts first, to make ready while the logs are read, and is handed the pages it can draw
     # from the vocabularies alone.
@@ -109,7 +109,7 @@ ALLOW_UNREGISTERED_HELP = (
 
 def checked_provenance(logdir: Path, plan_dir: Path | None, allow_unregistered: bool) -> Provenance:
     """Name every torn last line and unregistered record on stderr; refuse the latter unless allowed."""
-    from convswap.experiments.provenance import check_logs
+    from convswap.runs.provenance import check_logs
 
     if not logdir.is_dir():
         raise ConvswapError(f"log folder {logdir} does not exist")

@@ -12,7 +12,7 @@ from convswap.analysis.registration import Registry
 from convswap.analysis.stats import MIN_RESAMPLES
 from convswap.calibration.vocabulary import Vocabulary
 from convswap.core import Record
-from convswap.experiments.plan import Plan
+from convswap.plans.plan import Plan
 
 T = TypeVar("T")
 

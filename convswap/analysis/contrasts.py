@@ -21,7 +21,7 @@ from convswap.analysis.stats import (
     paired_mcnemar,
 )
 from convswap.core import ConvswapError, Record
-from convswap.experiments.scoring import Accuracy, accuracy, is_scored
+from convswap.runs.scoring import Accuracy, accuracy, is_scored
 
 GATE_POINTS = 20.0
 PENALTY_ALPHA = 0.05

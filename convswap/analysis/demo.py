@@ -6,7 +6,7 @@ import argparse
 from pathlib import Path
 
 from convswap.core import ConvswapError
-from convswap.experiments.plan_commands import PLAN_DIR_HELP, plan_folder
+from convswap.plan_folders import PLAN_DIR_HELP, plan_folder
 
 DEFAULT_DEMO_MODEL = "sim:qwen3vl-like"
 DEFAULT_DEMO_OUT = Path("runs") / "demo"
@@ -53,9 +53,10 @@ def run_demo(out: Path, model: str, limit: int, coco: Path | None, plan_dir: Pat
     from convswap.analysis.builders import demo_tables
     from convswap.analysis.generate import generate
     from convswap.defaults import MIN_RESAMPLES
-    from convswap.experiments.commands import report
-    from convswap.experiments.plan import resolve_plan_dir
-    from convswap.experiments.runner import CALIBRATION_EXPERIMENT, RunRequest, check_request, run_experiment
+    from convswap.plan_folders import resolve_plan_dir
+    from convswap.runs.commands import report
+    from convswap.runs.context import CALIBRATION_EXPERIMENT, RunRequest, check_request
+    from convswap.runs.runner import run_experiment
 
     plan_dir = resolve_plan_dir(plan_dir).path
     requests = [RunRequest(CALIBRATION_EXPERIMENT, model, out=out, plan_dir=plan_dir)]
@@ -69,12 +70,14 @@ def run_demo(out: Path, model: str, limit: int, coco: Path | None, plan_dir: Pat
         requests.append(
             RunRequest(DEMO_INTERFACE_EXPERIMENT, DEMO_PAINTER, out=out, limit=limit, plan_dir=plan_dir, coco=coco)
         )
-    for request in requests:  # every input and plan, before the first record
-        check_request(request)
+    made = _make_folder(out)  # the default, runs/demo, is made with its parent; a run makes only a last component
     try:
-        out.mkdir(parents=True, exist_ok=True)
-    except OSError as error:
-        raise ConvswapError(f"cannot create output folder {out}: {error.strerror}") from error
+        for request in requests:  # every input and plan, before the first record
+            check_request(request)
+    except ConvswapError:
+        for folder in reversed(made):
+            folder.rmdir()
+        raise
     for request in requests:
         print(report(run_experiment(request)), end="\n\n", flush=True)
     tables = out / "tables"
@@ -86,3 +89,13 @@ def run_demo(out: Path, model: str, limit: int, coco: Path | None, plan_dir: Pat
     print(f"logs: {out}\ntables and figures: {tables}")
     print(f"read what the model said, record by record: convswap view {out} --serve")
     return tables
+
+
+def _make_folder(out: Path) -> list[Path]:
+    """Make `out` and whichever of its parents are missing; the folders made, outermost first."""
+    missing = [path for path in (out, *out.parents) if not path.exists()][::-1]
+    try:
+        out.mkdir(parents=True, exist_ok=True)
+    except OSError as error:
+        raise ConvswapError(f"cannot create output folder {out}: {error.strerror or error}") from error
+    return missing

@@ -26,8 +26,8 @@ from convswap.analysis.labels import COLOR_RUNGS, SPATIAL_CONVENTIONS
 from convswap.analysis.loading import NothingScored, group_by, guessing_rate, select
 from convswap.analysis.subgroups import BinContrast, breakdowns, has_breakdown_meta
 from convswap.core import ConvswapError, Record
-from convswap.experiments.plan import Plan
-from convswap.experiments.scoring import Accuracy, accuracy
+from convswap.plans.plan import Plan
+from convswap.runs.scoring import Accuracy, accuracy
 
 # The spec's order of conventions, for an experiment without a plan to order them.
 SPEC_ORDER = (*SPATIAL_CONVENTIONS, *COLOR_RUNGS)

@@ -39,7 +39,7 @@ from convswap.analysis.report import (
 )
 from convswap.analysis.subgroups import FACTOR_ANALYSES, bin_range
 from convswap.core import TEXT_PARSE_STATUSES, UNSCORED_OUTCOMES, Record
-from convswap.experiments.scoring import TIE, accuracy, is_scored, unscored_reason
+from convswap.runs.scoring import TIE, accuracy, is_scored, unscored_reason
 
 # Why a record can go unscored: a first-token tie, or its generation's parse status; a pixel answer's outcome.
 UNSCORED_REASONS = (TIE, *(status for status in TEXT_PARSE_STATUSES if status != "ok"))

@@ -24,7 +24,7 @@ from convswap.analysis.loading import chance, group_by, vocabulary_label
 from convswap.analysis.registration import POST_HOC
 from convswap.analysis.stats import wilson_interval
 from convswap.calibration.vocabulary import Vocabulary
-from convswap.experiments.scoring import Accuracy, accuracy
+from convswap.runs.scoring import Accuracy, accuracy
 
 # matplotlib is imported where a page is drawn: `tables --no-figures`, and a run whose pages are all current, never
 # load it.

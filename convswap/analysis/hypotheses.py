@@ -25,8 +25,8 @@ from convswap.analysis.mispaired import readership_of
 from convswap.analysis.report import MISSING, Row, Table, count, decimal, points, pvalue, ratio, signed, text
 from convswap.analysis.stats import Alternative, binomial_test
 from convswap.core import ConvswapError, Record
-from convswap.experiments.plan import Direction, Hypothesis, Plan
-from convswap.experiments.scoring import accuracy
+from convswap.plans.plan import Direction, Hypothesis, Plan
+from convswap.runs.scoring import accuracy
 
 ALTERNATIVES: dict[Direction, Alternative] = {"greater": "greater", "less": "less", "two_sided": "two-sided"}
 

@@ -29,8 +29,8 @@ from convswap.analysis.report import (
     signed,
 )
 from convswap.core import Record
-from convswap.experiments.scoring import accuracy
 from convswap.readout.logprobs import MASS_VERDICTS
+from convswap.runs.scoring import accuracy
 
 # The conditions the spec calls "the word conditions": the answer is a color word, or a label pointing at one.
 WORD_CONDITIONS = ("word", "label")

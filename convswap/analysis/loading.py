@@ -1,6 +1,6 @@
 """Reading records and vocabularies from a log folder, and the record-level helpers every analysis shares.
 
-Which records are scored, and on which key, is `convswap.experiments.scoring`'s
+Which records are scored, and on which key, is `convswap.runs.scoring`'s
 denominator rule, which the runner's own summary uses too.
 """
 
@@ -35,11 +35,11 @@ from convswap.core import (
     UnreadablePart,
     load_part,
 )
-from convswap.experiments.logs import expected_name, parse_line, read_expected, whole_lines
-from convswap.experiments.provenance import ProvenanceCheck
-from convswap.experiments.record_checks import log_condition, log_problem, record_problem
-from convswap.experiments.scoring import is_scored, score_key
 from convswap.long_lived import settle
+from convswap.runs.logs import expected_name, parse_line, read_expected, whole_lines
+from convswap.runs.provenance import ProvenanceCheck
+from convswap.runs.record_checks import log_condition, log_problem, record_problem
+from convswap.runs.scoring import is_scored, score_key
 
 VOCABULARY_PATTERNS = ("vocabulary*.json", "*.vocab.json")
 EXPECTED_SUFFIX = expected_name("")

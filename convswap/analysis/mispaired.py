@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from convswap.analysis.loading import NothingScored, option_count
 from convswap.analysis.stats import Binomial, binomial_test
 from convswap.core import ConvswapError, Record
-from convswap.experiments.scoring import is_scored, unscored_counts
+from convswap.runs.scoring import is_scored, unscored_counts
 
 
 @dataclass(frozen=True)

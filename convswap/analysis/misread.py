@@ -27,7 +27,7 @@ from convswap.analysis.loading import NothingScored, option_count
 from convswap.analysis.stats import Binomial, binomial_test
 from convswap.conventions.cells import NORMALIZED_SCALE
 from convswap.core import ConvswapError, Record
-from convswap.experiments.scoring import is_scored, score_key
+from convswap.runs.scoring import is_scored, score_key
 
 OPTION_PAIR = re.compile(r"(?<![\w.])(\d+)=\((\d+),\s*(\d+)\)")
 READINGS = {"normalized": "as pixels", "pixels": "as thousandths"}

@@ -22,7 +22,7 @@ from convswap.analysis.layouts import OUTCOME_HEADERS, PAIR_HEADERS, complementa
 from convswap.analysis.report import Row, Table, count, points, pvalue
 from convswap.analysis.stats import mcnemar
 from convswap.core import OUTCOMES, Record
-from convswap.experiments.scoring import score_key
+from convswap.runs.scoring import score_key
 
 GROUP_COLUMNS = ("experiment", "model", "condition", "task")
 

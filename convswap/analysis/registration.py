@@ -21,8 +21,9 @@ import sys
 from pathlib import Path
 
 from convswap.core import ConvswapError
-from convswap.experiments.ledger import Ledger
-from convswap.experiments.plan import LEDGER_NAME, Hypothesis, Plan, load_plan, plan_files, registered_names
+from convswap.plan_folders import LEDGER_NAME
+from convswap.plans.ledger import Ledger
+from convswap.plans.plan import Hypothesis, Plan, load_plan, plan_files, registered_names
 
 REGISTERED = "registered"
 POST_HOC = "post hoc"

@@ -20,8 +20,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
 
-from convswap.experiments.scoring import Accuracy
 from convswap.fileio import atomic_write_text
+from convswap.runs.scoring import Accuracy
 
 MISSING = "—"
 

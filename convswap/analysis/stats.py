@@ -19,7 +19,7 @@ from scipy.special import bdtr, bdtrc, gammaln
 
 from convswap.core import ConvswapError, Record
 from convswap.defaults import MIN_RESAMPLES
-from convswap.experiments.scoring import TIE, Accuracy, is_tie, score_key
+from convswap.runs.scoring import TIE, Accuracy, is_tie, score_key
 
 Alternative = Literal["two-sided", "less", "greater"]
 

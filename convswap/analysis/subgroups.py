@@ -25,7 +25,7 @@ from convswap.core import ConvswapError, Record
 
 TERCILE_FACTORS = {"object size": "area_fraction", "distance to cell border": "margin"}
 SIDE = "side of the image"
-# The analysis name (convswap.experiments.analyses) a plan registers each factor under.
+# The analysis name (convswap.plans.analyses) a plan registers each factor under.
 FACTOR_ANALYSES = {
     "object size": "size_terciles",
     "distance to cell border": "boundary_distance_terciles",

@@ -49,7 +49,7 @@ from convswap.analysis.report import (
     unscored_text,
 )
 from convswap.core import CONDITIONS, Record
-from convswap.experiments.scoring import accuracy, unscored_counts
+from convswap.runs.scoring import accuracy, unscored_counts
 
 # The spec's (control, treatment, the hypothesis that registers the contrast); a color_ladder plan's own exact
 # McNemar hypotheses replace them.

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from convswap.analysis.loading import NothingScored, option_count
 from convswap.analysis.stats import Binomial, binomial_test
 from convswap.core import ConvswapError, Record
-from convswap.experiments.scoring import is_scored, score_key
+from convswap.runs.scoring import is_scored, score_key
 
 Transform = Callable[[int, int, int], tuple[int, int]]
 

@@ -22,9 +22,9 @@ from convswap.audits.prompt_text import PromptReader, PromptUnreadable, question
 from convswap.calibration.surfaces import MIN_CANDIDATE_MASS
 from convswap.conventions.declarations import CONVENTIONS, Catalog, Convention
 from convswap.core import PART_ERRORS, ConvswapError, Generation, Prompt, Record, score_answer
-from convswap.experiments.scoring import is_tie, score_key
 from convswap.readout.logprobs import MASS_VERDICTS, SCORE, readout_slots
 from convswap.readout.parse import normalize_word, parse_generation
+from convswap.runs.scoring import is_tie, score_key
 
 # Each (experiment, model, condition, convention) group is one binomial test; at this level a clean run of
 # a hundred groups raises a false alarm about one time in ten.

@@ -8,7 +8,7 @@ from pathlib import Path
 from convswap.analysis.commands import ALLOW_UNREGISTERED_HELP, checked_provenance
 from convswap.core import ConvswapError
 from convswap.defaults import DEFAULT_COLOR_WORDS
-from convswap.experiments.plan_commands import PLAN_DIR_HELP, plan_folder
+from convswap.plan_folders import PLAN_DIR_HELP, plan_folder
 from convswap.readout.base import DEFAULT_MAX_NEW_TOKENS, check_max_new_tokens
 from convswap.readout.options import add_model_arguments, model_options
 from convswap.readout.registry import backend_entry, load_backend

@@ -12,8 +12,8 @@ from convswap.audits.held_out import Vocabularies, find_vocabularies, held_out
 from convswap.audits.pixel_checks import kept_images, pixel_reparse, source_images, source_marks
 from convswap.conventions.declarations import CONVENTIONS, Catalog
 from convswap.core import ConvswapError, Record
-from convswap.experiments.provenance import ProvenanceCheck
 from convswap.protocols import PROTOCOLS, Protocol
+from convswap.runs.provenance import ProvenanceCheck
 
 
 def audit_records(

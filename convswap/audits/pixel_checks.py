@@ -19,9 +19,9 @@ from PIL import Image
 
 from convswap.audits.checks import CheckResult, per_record
 from convswap.core import IMAGES_DIR, UNSCORED_OUTCOMES, ImageSpec, Prompt, Record, outcome_of, score_answer, sha256_hex
-from convswap.experiments.pixel_answers import parse_kept
-from convswap.experiments.protocol_reader import reader_parse, slot_of_answer
 from convswap.protocols import Protocol, ProtocolParse, answer_of, colour_mask
+from convswap.runs.pixel_answers import parse_kept
+from convswap.runs.protocol_reader import reader_parse, slot_of_answer
 from convswap.stimuli.render import render_image
 
 # A kept mark whose pixels are mostly of the protocol's colour in the source already was there before the answer.

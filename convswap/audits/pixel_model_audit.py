@@ -12,12 +12,13 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from convswap.conventions import CONVENTIONS, cell_names
+from convswap.conventions.cells import cell_names
+from convswap.conventions.declarations import CONVENTIONS
 from convswap.core import ConvswapError, Outcome, outcome_of
-from convswap.experiments.pixel_answers import parse_kept, protocol_prompt
-from convswap.experiments.trials import coco_annotations
 from convswap.protocols import PROTOCOLS, Protocol, answer_of
 from convswap.readout.base import Backend, Query
+from convswap.runs.pixel_answers import parse_kept, protocol_prompt
+from convswap.runs.trials import coco_annotations
 from convswap.stimuli.coco import admitted_objects, coco_trials, default_images_dir
 from convswap.stimuli.render import render_image
 

@@ -23,7 +23,8 @@ from pydantic import BeforeValidator, ValidationError, ValidationInfo, field_val
 
 from convswap.conventions.fields import REFERENT_FIELDS, TRIAL_FIELDS, Reading
 from convswap.core import TASKS, ConvswapError, Gloss, OutputFormat, Side, Task
-from convswap.validation import Table, checked, first_problem, one_of, problem, read_toml
+from convswap.fileio import optional_file
+from convswap.validation import Table, checked, first_problem, one_of, problem, read_toml, shown
 
 SHIPPED_FILE = Path(__file__).with_name("conventions.toml")
 FILE_NAME = "conventions.toml"  # a plan folder's own declarations
@@ -105,7 +106,9 @@ def _check_referent_fields(names: tuple[str, ...], tasks: tuple[str, ...]) -> No
                               name)  # fmt: skip
 
 
-def _template(value: Any) -> Any:
+def check_template(value: Any) -> Any:
+    """A template names each field as {field_name}: no format spec ({k:>999999999} would build a string of that
+    width), no conversion, no nested field."""
     if not isinstance(value, str):
         raise problem("must be a template string", value)
     try:
@@ -118,7 +121,7 @@ def _template(value: Any) -> Any:
     return value
 
 
-Template = Annotated[str, BeforeValidator(_template)]
+Template = Annotated[str, BeforeValidator(check_template)]
 Flag = Annotated[bool, checked(lambda value: isinstance(value, bool), "must be a boolean")]
 
 
@@ -201,7 +204,7 @@ def read_declarations(path: str | Path, kind: str, build: Callable[[str, dict[st
         except ValidationError as error:
             field, reason, value = first_problem(error)
             where = f"{name}.{field}" if field else name
-            raise ConvswapError(f"{path}: {where}: {reason}, got {value!r}") from None
+            raise ConvswapError(f"{path}: {where}: {reason}, got {shown(value)}") from None
     return declared
 
 
@@ -222,10 +225,8 @@ def conventions_of(plan_dir: str | Path | None) -> dict[str, Convention]:
     catalog = dict(CONVENTIONS)
     if plan_dir is None:
         return catalog
-    path = Path(plan_dir) / FILE_NAME
-    if path.exists() and not path.is_file():  # a folder in its place would silently declare nothing
-        raise ConvswapError(f"{path} is not a file; a plan folder declares its conventions in a file of that name")
-    if not path.is_file():
+    path = optional_file(Path(plan_dir) / FILE_NAME, "its conventions")
+    if path is None:
         return catalog
     for name, convention in load_conventions(path).items():
         if name in CONVENTIONS:

@@ -2,7 +2,9 @@
 
 A protocol asks an image model to answer by drawing (a cyan dot on the object, a magenta square in a code slot)
 and parses the drawn image back into the benchmark's own answer, so that the same metric scores it.  It sits on the
-answer side beside the text conventions; this layer imports core and conventions only.
+answer side beside the text conventions.
+
+May import: core, conventions.
 
 Declarations (`declarations`): the shipped protocols in protocols.toml (point_marker, label_code,
 direction_grid, instance_marking, with ProVisE's Table 8 thresholds); a plan folder's own in
@@ -59,9 +61,6 @@ from convswap.protocols.declarations import (
     FILE_NAME,
     PROTOCOLS,
     SHIPPED_FILE,
-    HsvRange,
-    Protocol,
-    Step,
     get_protocol,
     load_protocol_file,
     load_protocols,
@@ -70,6 +69,7 @@ from convswap.protocols.layouts import LAYOUTS, slot_rects
 from convswap.protocols.operations import OPERATIONS, Component, colour_mask, operation
 from convswap.protocols.paint import PaintFaults, paint
 from convswap.protocols.parse import PARSE_STATUSES, ProtocolParse, parse_image
+from convswap.protocols.protocol import HsvRange, Protocol, Step
 
 __all__ = [
     "FILE_NAME",

@@ -17,8 +17,8 @@ from convswap.protocols.layouts import OUTER_CELLS, layout_sentence
 from convswap.protocols.parse import resolve_layout
 
 if TYPE_CHECKING:
-    from convswap.protocols.declarations import Protocol
     from convswap.protocols.parse import ProtocolParse
+    from convswap.protocols.protocol import Protocol
 
 # A choice item's referents may each carry a region, [x, y, w, h] in pixels of its image (COCO's box convention):
 # the trial's meta "regions" maps referent -> region.  A point marker's point answers the referent whose region

@@ -10,97 +10,41 @@ from __future__ import annotations
 
 import re
 from collections.abc import Mapping
-from dataclasses import dataclass
 from pathlib import Path
-from typing import Annotated, Any, Literal, get_args
+from typing import Annotated, Any
 
 from pydantic import BeforeValidator, ValidationError, field_validator, model_validator
 
-from convswap.conventions.declarations import conventions_of, read_declarations, template_fields
-from convswap.core import TASKS, ConvswapError, FrozenMapping, Task, canonical_json, freeze, sha256_hex
+from convswap.conventions.declarations import check_template, conventions_of, read_declarations, template_fields
+from convswap.core import TASKS, ConvswapError, Task, canonical_json, freeze, sha256_hex
+from convswap.fileio import optional_file
 from convswap.protocols.layouts import LAYOUTS, OUTER_CELLS
 from convswap.protocols.operations import OPERATIONS, check_pipeline
+from convswap.protocols.protocol import (
+    MARK_COUNTS,
+    OUTPUT_KINDS,
+    PRIMITIVES,
+    HsvRange,
+    MarkCount,
+    OutputKind,
+    Primitive,
+    Protocol,
+    Reader,
+    Step,
+    tasks_answered,
+)
 from convswap.validation import Table, checked, first_problem, one_of, problem
 
 SHIPPED_FILE = Path(__file__).with_name("protocols.toml")
 FILE_NAME = "protocols.toml"  # a plan folder's own declarations
 
-Primitive = Literal["dot", "square", "fill"]
-MarkCount = Literal["one", "any"]
-OutputKind = Literal["point", "slot", "count"]
-PRIMITIVES: tuple[Primitive, ...] = get_args(Primitive)
-MARK_COUNTS: tuple[MarkCount, ...] = get_args(MarkCount)
-OUTPUT_KINDS: tuple[OutputKind, ...] = get_args(OutputKind)
 # What a guidance template may name: the trial's fields, never its target or keys.
 GUIDANCE_FIELDS = ("question", "options", "k", "layout", "color")
 # What a fallback reader's prompt may name: the evidence contract's fields, never the question (a reader that saw
 # the question could answer it itself instead of reading the drawn answer), and it is sent the generated image only.
 READER_FIELDS = ("options", "k", "layout", "color")
 READER_INPUTS = ("generated",)
-_HEX = re.compile(r"^#[0-9A-Fa-f]{6}$")
-
-
-@dataclass(frozen=True)
-class Step:
-    """One operation of a parser pipeline and its parameters as declared."""
-
-    op: str
-    params: FrozenMapping = FrozenMapping()
-
-
-@dataclass(frozen=True)
-class HsvRange:
-    """A colour range in OpenCV's HSV: hue 0-179 (half degrees), saturation and value 0-255, bounds inclusive."""
-
-    hue: tuple[int, int]
-    saturation: tuple[int, int]
-    value: tuple[int, int]
-
-    @property
-    def lower(self) -> tuple[int, int, int]:
-        return self.hue[0], self.saturation[0], self.value[0]
-
-    @property
-    def upper(self) -> tuple[int, int, int]:
-        return self.hue[1], self.saturation[1], self.value[1]
-
-
-@dataclass(frozen=True)
-class Reader:
-    """A protocol's fallback parser: the text model `model` (a model spec) reads the generated image alone under
-    `prompt` (a template over READER_FIELDS) and answers one of the options by its number."""
-
-    model: str
-    prompt: str
-
-
-@dataclass(frozen=True)
-class Protocol:
-    """One declared visual protocol (protocols.toml's header says what each attribute means).
-
-    sha256: of the declaration's table as canonical JSON, so a ledger can pin it and an edited declaration is seen.
-    directions: grid3x3_outer only: (outer cell name, direction word) pairs in the file's order.
-    reader: the fallback parser, where one is declared; a protocol with a reader and no pipeline (the fallback
-    route) has `pipeline` ().
-    """
-
-    name: str
-    tasks: tuple[Task, ...]
-    guidance: str
-    primitive: Primitive
-    color_hex: str
-    count: MarkCount
-    pipeline: tuple[Step, ...]
-    output_kind: OutputKind
-    layout: str | None
-    hsv: HsvRange
-    sha256: str
-    directions: tuple[tuple[str, str], ...] = ()
-    reader: Reader | None = None
-
-    @property
-    def color_rgb(self) -> tuple[int, int, int]:
-        return int(self.color_hex[1:3], 16), int(self.color_hex[3:5], 16), int(self.color_hex[5:7], 16)
+_HEX = re.compile(r"#[0-9A-Fa-f]{6}")
 
 
 def _pair(low: int, high: int) -> BeforeValidator:
@@ -126,11 +70,7 @@ class HsvDeclaration(Table):
 def _template(value: Any, allowed: tuple[str, ...], what: str) -> Any:
     if not isinstance(value, str) or not value.strip():
         raise problem("must be a non-empty template string", value)
-    try:
-        names = template_fields(value)
-    except ValueError as error:
-        raise problem(f"is not a template ({error})", value) from None
-    for name in names:
+    for name in template_fields(check_template(value)):
         if name not in allowed:
             raise problem(f"names {{{name}}}, not {what} (known: {', '.join(allowed)})", value)
     return value
@@ -180,7 +120,7 @@ class Declaration(Table):
     ]  # fmt: skip
     guidance: Annotated[str, BeforeValidator(_guidance)]
     primitive: Annotated[Primitive, one_of(PRIMITIVES)]
-    color: Annotated[str, checked(lambda value: isinstance(value, str) and _HEX.match(value), "must be #RRGGBB")]
+    color: Annotated[str, checked(lambda value: isinstance(value, str) and _HEX.fullmatch(value), "must be #RRGGBB")]
     count: Annotated[MarkCount, one_of(MARK_COUNTS)]
     output: Annotated[OutputKind, one_of(OUTPUT_KINDS)]
     layout: Annotated[str | None, one_of(tuple(LAYOUTS))] = None
@@ -211,6 +151,11 @@ class Declaration(Table):
         if self.layout == "grid3x3_outer" and "choice" in self.tasks and self.directions is None:
             raise problem("a grid3x3_outer protocol for choice items needs the direction of each outer cell",
                           None, ("directions",))  # fmt: skip
+        answered = tasks_answered(self.output, self.layout)
+        if unanswered := [task for task in self.tasks if task not in answered]:
+            shape = f"{self.output} protocol" + (f" on the {self.layout} layout" if self.layout else "")
+            raise problem(f"names {', '.join(unanswered)}, which a {shape} cannot answer (it answers "
+                          f"{', '.join(answered)})", list(self.tasks), ("tasks",))  # fmt: skip
         if (self.count == "any") != (self.output == "count"):
             raise problem('must be "any" exactly when the output is a count', self.count, ("count",))
         if "{layout}" in self.guidance and self.layout is None:
@@ -267,8 +212,8 @@ def load_protocols(plan_dir: str | Path | None) -> dict[str, Protocol]:
     catalog = dict(PROTOCOLS)
     if plan_dir is None:
         return catalog
-    path = Path(plan_dir) / FILE_NAME
-    if not path.is_file():
+    path = optional_file(Path(plan_dir) / FILE_NAME, "its visual protocols")
+    if path is None:
         return catalog
     conventions = conventions_of(plan_dir)
     for name, protocol in load_protocol_file(path).items():

@@ -25,13 +25,14 @@ from typing import TYPE_CHECKING, Annotated, Any, Literal
 import numpy as np
 
 from convswap.core import ConvswapError
+from convswap.images import MAX_IMAGE_PIXELS
 from convswap.protocols.layouts import center_cell, slot_of, slot_rects
 from convswap.validation import Table, checked, is_integer, is_number, one_of
 
 if TYPE_CHECKING:
     from PIL import Image
 
-    from convswap.protocols.declarations import OutputKind, Protocol, Step
+    from convswap.protocols.protocol import OutputKind, Protocol, Step
 
 
 class Noncompliant(Exception):
@@ -174,6 +175,11 @@ def _fraction(inclusive_zero: bool) -> Any:
     )
 
 
+MAX_KERNEL = 51
+# A mark's area against the median mark's: beyond this, no drawn answer has marks of one size.
+MAX_AREA_RATIO = 100
+
+
 class NoParams(Table):
     pass
 
@@ -184,16 +190,21 @@ class SubtractParams(Table):
 
 class MorphologyParams(Table):
     mode: Annotated[Literal["open", "close", "dilate"], one_of(("open", "close", "dilate"))]
-    kernel: Annotated[int, checked(lambda v: is_integer(v) and v >= 1 and v % 2 == 1, "must be an odd integer >= 1")]
+    # A mark a protocol asks for is tens of pixels across: a larger kernel erases it, and costs its square per pixel
+    # (kernel = 100001 took a minute and 10 GB a parse).
+    kernel: Annotated[int, checked(lambda v: is_integer(v) and 1 <= v <= MAX_KERNEL and v % 2 == 1,
+                                   f"must be an odd integer 1 to {MAX_KERNEL}")]  # fmt: skip
     iterations: Annotated[int, checked(lambda v: is_integer(v) and 1 <= v <= 10, "must be an integer 1 to 10")] = 1
 
 
 class FilterParams(Table):
-    min_area: Annotated[int, checked(lambda v: is_integer(v) and v >= 1, "must be an integer >= 1")] = 1
+    min_area: Annotated[int, checked(lambda v: is_integer(v) and 1 <= v <= MAX_IMAGE_PIXELS,
+                                     f"must be an integer 1 to {MAX_IMAGE_PIXELS} (the most pixels an image has)")] = 1  # fmt: skip
     max_fraction: Annotated[float, _fraction(False)] = 1.0  # of the image's area
     min_fill: Annotated[float, _fraction(True)] = 0.0
     min_solidity: Annotated[float, _fraction(True)] = 0.0
-    max_area_ratio: Annotated[float | None, checked(lambda v: is_number(v) and v > 1, "must be a number > 1")] = None
+    max_area_ratio: Annotated[float | None, checked(lambda v: is_number(v) and 1 < v <= MAX_AREA_RATIO,
+                                                    f"must be a number > 1 and at most {MAX_AREA_RATIO}")] = None  # fmt: skip
 
 
 class SelectParams(Table):

@@ -28,7 +28,7 @@ from convswap.protocols.parse import resolve_layout
 if TYPE_CHECKING:
     from PIL import Image, ImageDraw
 
-    from convswap.protocols.declarations import Protocol
+    from convswap.protocols.protocol import Protocol
 
 DOT_RADIUS = 0.025  # of the image's shorter side: a dot about 5% of it across
 MIN_DOT_RADIUS = 4  # pixels: a dot no smaller than 50 pixels, whatever the image
@@ -222,6 +222,8 @@ def _color(protocol: Protocol, shift: float, wrong: bool) -> tuple[int, int, int
 def _draw(draw: ImageDraw.ImageDraw, protocol: Protocol, box: Box, color: tuple[int, int, int]) -> None:
     x, y, w, h = box
     corners = [round(x), round(y), round(x + w) - 1, round(y + h) - 1]
+    if corners[2] < corners[0] or corners[3] < corners[1]:  # a mark smaller than a pixel (a tiny image): no mark
+        return
     if protocol.primitive == "dot":
         draw.ellipse(corners, fill=color)
     else:

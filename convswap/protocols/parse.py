@@ -13,7 +13,7 @@ from convswap.protocols.operations import Component, Noncompliant, ParseState, r
 if TYPE_CHECKING:
     from PIL import Image
 
-    from convswap.protocols.declarations import Protocol
+    from convswap.protocols.protocol import Protocol
 
 __all__ = ["PARSE_STATUSES", "Component", "ProtocolParse", "ProtocolStatus", "parse_image", "resolve_layout"]
 

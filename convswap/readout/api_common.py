@@ -43,7 +43,7 @@ from convswap.fileio import user_cache_folder
 from convswap.readout.base import DEFAULT_MAX_NEW_TOKENS, Backend, LogitsUnavailable, ModelInfo, Query
 from convswap.readout.conversation import Turn, conversation
 from convswap.readout.logprobs import FirstTokenLogprobs, LogprobsRefused
-from convswap.validation import at_least, checked, first_problem, is_integer, is_number, problem
+from convswap.validation import at_least, checked, first_problem, is_integer, is_number, problem, shown
 
 log = logging.getLogger(__name__)
 
@@ -398,7 +398,7 @@ class ApiSettings(BaseModel):
             return cls(**given)
         except ValidationError as error:
             field, reason, value = first_problem(error)
-            raise ConvswapError(f"{spec}: option {field} {reason}, got {value!r}") from None
+            raise ConvswapError(f"{spec}: option {field} {reason}, got {shown(value)}") from None
 
 
 @dataclass

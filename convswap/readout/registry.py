@@ -98,40 +98,56 @@ def looks_like_path(name: str) -> bool:
     return name.startswith(("/", ".", "~")) or name.count("/") > 1
 
 
-def check_local_model(spec: str) -> None:
+@dataclass(frozen=True)
+class ModelSpec:
+    """A model spec looked up in the registry: the spec, its prefix, what follows it, and its backend's entry."""
+
+    spec: str
+    prefix: str
+    name: str
+    entry: BackendEntry
+
+
+def model_spec(spec: str) -> ModelSpec:
+    """`spec` looked up once; an unknown prefix is refused with the known ones."""
+    prefix, name = split_spec(spec)
+    return ModelSpec(spec, prefix, name, BACKENDS[prefix])
+
+
+def check_local_model(model: ModelSpec) -> None:
     """Refuse a local-weights (`hf:`) model named by a path that is not a folder.
 
     Such a name is never a hub id, yet the hub client would try it as one,
     retrying for minutes before its own error; a hub id is left to the loader,
     which honours HF_HUB_OFFLINE.
     """
-    prefix, name = split_spec(spec)
-    if not BACKENDS[prefix].local_weights or not looks_like_path(name):
+    if not model.entry.local_weights or not looks_like_path(model.name):
         return
-    folder = Path(name).expanduser()
+    folder = Path(model.name).expanduser()
     if not folder.exists():
-        raise ConvswapError(f"cannot load model {spec}: the folder {folder} does not exist")
+        raise ConvswapError(f"cannot load model {model.spec}: the folder {folder} does not exist")
     if not folder.is_dir():
         raise ConvswapError(
-            f"cannot load model {spec}: {folder} is not a folder (a local model is a folder of its files)"
+            f"cannot load model {model.spec}: {folder} is not a folder (a local model is a folder of its files)"
         )
 
 
-def load_backend(spec: str, **options: Any) -> Backend:
-    """Build the backend for `spec`; options (quant, dtype, revision, ...) go to its `from_spec`.
+def load_backend(spec: str | ModelSpec, **options: Any) -> Backend:
+    """Build the backend for `spec`; options (quant, dtype, revision, ...) go to its `from_spec`.  A spec given as
+    text is looked up and checked here; a `ModelSpec` is one its caller looked up and checked.
 
     An option the backend does not take is refused by name (a backend taking any keyword validates its own).
     """
-    check_local_model(spec)
-    prefix, name = split_spec(spec)
-    entry = BACKENDS[prefix]
-    backend_class = getattr(importlib.import_module(entry.module), entry.class_name)
+    if isinstance(spec, str):
+        spec = model_spec(spec)
+        check_local_model(spec)
+    backend_class = getattr(importlib.import_module(spec.entry.module), spec.entry.class_name)
     parameters = inspect.signature(backend_class.from_spec).parameters
     if not any(p.kind is inspect.Parameter.VAR_KEYWORD for p in parameters.values()):
         unknown = sorted(set(options) - set(parameters))
         if unknown:
-            raise ConvswapError(f"{spec} does not take option {unknown[0]!r}")
-    return backend_class.from_spec(name, **options)
+            raise ConvswapError(f"{spec.spec} does not take option {unknown[0]!r}")
+    return backend_class.from_spec(spec.name, **options)
 
 
 def backend_options(quant: str | None, dtype: str | None) -> dict[str, Any]:

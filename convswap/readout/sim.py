@@ -53,8 +53,7 @@ from typing import Any
 
 import numpy as np
 
-from convswap.conventions import cell_center_px, cell_names, cell_position, normalized
-from convswap.conventions.cells import NORMALIZED_SCALE, grid_of
+from convswap.conventions.cells import NORMALIZED_SCALE, cell_center_px, cell_names, cell_position, grid_of, normalized
 from convswap.core import ConvswapError, Generation, Prompt, Trial, canonical_json, sha256_hex
 from convswap.protocols import paint
 from convswap.readout.base import DEFAULT_MAX_NEW_TOKENS, Backend, Drawing, ModelInfo, Query

@@ -48,11 +48,11 @@ from typing import Annotated, Any, Literal, get_args
 
 from pydantic import ValidationError, field_validator, model_validator
 
-from convswap.conventions import CONVENTIONS
+from convswap.conventions.declarations import CONVENTIONS
 from convswap.core import CONDITIONS, TASKS, ConvswapError
 from convswap.protocols import PaintFaults
 from convswap.readout.surface import VARIANTS
-from convswap.validation import Table, at_least, checked, first_problem, is_integer, is_number, one_of, problem
+from convswap.validation import Table, at_least, checked, first_problem, is_integer, is_number, one_of, problem, shown
 
 Units = Literal["as_pixels", "as_thousandths"]
 UNITS: tuple[Units, ...] = get_args(Units)
@@ -96,7 +96,7 @@ class Preset:
             ObserverTable.model_validate(self.table())
         except ValidationError as error:
             field, reason, value = first_problem(error)
-            raise ConvswapError(f"preset {self.name!r}: {field}: {reason}, got {value!r}") from None
+            raise ConvswapError(f"preset {self.name!r}: {field}: {reason}, got {shown(value)}") from None
 
     def reading(self, task: str, convention: str, condition: str) -> Reading:
         for key, reading in self.readings:
@@ -379,11 +379,19 @@ NO_NOISE = tuple((condition, 0.0) for condition in CONDITIONS)
 # The qwen3vl-like reader that also answers in pixels, as ProVisE's image models do: a dot on the object locates it
 # better than any coordinate text, a code square in a strip reads options about as well as their names; a few
 # images come back without the mark, with two, in another colour, outside the strip, or not at all.
+# Every shipped protocol on every task it answers, so that `audit-model` and any shipped plan find a reading; the
+# cached column is never asked (a pixel answer has the visible condition only) and repeats the visible one.
 PAINTER_LIKE = QWEN3VL_LIKE + _table(
-    # task      protocol        p_read visible  cached
-    ("locate",   "point_marker",   0.80,  0.80),
-    ("locate",   "label_code",     0.55,  0.55),
-    ("identify", "label_code",     0.90,  0.90),
+    # task      protocol            p_read visible  cached
+    ("locate",   "point_marker",       0.80,  0.80),
+    ("locate",   "label_code",         0.55,  0.55),
+    ("locate",   "direction_grid",     0.70,  0.70),
+    ("identify", "label_code",         0.90,  0.90),
+    ("color",    "label_code",         0.50,  0.50),
+    ("choice",   "point_marker",       0.75,  0.75),
+    ("choice",   "label_code",         0.85,  0.85),
+    ("choice",   "direction_grid",     0.65,  0.65),
+    ("choice",   "instance_marking",   0.60,  0.60),
 )  # fmt: skip
 PAINTER_FAULTS = PaintFaults(p_no_image=0.03, p_no_mark=0.04, p_extra_mark=0.03, p_wrong_color=0.02,
                              p_outside_layout=0.02, jpeg_quality=85, resize_round_trip=1024, hue_shift=3.0,

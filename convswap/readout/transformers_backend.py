@@ -37,7 +37,7 @@ from convswap.readout.base import (
     OwnTokenizer,
     Query,
 )
-from convswap.readout.registry import check_local_model
+from convswap.readout.registry import check_local_model, model_spec
 
 # A plain image for the conformance probe: only its tokens are compared, never a model output.
 PROBE_IMAGE = Image.new("RGB", (64, 64), (128, 96, 64))
@@ -171,7 +171,7 @@ class TransformersBackend(OwnTokenizer, Backend):
         torch_dtype = DTYPES[dtype]
         quantization = quantization_config(quant, torch_dtype)
         spec = f"hf:{name}"
-        check_local_model(spec)
+        check_local_model(model_spec(spec))  # built directly too, not only through load_backend
         folder = Path(name).expanduser()
         if folder.is_dir():
             name = str(folder)

@@ -25,7 +25,7 @@ from typing import Any, NamedTuple
 
 import numpy as np
 
-from convswap.conventions import cell_names, cell_position
+from convswap.conventions.cells import cell_names, cell_position
 from convswap.core import ConvswapError, ImageSpec
 from convswap.stimuli.color import DEFAULT_WHEEL, Wheel, check_angle
 

@@ -25,7 +25,7 @@ Admission follows the spec's criteria, fixed before any model sees the data:
    building, and "N items" would not hold.
 
 The cell of a point is row = floor(y * n / H), col = floor(x * n / W), named by
-`convswap.conventions.cell_names(n)` (row-major).  The margin of the center is
+`convswap.conventions.cells.cell_names(n)` (row-major).  The margin of the center is
 its distance to the nearest vertical border of its cell divided by W
 (``margin_x``) and to the nearest horizontal border divided by H
 (``margin_y``); ``margin`` is the smaller of the two.
@@ -53,15 +53,14 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-from PIL import Image
 from pycocotools import mask as mask_utils
 from pycocotools.coco import COCO
 from tqdm import tqdm
 
-from convswap.conventions import cell_names, cell_of_point, cell_position
-from convswap.conventions.cells import check_grid
+from convswap.conventions.cells import cell_names, cell_of_point, cell_position, check_grid
 from convswap.core import ConvswapError, ImageSpec, Task, Trial, freeze
 from convswap.fileio import atomic_open
+from convswap.images import image_size
 from convswap.stimuli.arrays import check_non_negative
 
 MAX_AREA_FRACTION = 0.25
@@ -415,8 +414,7 @@ def image_path(images_dir: str | Path, placed: GridObject) -> Path:
     path = Path(os.path.abspath(Path(images_dir) / placed.file_name))
     if not path.is_file():
         raise ConvswapError(f"image file {path} (COCO image {placed.image_id}) does not exist")
-    with Image.open(path) as image:
-        size = image.size
+    size = image_size(path, f"image file {path} (COCO image {placed.image_id})")
     if size != (placed.width, placed.height):
         raise ConvswapError(
             f"image file {path} is {size[0]}x{size[1]} but its annotations say {placed.width}x{placed.height}"

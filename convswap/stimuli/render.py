@@ -11,9 +11,10 @@ from __future__ import annotations
 from collections.abc import Callable
 from pathlib import Path
 
-from PIL import Image, UnidentifiedImageError
+from PIL import Image
 
 from convswap.core import ConvswapError, ImageSpec, sha256_hex
+from convswap.images import open_image
 from convswap.stimuli.arrays import FIELD_SIZE, GRAY, Square, four_square_squares, swatch_squares
 
 _LAYOUTS: dict[str, Callable[[ImageSpec], list[Square]]] = {
@@ -39,11 +40,7 @@ def render_image(spec: ImageSpec) -> Image.Image:
 def _load(path: Path) -> Image.Image:
     if not path.is_file():
         raise ConvswapError(f"image file not found: {path}")
-    try:
-        with Image.open(path) as image:
-            return image.convert("RGB")
-    except (UnidentifiedImageError, OSError) as error:
-        raise ConvswapError(f"cannot read image {path}: {error}") from error
+    return open_image(path, f"image {path}").convert("RGB")
 
 
 def _paint(squares: list[Square]) -> Image.Image:

@@ -16,7 +16,7 @@ from typing import Any
 
 import numpy as np
 
-from convswap.conventions import cell_names
+from convswap.conventions.cells import cell_names
 from convswap.core import ColorAnchor, ConvswapError, Trial, freeze
 from convswap.stimuli.arrays import (
     FIELD_SIZE,

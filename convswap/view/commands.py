@@ -10,8 +10,8 @@ from pathlib import Path
 
 from convswap.analysis.commands import ALLOW_UNREGISTERED_HELP
 from convswap.core import ConvswapError
-from convswap.experiments.plan_commands import PLAN_DIR_HELP, plan_folder
 from convswap.long_lived import long_lived
+from convswap.plan_folders import PLAN_DIR_HELP, plan_folder
 
 DEFAULT_SITE = "site"
 
@@ -43,9 +43,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 
 def view_command(args: argparse.Namespace) -> int:
-    from convswap.conventions import conventions_of
-    from convswap.experiments.provenance import ProvenanceCheck
+    from convswap.conventions.declarations import conventions_of
     from convswap.protocols import load_protocols
+    from convswap.runs.provenance import ProvenanceCheck
     from convswap.view.images import Thumbnails
     from convswap.view.runs import read_logs
     from convswap.view.serve import site_server

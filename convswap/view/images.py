@@ -21,7 +21,7 @@ from typing import Literal
 
 from PIL import Image, ImageDraw
 
-from convswap.conventions import cell_position
+from convswap.conventions.cells import cell_position
 from convswap.core import ConvswapError, Record, Trial, canonical_json, sha256_hex
 from convswap.fileio import atomic_write_text, link_or_copy
 from convswap.stimuli.arrays import GRID

@@ -23,9 +23,9 @@ from convswap.audits.checks import CheckResult
 from convswap.audits.log_audit import audit_log_folder
 from convswap.conventions.declarations import CONVENTIONS, Catalog
 from convswap.core import Record
-from convswap.experiments.provenance import ProvenanceCheck
-from convswap.experiments.scoring import Accuracy, accuracy, is_scored, score_key
 from convswap.protocols import PROTOCOLS, Protocol
+from convswap.runs.provenance import ProvenanceCheck
+from convswap.runs.scoring import Accuracy, accuracy, is_scored, score_key
 
 # Below this candidate mass the first-token readout is not trusted (the scorer refuses such alphabets);
 # the viewer marks such records.

@@ -29,18 +29,10 @@ from typing import TYPE_CHECKING, Any, Literal
 
 from convswap.conventions.declarations import FILE_NAME as CONVENTIONS_FILE
 from convswap.core import TASKS, ConvswapError, Generation, Trial
-from convswap.defaults import DEFAULT_SMOKE, MAX_EXAMPLES, SIM_PLANNERS
-from convswap.protocols.declarations import (
-    FILE_NAME,
-    GUIDANCE_FIELDS,
-    MARK_COUNTS,
-    OUTPUT_KINDS,
-    PRIMITIVES,
-    READER_FIELDS,
-    SHIPPED_FILE,
-    Protocol,
-)
+from convswap.defaults import DEFAULT_SMOKE, MAX_EXAMPLES
+from convswap.protocols.declarations import FILE_NAME, GUIDANCE_FIELDS, READER_FIELDS, SHIPPED_FILE
 from convswap.protocols.layouts import LAYOUTS, OUTER_CELLS, SLOT_LAYOUTS, check_layout
+from convswap.protocols.protocol import MARK_COUNTS, OUTPUT_KINDS, PRIMITIVES, Protocol
 
 if TYPE_CHECKING:
     from convswap.conventions.declarations import Catalog
@@ -219,7 +211,7 @@ def _format_notes() -> str:
     return "\n".join(lines)
 
 
-# Each heads a JSON document of the request, as a simulated planner finds it (`convswap.experiments.sim_planner`).
+# Each heads a JSON document of the request, as a simulated planner finds it (`convswap.builder.sim_planner`).
 CONTRACT_HEADING = "The task contract and examples (answers withheld):\n"
 INVENTORY_HEADING = "The registered parser operations and declared protocols:\n"
 REVISION_HEADING = "Your previous answer failed; revise it once. Your previous answer:\n"
@@ -270,29 +262,6 @@ class Planner(typing.Protocol):
     def structured(self, text: str, schema: Mapping[str, Any], name: str) -> Generation: ...
 
     def close(self) -> None: ...
-
-
-PLANNER_SPECS = f"openai:<model>, gemini:<model> or sim:<planner> ({', '.join(SIM_PLANNERS)})"
-
-
-def load_planner(spec: str) -> Planner:
-    """The planner a spec names: an API text model, or a simulated planner (sim:<planner>)."""
-    import importlib
-
-    from convswap.readout.api_common import ApiBackend
-    from convswap.readout.registry import BACKENDS, load_backend, split_spec
-
-    prefix, name = split_spec(spec)
-    if prefix == "sim":
-        from convswap.experiments.sim_planner import SimulatedPlanner
-
-        return SimulatedPlanner.from_spec(name)
-    entry = BACKENDS[prefix]
-    if not issubclass(getattr(importlib.import_module(entry.module), entry.class_name), ApiBackend):  # before loading
-        raise ConvswapError(f"--planner {spec} cannot be asked for a structured answer; give {PLANNER_SPECS}")
-    backend = load_backend(spec)
-    assert isinstance(backend, ApiBackend)
-    return backend
 
 
 def ask_planner(planner: Planner, text: str) -> dict[str, Any]:
@@ -353,13 +322,13 @@ def protocol_of(name: str, table: Mapping[str, Any]) -> Protocol:
     from pydantic import ValidationError
 
     from convswap.protocols.declarations import Declaration
-    from convswap.validation import first_problem
+    from convswap.validation import first_problem, shown
 
     try:
         return Declaration.model_validate(table).protocol(name, table)
     except ValidationError as error:
         field, reason, value = first_problem(error)
-        raise Refused(f"{name}.{field}: {reason}, got {value!r}") from None
+        raise Refused(f"{name}.{field}: {reason}, got {shown(value)}") from None
 
 
 def check_answer(
@@ -481,10 +450,10 @@ def smoke(
     protocol: Protocol, trials: Sequence[Trial], painter: Backend, catalog: Catalog, reader: Backend | None
 ) -> list[SmokeItem]:
     """Each trial drawn by the painter under the protocol, parsed (twice, to agree) or read, mapped to an option."""
-    from convswap.experiments.pixel_answers import parse_kept, protocol_prompt
-    from convswap.experiments.protocol_reader import read_image
     from convswap.protocols.answers import answer_of
     from convswap.readout.base import Query
+    from convswap.runs.pixel_answers import parse_kept, protocol_prompt
+    from convswap.runs.protocol_reader import read_image
     from convswap.stimuli.render import render_image
 
     results = []

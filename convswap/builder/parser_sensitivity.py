@@ -56,9 +56,9 @@ def sensitivity(folder: Path, catalog: Mapping[str, Protocol], load: Callable[[s
     """The rows of one model folder's pixel records whose protocol declares a pipeline and a reader."""
     from PIL import Image
 
-    from convswap.experiments.logs import log_files, read_records
-    from convswap.experiments.pixel_answers import image_path
-    from convswap.experiments.protocol_reader import read_image
+    from convswap.runs.logs import log_files, read_records
+    from convswap.runs.pixel_answers import image_path
+    from convswap.runs.protocol_reader import read_image
 
     counts: dict[tuple[str, str], list[int]] = {}
     readers: dict[str, Backend] = {}

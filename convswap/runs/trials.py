@@ -33,7 +33,7 @@ from pathlib import Path
 
 from convswap.calibration.vocabulary import Vocabulary
 from convswap.core import ConvswapError, Trial
-from convswap.experiments.plan import CALIBRATED_K, ITEMS_STIMULI, Plan, image_root_path, items_path
+from convswap.plans.plan import CALIBRATED_K, ITEMS_STIMULI, Plan, image_root_path, items_path
 from convswap.stimuli.arrays import ROLES
 from convswap.stimuli.coco import (
     IDENTIFY_K,
@@ -84,9 +84,9 @@ def check_limit(limit: int | None) -> None:
 
 
 def build_trials(plan: Plan, sources: Sources, limit: int | None = None) -> list[Trial]:
-    """The whole trial list of a plan (every seed), checked for unique ids and the plan's K."""
+    """The whole trial list of a plan (every seed), checked for unique ids and the plan's K; `limit` as
+    `check_limit` admits it."""
     design = plan.design
-    check_limit(limit)
     n = design.n if limit is None else min(design.n, limit)
     if design.stimuli in VOCABULARY_STIMULI and sources.vocabulary is None:
         raise ConvswapError(f"{plan.id}: {design.stimuli} stimuli are drawn from the model's color vocabulary")
@@ -158,8 +158,7 @@ def _check(plan: Plan, trials: list[Trial]) -> None:
 
 
 def shard_trials(trials: list[Trial], shard: tuple[int, int]) -> list[Trial]:
-    """Process `index` of `count` takes trials index, index + count, ...: every trial goes to exactly one."""
+    """Process `index` of `count` takes trials index, index + count, ...: every trial goes to exactly one (a shard
+    that does not exist is refused with the run's request, `context.check_shard`)."""
     index, count = shard
-    if count < 1 or not 0 <= index < count:
-        raise ConvswapError(f"shard {index} of {count} does not exist")
     return trials[index::count]

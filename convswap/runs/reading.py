@@ -24,7 +24,7 @@ False).  `parse_status` is the generation's status when a generation was made
 `ok` for a first-token-only record, whose restricted argmax always names a slot.
 
 Pixel answers.  A prompt under a visual protocol is drawn (`Backend.draw`), its
-image kept and parsed (`convswap.experiments.pixel_answers`); the record's
+image kept and parsed (`convswap.runs.pixel_answers`); the record's
 readout is `pixels`, its `pixels` part holds the image's hash and size, the
 protocol's declaration hash, the parse and the outcome, and its parse status
 is `ok` for a correct or incorrect answer, else the unscored outcome.
@@ -59,13 +59,13 @@ from convswap.core import (
     Surface,
     score_answer,
 )
-from convswap.experiments.pixel_answers import pixel_answer
-from convswap.experiments.plan import Plan
-from convswap.experiments.protocol_reader import read_image
+from convswap.plans.plan import Plan
 from convswap.readout.base import ACKNOWLEDGEMENT, DEFAULT_MAX_NEW_TOKENS, MEMORIZE_INSTRUCTION, Backend, Drawing, Query
 from convswap.readout.first_token import first_token_readout
 from convswap.readout.logprobs import REFUSE, LogprobsRefused, logprob_readout, scored_by_first_token
 from convswap.readout.parse import parse_generation
+from convswap.runs.pixel_answers import pixel_answer
+from convswap.runs.protocol_reader import read_image
 
 
 @dataclass(frozen=True)

@@ -51,7 +51,7 @@ import sys
 import time
 import uuid
 from collections import Counter
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import asdict, dataclass, field, replace
 from datetime import UTC, datetime
 from pathlib import Path
@@ -60,13 +60,13 @@ from typing import Any
 from tqdm import tqdm
 
 from convswap.core import Condition, ConvswapError, Generation, Prompt, Record, Trial, canonical_json, sha256_hex
-from convswap.experiments.logs import Unit
 from convswap.fileio import atomic_write_text
 from convswap.readout.api_common import ApiBackend, png_bytes
 from convswap.readout.base import DEFAULT_MAX_NEW_TOKENS, Backend, Drawing, ModelInfo, Query
 from convswap.readout.batch_api import BatchApi, BatchStatus, Limits, LineResult, NotCreated, batch_api
 from convswap.readout.image_common import ImageAnswers
-from convswap.readout.registry import backend_entry, split_spec
+from convswap.readout.registry import ModelSpec
+from convswap.runs.logs import Unit
 from convswap.stimuli.render import render_image
 
 DEFAULT_POLL_S = 60.0
@@ -570,14 +570,12 @@ def _unit(entry: dict[str, Any]) -> Unit:
 UNSENT_KEY = "dry-run-sends-nothing"
 
 
-def unsent_backend(spec: str, options: dict[str, Any]) -> ApiBackend:
-    """The API backend of `spec` as a dry run asks it what a batch would carry: it builds the requests and reads the
+def unsent_backend(model: ModelSpec, options: Mapping[str, Any]) -> ApiBackend:
+    """The API backend of `model` as a dry run asks it what a batch would carry: it builds the requests and reads the
     response cache, and sends nothing, so it reads no API key (`ApiBackend.from_spec` less the key)."""
-    entry = backend_entry(spec)
-    cls = getattr(importlib.import_module(entry.module), entry.class_name)
+    cls = getattr(importlib.import_module(model.entry.module), model.entry.class_name)
     assert issubclass(cls, ApiBackend)  # only API backends have a batch API
-    _, name = split_spec(spec)
-    return cls(name, UNSENT_KEY, cls.settings_type.from_options(spec, options))
+    return cls(model.name, UNSENT_KEY, cls.settings_type.from_options(model.spec, dict(options)))
 
 
 def batch_plan(backend: ApiBackend, model: str, work: Work, folder: Path, shard: tuple[int, int],

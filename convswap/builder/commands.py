@@ -10,14 +10,14 @@ from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from convswap.builder import build_commands
+from convswap.conventions.commands import example_trial, print_declarations
 from convswap.core import ConvswapError, ImageSpec, Trial, freeze
-from convswap.experiments import protocol_build_commands
-from convswap.experiments.convention_commands import example_trial, print_declarations
-from convswap.experiments.plan_commands import PLAN_DIR_HELP, plan_folder
+from convswap.plan_folders import PLAN_DIR_HELP, plan_folder
 
 if TYPE_CHECKING:
     from convswap.core import Prompt
-    from convswap.protocols.declarations import Protocol
+    from convswap.protocols.protocol import Protocol
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -59,7 +59,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                        "take corners4 or strip)")  # fmt: skip
     parse.add_argument("--plan-dir", type=Path, help=f"{PLAN_DIR_HELP}; its protocols.toml adds to the shipped ones")
     parse.set_defaults(handler=run_parse)
-    protocol_build_commands.register(actions)
+    build_commands.register(actions)
 
 
 EXAMPLE_COUNTS = ("1", "2", "3", "4", "5")

@@ -24,6 +24,7 @@ from typing import Any, Literal, Union
 
 from convswap.core import (
     CONDITIONS,
+    ConvswapError,
     FirstTokenReadout,
     Generation,
     Record,
@@ -31,7 +32,7 @@ from convswap.core import (
     Trial,
     UnreadablePart,
 )
-from convswap.experiments.logs import Expected, model_slug
+from convswap.runs.logs import Expected, Unit, model_slug, read_records
 
 _LOG_NAME = re.compile(rf"^(?P<condition>{'|'.join(CONDITIONS)})(?:\.shard(?P<index>\d+)of(?P<count>\d+))?\.jsonl$")
 
@@ -395,3 +396,36 @@ def _number(value: Any) -> bool:
 def _bad(field: str, value: Any, why: str) -> str:
     shown = repr(value)
     return f"{field} {shown[:60] + '...' if len(shown) > 60 else shown} {why}"
+
+
+def checked_records(path: Path, expected: Expected | None = None, units: frozenset[Unit] | None = None) -> list[Record]:
+    """The whole records of a log, as a resumed run reads them: a torn last line (what a killed writer leaves) is
+    not one (`read_records`); every other line must be a record that a run of this folder could have written,
+    checked as `tables`, `audit`, `view` and `merge` check it (`record_problem`, and `log_problem` against
+    `expected` and its `units` when given), with every part loading and no unit twice in one log.  The first that is not is refused in one
+    line naming the file, line, field and value: a run adds to no log it cannot trust."""
+    records = read_records(path)
+    lines: dict[Unit, int] = {}
+    for number, record in enumerate(records, start=1):
+        problem = _unloadable(record) or record_problem(record) or log_problem(record, path, expected)
+        if problem is None and units is not None and record.unit not in units:
+            # A sound record of a unit this run does not draw: most often one of a run with a larger --limit.
+            raise ConvswapError(f"{path}:{number}: {log_problem(record, path, expected, units)} (this run draws "
+                                f"{len(units)}); run it with the --limit that wrote the folder, or write this run to "
+                                "another --out")  # fmt: skip
+        if problem is None and (first := lines.setdefault(record.unit, number)) != number:
+            second = "a second, different" if records[first - 1].to_json() != record.to_json() else "a second"
+            problem = f"{second} record of {' '.join(record.unit)} (the first at {path}:{first})"
+        if problem is not None:
+            raise ConvswapError(
+                f"{path}:{number}: {problem}; mend or remove that line, or write this run to another --out"
+            )
+    return records
+
+
+def _unloadable(record: Record) -> str | None:
+    parts = record.unreadable_parts()
+    if not parts:
+        return None
+    name, part = next(iter(parts.items()))
+    return f"{name} does not load ({type(part.error).__name__}: {part.error})"

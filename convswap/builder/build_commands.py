@@ -4,11 +4,16 @@ from __future__ import annotations
 
 import argparse
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from convswap.core import ConvswapError
 from convswap.defaults import DEFAULT_SMOKE, MAX_EXAMPLES, SIM_PLANNERS
 
+if TYPE_CHECKING:
+    from convswap.builder.protocol_build import Planner
+
 DEFAULT_PAINTER = "sim:perfect"
+PLANNER_SPECS = f"openai:<model>, gemini:<model> or sim:<planner> ({', '.join(SIM_PLANNERS)})"
 
 
 def register(actions: argparse._SubParsersAction) -> None:
@@ -68,7 +73,7 @@ def register(actions: argparse._SubParsersAction) -> None:
 
 
 def run_build(args: argparse.Namespace) -> int:
-    from convswap.experiments.protocol_build import build_protocol, declare, load_planner, report
+    from convswap.builder.protocol_build import build_protocol, declare, report
     from convswap.readout.registry import backend_entry, load_backend
 
     if "image" not in backend_entry(args.painter).interfaces:
@@ -100,8 +105,8 @@ def run_build(args: argparse.Namespace) -> int:
 
 
 def run_sensitivity(args: argparse.Namespace) -> int:
-    from convswap.experiments.parser_sensitivity import markdown, sensitivity
-    from convswap.experiments.plan_commands import plan_folder
+    from convswap.builder.parser_sensitivity import markdown, sensitivity
+    from convswap.plan_folders import plan_folder
     from convswap.protocols import load_protocols
     from convswap.readout.registry import load_backend
 
@@ -112,3 +117,22 @@ def run_sensitivity(args: argparse.Namespace) -> int:
         raise ConvswapError(f"{args.folder}: no pixel record of a protocol that declares both a pipeline and a reader")
     print(markdown(rows))
     return 0
+
+
+def load_planner(spec: str) -> Planner:
+    """The planner a spec names: an API text model, or a simulated planner (sim:<planner>)."""
+    import importlib
+
+    from convswap.builder.sim_planner import SimulatedPlanner
+    from convswap.readout.api_common import ApiBackend
+    from convswap.readout.registry import BACKENDS, load_backend, split_spec
+
+    prefix, name = split_spec(spec)
+    if prefix == "sim":
+        return SimulatedPlanner.from_spec(name)
+    entry = BACKENDS[prefix]
+    if not issubclass(getattr(importlib.import_module(entry.module), entry.class_name), ApiBackend):  # before loading
+        raise ConvswapError(f"--planner {spec} cannot be asked for a structured answer; give {PLANNER_SPECS}")
+    backend = load_backend(spec)
+    assert isinstance(backend, ApiBackend)
+    return backend

@@ -21,13 +21,13 @@ from pathlib import Path
 import numpy as np
 from PIL import Image
 
-from convswap.conventions import Convention, render
-from convswap.conventions.declarations import Catalog
+from convswap.conventions.declarations import Catalog, Convention
+from convswap.conventions.render import render
 from convswap.core import IMAGES_DIR, ConvswapError, PixelAnswer, Prompt, Trial, outcome_of, sha256_hex
-from convswap.experiments.protocol_reader import Reading, reader_parse
 from convswap.fileio import atomic_write_bytes
 from convswap.protocols import Protocol, ProtocolParse, answer_of, guidance_prompt, parse_image
 from convswap.readout.base import Drawing
+from convswap.runs.protocol_reader import Reading, reader_parse
 
 # The convention a protocol's guidance prompt takes its question and options from: the referents named plainly.
 # A choice item is asked in its own words, so it takes the first convention its plan folder declares for choice.

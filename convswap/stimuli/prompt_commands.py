@@ -6,7 +6,7 @@ import argparse
 from pathlib import Path
 
 from convswap.core import ColorAnchor, ConvswapError, ImageSpec, Prompt, Trial
-from convswap.experiments.plan_commands import PLAN_DIR_HELP, plan_folder
+from convswap.plan_folders import PLAN_DIR_HELP, plan_folder
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -83,7 +83,7 @@ def format_prompt(prompt: Prompt) -> str:
 
 
 def run_prompts(args: argparse.Namespace) -> int:
-    from convswap.conventions import conventions_of
+    from convswap.conventions.declarations import conventions_of
     from convswap.conventions.render import conventions_for, describes_grid, render
 
     if args.anchors:

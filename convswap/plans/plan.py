@@ -5,8 +5,8 @@ what it tests (`[[hypotheses]]`), what it drops (`exclusions`), what would count
 against it (`failure_conditions`), when a null contrast is uninformative
 (`[gate]`), and which analyses are already known to be post hoc (`post_hoc`).
 Whether a file is registered, and whether it changed since, is the ledger's
-business (`convswap.experiments.ledger`); this module only reads files, and
-finds the plan folder a command reads (`resolve_plan_dir`).
+business (`convswap.plans.ledger`); this module only reads files (which plan
+folder a command reads is `convswap.plan_folders`' business).
 
 Every problem is a `ConvswapError` naming the file, the field and the value, so
 a plan that loads is a plan the runner and the analysis can rely on.
@@ -15,24 +15,23 @@ a plan that loads is a plan the runner and the analysis can rely on.
 from __future__ import annotations
 
 import functools
-import os
 import re
-from collections.abc import Callable, Mapping, Sequence
-from dataclasses import asdict, dataclass
+from collections.abc import Callable, Sequence
+from dataclasses import asdict
 from pathlib import Path
 from typing import Annotated, Any, Literal, get_args
 
 from pydantic import BeforeValidator, Field, PrivateAttr, ValidationInfo, field_validator, model_validator
 
-from convswap.conventions import CONVENTIONS, conventions_of
 from convswap.conventions.cells import GRID_SIZES, has_english_names
+from convswap.conventions.declarations import CONVENTIONS, Catalog, conventions_of
 from convswap.conventions.declarations import FILE_NAME as CONVENTIONS_FILE_NAME
-from convswap.conventions.declarations import Catalog
 from convswap.conventions.render import describes_grid
 from convswap.core import CONDITIONS, TASKS, Condition, ConvswapError, Task, canonical_json, sha256_hex
-from convswap.experiments.analyses import ANALYSES
+from convswap.plans.analyses import ANALYSES
 from convswap.protocols import Protocol, load_protocols
 from convswap.protocols.declarations import FILE_NAME as PROTOCOLS_FILE_NAME
+from convswap.protocols.layouts import check_layout
 from convswap.validation import (
     Table,
     at_least,
@@ -44,11 +43,6 @@ from convswap.validation import (
     read_toml,
     validate_file,
 )
-
-PLAN_DIR_NAME = "analysis_plan"
-PLAN_DIR_ENV = "CONVSWAP_PLAN_DIR"
-LEDGER_NAME = "ledger.jsonl"
-SHIPPED_PLAN_DIR = Path(__file__).resolve().parents[1] / PLAN_DIR_NAME  # package data: the spec's plans
 
 Stimuli = Literal["calibration", "color_arrays", "synthetic_spatial", "coco", "items"]
 PlanReadout = Literal["first_token", "generate", "both"]
@@ -248,6 +242,21 @@ class Design(Table):
         for task, k in value.items():
             _check_k(task, k, info.data.get("grid"))
         return tuple((task, value[task]) for task in tasks)
+
+    @model_validator(mode="after")
+    def _protocol_layouts_hold_k(self, info: ValidationInfo) -> Design:
+        # A trial whose options outnumber the layout's slots could only stop its run at that trial.
+        catalog = plan_conventions(info)
+        for name in (name for name in self.conventions if name not in catalog):
+            protocol = plan_protocols(info)[name]
+            for task, k in self.k:
+                if protocol.layout is not None and task in protocol.tasks and isinstance(k, int):
+                    try:
+                        check_layout(protocol.layout, k)
+                    except ConvswapError as error:
+                        raise problem(f"protocol answers {task} trials of K={k} in slots it has not got ({error})",
+                                      name, ("conventions",)) from None  # fmt: skip
+        return self
 
     @model_validator(mode="after")
     def _conventions_describe_the_grid(self, info: ValidationInfo) -> Design:
@@ -534,9 +543,12 @@ class Plan(Table):
 
     @model_validator(mode="after")
     def _calibration_the_code_applies(self) -> Plan:
-        from convswap.experiments.calibration_rules import unapplied  # here: the calibration code is slow to import
+        from convswap.plans.calibration_rules import unapplied  # here: the calibration code is slow to import
 
-        found = unapplied(self.calibration, self.held_out)
+        tables = {"calibration": self.calibration, "held_out": self.held_out}
+        stated = {(name, key): value for name, table in tables.items() if table is not None
+                  for key, value in table.model_dump().items()}  # fmt: skip
+        found = unapplied(stated)
         if found is not None:
             where, stated, why = found
             raise problem(why, stated, where)
@@ -622,35 +634,3 @@ def plan_files(plan_dir: str | Path) -> list[Path]:
     """A folder's plan files: every *.toml but the folder's own convention and protocol declarations."""
     declarations = (CONVENTIONS_FILE_NAME, PROTOCOLS_FILE_NAME)
     return sorted(path for path in Path(plan_dir).glob("*.toml") if path.name not in declarations)
-
-
-@dataclass(frozen=True)
-class PlanFolder:
-    """The plan folder a command reads, and why it is that one (for the line every command prints)."""
-
-    path: Path
-    source: str
-
-    def describe(self) -> str:
-        return f"plan folder: {self.path} ({self.source})"
-
-
-def resolve_plan_dir(given: str | Path | None, environ: Mapping[str, str] = os.environ) -> PlanFolder:
-    """`--plan-dir`, else $CONVSWAP_PLAN_DIR, else ./analysis_plan when it holds a ledger, else the shipped one.
-
-    A folder the user named (by option or variable) must exist: falling back past it would run another plan
-    than the one asked for.  ./analysis_plan counts only with a ledger, so an unrelated folder of that name is
-    not mistaken for one.
-    """
-    for named, by in ((given, "--plan-dir"), (environ.get(PLAN_DIR_ENV) or None, PLAN_DIR_ENV)):
-        if named is not None:
-            path = Path(named)
-            if not path.is_dir():
-                raise ConvswapError(f"{by}: plan folder {path} does not exist")
-            return PlanFolder(path, f"from {by}")
-    here = Path(PLAN_DIR_NAME)
-    if (here / LEDGER_NAME).is_file():
-        return PlanFolder(here, f"./{PLAN_DIR_NAME} holds a {LEDGER_NAME}")
-    return PlanFolder(
-        SHIPPED_PLAN_DIR, "the spec's plans shipped with convswap; `convswap plan init DIR` starts your own"
-    )

@@ -46,15 +46,9 @@ from typing import Any
 
 from convswap.conventions.declarations import FILE_NAME as CONVENTIONS_FILE_NAME
 from convswap.core import ConvswapError, canonical_json, sha256_hex
-from convswap.experiments.plan import (
-    LEDGER_NAME,
-    SHIPPED_PLAN_DIR,
-    declaration_sha256s,
-    declared_conventions_sha256,
-    load_plan,
-    plan_files,
-)
 from convswap.fileio import why_not_a_folder
+from convswap.plan_folders import LEDGER_NAME, SHIPPED_PLAN_DIR
+from convswap.plans.plan import Plan, declaration_sha256s, declared_conventions_sha256, load_plan, plan_files
 from convswap.protocols.declarations import FILE_NAME as PROTOCOLS_FILE_NAME
 from convswap.validation import is_integer
 
@@ -201,8 +195,9 @@ class Ledger:
                 problems.append(str(error))
         return problems
 
-    def status(self, file: str | os.PathLike[str]) -> tuple[str, Entry | None]:
-        """("unregistered" | "registered" | "amended" | "modified" | "missing", latest entry)."""
+    def status(self, file: str | os.PathLike[str], plan: Plan | None = None) -> tuple[str, Entry | None]:
+        """("unregistered" | "registered" | "amended" | "modified" | "missing", latest entry); plan: the file as
+        the caller loaded it, judged as loaded instead of read again."""
         name = self.relative(file)
         entry = _latest(self.entries()).get(name)
         if entry is None:
@@ -210,18 +205,18 @@ class Ledger:
         path = self.plan_dir / name
         if not path.is_file():
             return "missing", entry
-        if sha256_hex(path.read_bytes()) != entry.sha256:
+        if (plan.sha256 if plan is not None else sha256_hex(path.read_bytes())) != entry.sha256:
             return "modified", entry
-        if self._declarations_changed(path, entry) is not None:
+        if self._declarations_changed(path, entry, plan) is not None:
             return "conventions changed", entry
         return ("amended" if entry.action == "amend" else "registered"), entry
 
-    def _declarations_changed(self, path: Path, entry: Entry) -> str | None:
+    def _declarations_changed(self, path: Path, entry: Entry, plan: Plan | None = None) -> str | None:
         """What of the declarations the plan runs differs from those its entry pinned, naming each convention and
         protocol edited where the entry pinned them by name; None when none differs (a plan that no longer loads
-        is not judged here: loading it names its own problem)."""
+        is not judged here: loading it names its own problem); plan: the file as the caller loaded it."""
         try:
-            plan = load_plan(path)
+            plan = plan if plan is not None else load_plan(path)
         except ConvswapError:
             return None
         if declared_conventions_sha256(plan) == entry.conventions:
@@ -238,9 +233,10 @@ class Ledger:
         listed = named[0] if len(named) == 1 else f"{', '.join(named[:-1])} and {named[-1]}"
         return f"{listed} {'was' if len(named) == 1 else 'were'} declared otherwise at its last ledger entry"
 
-    def current_entry_hash(self, file: str | os.PathLike[str]) -> str:
-        """The plan hash a run of this file records; refuses a file not registered as it now reads."""
-        state, entry = self.status(file)
+    def current_entry_hash(self, file: str | os.PathLike[str], plan: Plan | None = None) -> str:
+        """The plan hash a run of this file records; refuses a file not registered as it now reads (as `plan`, where
+        the caller loaded it)."""
+        state, entry = self.status(file, plan)
         name = self.relative(file)
         if entry is None:  # unregistered
             raise ConvswapError(f"{name} is not registered in {self.path}; run `convswap plan register {name}`")
@@ -253,7 +249,7 @@ class Ledger:
             )
         if state == "conventions changed":
             raise ConvswapError(
-                f"{name}: {self._declarations_changed(self.plan_dir / name, entry)} (line {entry.line}); raise its "
+                f"{name}: {self._declarations_changed(self.plan_dir / name, entry, plan)} (line {entry.line}); raise its "
                 f"version and record the change with `convswap plan amend {name} --reason ...`, or restore the "
                 "declarations"
             )

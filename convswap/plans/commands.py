@@ -8,23 +8,10 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from convswap.core import ConvswapError
+from convswap.plan_folders import PLAN_DIR_HELP, plan_folder
 
 if TYPE_CHECKING:
-    from convswap.experiments.ledger import Ledger
-
-PLAN_DIR_HELP = (
-    "folder of plan files and their ledger.jsonl (default: $CONVSWAP_PLAN_DIR, else ./analysis_plan when it holds "
-    "a ledger.jsonl, else the spec's plans shipped with convswap)"
-)
-
-
-def plan_folder(given: Path | None) -> Path:
-    """The plan folder a command reads (see `resolve_plan_dir`), announced on stderr with why it is that one."""
-    from convswap.experiments.plan import resolve_plan_dir
-
-    folder = resolve_plan_dir(given)
-    print(folder.describe(), file=sys.stderr)
-    return folder.path
+    from convswap.plans.ledger import Ledger
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -60,7 +47,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 
 def _ledger(args: argparse.Namespace) -> Ledger:
-    from convswap.experiments.ledger import Ledger
+    from convswap.plans.ledger import Ledger
 
     return Ledger(plan_folder(args.plan_dir))
 
@@ -80,8 +67,8 @@ def run_amend(args: argparse.Namespace) -> int:
 
 
 def run_init(args: argparse.Namespace) -> int:
-    from convswap.experiments.ledger import init_plan_folder
-    from convswap.experiments.plan import PLAN_DIR_ENV
+    from convswap.plan_folders import PLAN_DIR_ENV
+    from convswap.plans.ledger import init_plan_folder
 
     copied = init_plan_folder(args.dir, args.empty)
     what = f"the spec's {len(copied)} registered plans and their ledger" if copied else "an empty ledger"
@@ -95,7 +82,7 @@ def run_init(args: argparse.Namespace) -> int:
 
 
 def run_analyses(args: argparse.Namespace) -> int:
-    from convswap.experiments.analyses import ANALYSES
+    from convswap.plans.analyses import ANALYSES
 
     width = max(map(len, ANALYSES))
     for name, description in ANALYSES.items():
@@ -104,7 +91,7 @@ def run_analyses(args: argparse.Namespace) -> int:
 
 
 def run_verify(args: argparse.Namespace) -> int:
-    from convswap.experiments.plan import plan_files
+    from convswap.plans.plan import plan_files
 
     ledger = _ledger(args)
     if not ledger.plan_dir.is_dir():
@@ -122,7 +109,7 @@ def run_verify(args: argparse.Namespace) -> int:
 
 
 def run_show(args: argparse.Namespace) -> int:
-    from convswap.experiments.plan import load_plan, plan_files
+    from convswap.plans.plan import load_plan, plan_files
 
     ledger = _ledger(args)
     rows = [("experiment", "version", "hypotheses", "status", "entry", "title")]

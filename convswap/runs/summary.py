@@ -7,9 +7,9 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from convswap.core import Record
-from convswap.experiments.logs import Unit, log_files, read_records
-from convswap.experiments.plan import Plan
-from convswap.experiments.scoring import Accuracy, accuracy
+from convswap.plans.plan import Plan
+from convswap.runs.logs import Unit, log_files, read_records
+from convswap.runs.scoring import Accuracy, accuracy
 
 
 @dataclass(frozen=True)

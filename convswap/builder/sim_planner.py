@@ -26,8 +26,7 @@ import json
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from convswap.core import ConvswapError, Generation
-from convswap.experiments.protocol_build import (
+from convswap.builder.protocol_build import (
     CONTRACT_HEADING,
     INVENTORY_HEADING,
     REVISION_HEADING,
@@ -38,6 +37,7 @@ from convswap.experiments.protocol_build import (
     protocol_of,
     table_of,
 )
+from convswap.core import ConvswapError, Generation
 from convswap.images import MAX_IMAGE_PIXELS
 from convswap.protocols.layouts import SLOT_LAYOUTS
 

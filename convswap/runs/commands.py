@@ -8,13 +8,13 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from convswap.core import CONDITIONS, INTERFACES, ConvswapError
-from convswap.experiments.logs import DEFAULT_OUT, RETRIED_STATUS
-from convswap.experiments.plan_commands import PLAN_DIR_HELP, plan_folder
+from convswap.plan_folders import PLAN_DIR_HELP, plan_folder
 from convswap.readout.base import DEFAULT_MAX_NEW_TOKENS
 from convswap.readout.options import add_model_arguments, served_options
+from convswap.runs.logs import DEFAULT_OUT, RETRIED_STATUS
 
 if TYPE_CHECKING:
-    from convswap.experiments.runner import RunResult
+    from convswap.runs.runner import RunResult
 
 # Each unscored parse status gets its own column: a truncation or an API error is not a parse failure.
 UNSCORED_COLUMNS = {
@@ -123,8 +123,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 
 def run_command(args: argparse.Namespace) -> int:
-    from convswap.experiments.batch import BatchOptions
-    from convswap.experiments.runner import RunRequest, dry_run, run_experiment
+    from convswap.runs.batch import BatchOptions
+    from convswap.runs.context import RunRequest
+    from convswap.runs.runner import dry_run, run_experiment
 
     if not args.batch and (args.no_wait or args.poll != 60.0):
         raise ConvswapError("--poll and --no-wait go with --batch")
@@ -163,7 +164,7 @@ def run_command(args: argparse.Namespace) -> int:
 
 
 def merge_command(args: argparse.Namespace) -> int:
-    from convswap.experiments.merge import merge_tree
+    from convswap.runs.merge import merge_tree
 
     for merged in merge_tree(args.folder):
         removed = f", {len(merged.removed)} shard(s) removed" if merged.removed else ""

@@ -7,8 +7,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from convswap.experiments.batch import BatchState
     from convswap.readout.api_common import ApiBackend
+    from convswap.runs.batch import BatchState
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -42,7 +42,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 
 def status_command(args: argparse.Namespace) -> int:
-    from convswap.experiments.batch import describe_batches
+    from convswap.runs.batch import describe_batches
 
     lines = list(describe_batches(args.logdir, _backend))
     print("\n".join(lines) if lines else f"no batches under {args.logdir}")
@@ -50,7 +50,7 @@ def status_command(args: argparse.Namespace) -> int:
 
 
 def cancel_command(args: argparse.Namespace) -> int:
-    from convswap.experiments.batch import cancel_batches
+    from convswap.runs.batch import cancel_batches
 
     lines = list(cancel_batches(args.logdir, _backend))
     print("\n".join(lines) if lines else f"no live batches under {args.logdir}")

@@ -15,9 +15,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from convswap.core import ConvswapError, Record
-from convswap.experiments.ledger import Ledger
-from convswap.experiments.logs import torn_line_of, whole_lines
-from convswap.experiments.plan import plan_files
+from convswap.plans.ledger import Ledger
+from convswap.plans.plan import plan_files
+from convswap.runs.logs import torn_line_of, whole_lines
 
 SHOWN = 5  # distinct reasons named in a refusal; the count says how many more
 

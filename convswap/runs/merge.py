@@ -16,7 +16,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from convswap.core import ConvswapError
-from convswap.experiments.logs import (
+from convswap.fileio import atomic_open
+from convswap.runs.logs import (
     Unit,
     expected_name,
     has_partial_tail,
@@ -25,8 +26,7 @@ from convswap.experiments.logs import (
     read_expected,
     read_records,
 )
-from convswap.experiments.record_checks import log_problem, record_problem
-from convswap.fileio import atomic_open
+from convswap.runs.record_checks import log_problem, record_problem
 
 SHOWN = 5  # units named in an error; the count says how many more
 
