@@ -78,3 +78,24 @@ def test_a_protocols_toml_that_is_not_a_file_is_refused_not_read_as_declaring_no
     assert error_line(done, "protocols") == (
         f"plans/protocols.toml {what}; a plan folder declares its visual protocols in a file of that name"
     )
+
+
+def test_a_name_declared_both_as_a_convention_and_as_a_protocol_stops_every_plan_of_the_folder(tmp_path):
+    """Registered, the plan naming it ran it as a text convention and the protocol was never read: a name means
+    one answer interface wherever it is logged, so the folder's plans are refused until one is renamed."""
+    plans = plan_folder(tmp_path)
+    (plans / "conventions.toml").write_text('[my_code]\ntasks = ["choice"]\noption = "{word}"\n')
+    (plans / "protocols.toml").write_text("[my_code]\n" + label_code())
+    plan = (plans / "interface_swap.toml").read_text().split("[[hypotheses]]")[0]
+    conventions = '["cell_name", "pixels", "normalized", "point_marker", "label_code"]'
+    assert conventions in plan
+    text_only = plan.replace('id = "interface_swap"', 'id = "text_only"').replace(
+        conventions, '["cell_name", "pixels"]'
+    )
+    (plans / "text_only.toml").write_text(text_only)
+    ledger = (plans / "ledger.jsonl").read_bytes()
+    registered = convswap("plan", "register", "plans/text_only.toml", "--plan-dir", "plans", cwd=tmp_path)
+    assert error_line(registered, "plan") == (
+        "plans/protocols.toml: my_code: the name of a text convention; declare it under another name"
+    )
+    assert (plans / "ledger.jsonl").read_bytes() == ledger

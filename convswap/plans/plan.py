@@ -146,7 +146,7 @@ def plan_conventions(info: ValidationInfo) -> Catalog:
 
 def plan_protocols(info: ValidationInfo) -> dict[str, Protocol]:
     """The visual protocols of the plan's folder: the shipped ones and the folder's own protocols.toml, read once
-    per loaded plan, and only when the plan names one."""
+    per loaded plan."""
     if info.context is None or "protocols" not in info.context:
         raise ConvswapError("a plan is validated through load_plan, which reads its folder's protocols")
     return info.context["protocols"]()
@@ -188,9 +188,10 @@ class Design(Table):
             raise problem("must list at least one convention", [])
         _repeats(list(names))
         catalog = plan_conventions(info)
+        # Read even where every name is a text convention: the folder's protocols.toml may declare one of them too.
+        protocols = plan_protocols(info)
         for name in names:
             if name not in catalog:  # a visual protocol answers on the same footing as a text convention
-                protocols = plan_protocols(info)
                 if name not in protocols:
                     raise problem(f"unknown convention (known: {', '.join(catalog)}; visual protocols: "
                                   f"{', '.join(protocols)})", name)  # fmt: skip
