@@ -2,12 +2,16 @@
 
 By default a loopback vLLM-format server with a fixed latency stands in for the
 server (its logprobs planted over the Qwen2.5-VL tokenizer in ../shared/assets),
-so the ratios measure the backend's concurrency alone.  Point it at a real
-server with --base-url, --model and --tokenizer.  Each run uses a fresh response
-cache, so every request is sent; the capability and conformance probes at load
-are not timed.
+so the ratios measure the backend's concurrency alone.  --vllm starts a real
+vLLM on 127.0.0.1 instead, serving the real-engine tests' tiny Qwen2.5-VL from
+the environment scripts/vllm_env.sh builds (tests/vllm_server.py), and stops it
+after; its ratios measure the backend and the engine's batching together on
+this machine's CPUs.  Point it at a server of your own with --base-url, --model
+and --tokenizer.  Each run uses a fresh response cache, so every request is
+sent; the capability and conformance probes at load are not timed.
 
     python benchmarks/served_throughput.py --records 64 --latency 0.1
+    python benchmarks/served_throughput.py --vllm --records 64
     python benchmarks/served_throughput.py --base-url http://gpu-node:8000/v1 --model Qwen/Qwen2.5-VL-72B-Instruct \\
         --tokenizer Qwen/Qwen2.5-VL-72B-Instruct
 """
@@ -29,6 +33,7 @@ sys.path.insert(0, str(ROOT / "tests"))
 
 from api_servers import LoopbackServer  # noqa: E402
 from served_servers import Served, planted_distribution, served_server  # noqa: E402
+from vllm_server import VllmUnavailable, build_model, running_vllm, vllm_environment  # noqa: E402
 
 from convswap.calibration.surfaces import MIN_CANDIDATE_MASS, surface_candidates  # noqa: E402
 from convswap.core import ConvswapError, Prompt, Surface  # noqa: E402
@@ -79,14 +84,27 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--records", type=int, default=64, help="records per run (distinct prompts; default 64)")
     parser.add_argument("--latency", type=float, default=0.1, help="loopback server: seconds before each answer")
-    parser.add_argument("--base-url", help="a real server instead of the loopback one (e.g. http://host:8000/v1)")
+    server = parser.add_mutually_exclusive_group()
+    server.add_argument("--vllm", action="store_true",
+                        help="a real vLLM on 127.0.0.1 serving a tiny Qwen2.5-VL, started here and stopped after")  # fmt: skip
+    server.add_argument("--base-url", help="a real server instead of the loopback one (e.g. http://host:8000/v1)")
     parser.add_argument("--model", default="qwen-served", help="the served model's name (with --base-url)")
     parser.add_argument("--tokenizer", default=str(QWEN), help="the served model's tokenizer folder or hub id")
     args = parser.parse_args()
 
     with contextlib.ExitStack() as stack:
         base_url = args.base_url
-        if base_url is None:
+        if args.vllm:
+            work = Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="served-throughput-")))
+            try:
+                environment = vllm_environment()
+                folder = build_model(work, QWEN.parent)
+                vllm = stack.enter_context(running_vllm(folder, args.model, work / "server.log", environment))
+            except VllmUnavailable as error:  # the environment's build or the server's start: its first line
+                raise SystemExit(f"served_throughput: no vLLM: {str(error).splitlines()[0]}") from None
+            base_url, args.tokenizer = vllm.base_url, str(folder)
+            print(f"vLLM on {vllm.url}, ready in {vllm.started_in_s:.0f} s; {args.records} records per run")
+        elif base_url is None:
             from transformers import AutoProcessor
 
             processor = AutoProcessor.from_pretrained(args.tokenizer)

@@ -9,6 +9,7 @@ wire format the real APIs see.  Also used by benchmarks/api_throughput.py.
 from __future__ import annotations
 
 import base64
+import contextlib
 import email.parser
 import email.policy
 import itertools
@@ -50,16 +51,20 @@ Responder = Callable[[Seen], Reply]
 
 class _QuietHTTPServer(ThreadingHTTPServer):
     """A client that gave up before its answer (what a timeout test makes happen) is not a server error.  Each
-    connection handled to its end, its error reported if it had one, is counted in `handled`."""
+    connection handled to its end, its error reported if it had one, is counted in `handled`; those still open
+    are in `open_connections`."""
 
     def __init__(self, *args: Any) -> None:
         super().__init__(*args)
         self.handled = threading.Semaphore(0)
+        self.open_connections: set[socket.socket] = set()
 
     def process_request_thread(self, request: Any, client_address: Any) -> None:
+        self.open_connections.add(request)
         try:
             super().process_request_thread(request, client_address)
         finally:
+            self.open_connections.discard(request)
             self.handled.release()
 
     def handle_error(self, request: Any, client_address: Any) -> None:
@@ -103,6 +108,11 @@ class ServedInThread:
             pass  # the connection that wakes the loop to see it is closing
         self._thread.join(timeout=10)
         self._http.server_close()
+        # A server that stops closes the connections its clients keep alive, as a process that ends does: a client
+        # must not go on being answered on a connection it opened before.
+        for connection in list(self._http.open_connections):
+            with contextlib.suppress(OSError):
+                connection.shutdown(socket.SHUT_RDWR)
 
 
 class LoopbackServer(ServedInThread):

@@ -65,24 +65,43 @@ SHARED_BUILD_MODULES = frozenset({"test_audit_logs.py", "test_pixel_audit.py", "
                                   "test_view.py", "test_analysis_check_numbers.py"})  # fmt: skip
 
 
+# The real-engine tier: one vLLM server serves all of its tests, so they run in one process, first, beside the rest.
+REAL_ENGINE_MODULE = "test_real_vllm.py"
+
+
+def _module(nodeid: str) -> str:
+    return nodeid.split("::", 1)[0].rsplit("/", 1)[-1]
+
+
 def pytest_xdist_make_scheduler(config: pytest.Config, log):
     """In the fast tier under `-n`, the transformers modules run in one worker, which alone pays for the import, and
     each module of SHARED_BUILD_MODULES runs in one worker; every other test is handed out one at a time as by
     xdist's default.  With the slow tests every worker imports transformers anyway, and the whole suite ran slower
-    with those modules kept together (508 s against 458 s, a run each), so xdist's default hands out every test.
+    with those modules kept together (508 s against 458 s, a run each), so every test is handed out alone but the
+    real-engine tier's, which run in one worker: each worker would start a vLLM server of its own.
     (xdist's own `--dist loadgroup` relies on renaming test ids, which pytest 9 no longer allows.)"""
-    if config.getoption("dist") != "load" or not leaves_out_slow(config):
+    if config.getoption("dist") != "load":
         return None
     from xdist.scheduler import LoadScopeScheduling
 
+    fast = leaves_out_slow(config)
+
     class SharedWorkTogether(LoadScopeScheduling):
         def _split_scope(self, nodeid: str) -> str:
-            module = nodeid.split("::", 1)[0].rsplit("/", 1)[-1]
-            if module in TRANSFORMERS_MODULES:
+            module = _module(nodeid)
+            if module == REAL_ENGINE_MODULE:
+                return module
+            if fast and module in TRANSFORMERS_MODULES:
                 return "transformers"
-            return module if module in SHARED_BUILD_MODULES else nodeid
+            return module if fast and module in SHARED_BUILD_MODULES else nodeid
 
     return SharedWorkTogether(config, log)
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """The real-engine tier first (a minute of its server's start-up, then its tests), so that it does not run
+    alone at the end of a run: a stable sort keeps every other test in its order."""
+    items.sort(key=lambda item: _module(item.nodeid) != REAL_ENGINE_MODULE)
 
 
 def pytest_collection_finish(session: pytest.Session) -> None:

@@ -1,12 +1,16 @@
 """Loopback model servers (vLLM's and SGLang's wire formats) and the logprobs of the OpenAI and Gemini APIs.
 
-Each responder plugs into `api_servers.LoopbackServer` and answers what its
-server's documented format says: vLLM's chat completions with the
-`logprob_token_ids` and `return_tokens_as_token_ids` extras, log-probabilities
-floored at -9999.0, `/tokenize` with chat messages and `/v1/models` with
-`max_model_len`; SGLang's native `/generate` (`token_ids_logprob`,
-`image_data`, `meta_info` entries `[logprob, id, text]`); OpenAI's
-`logprobs.content[].top_logprobs`; Gemini's `logprobsResult.topCandidates`.
+Each responder plugs into `api_servers.LoopbackServer` and answers as its
+engine's own code does (vLLM 0.32's, read in its source and held to a real
+server by tests/test_real_vllm.py; SGLang's, read in its source): vLLM's chat
+completions with the `logprob_token_ids` and `return_tokens_as_token_ids`
+extras, the sampled token listed first, log-probabilities floored at -9999.0,
+its 400s for the logprob fields, `/tokenize` with chat messages and
+`/v1/models` with `max_model_len`, and the older releases' behaviour where it
+differs; SGLang's native `/generate` (`token_ids_logprob`, `image_data`,
+`meta_info` entries `[logprob, id, text]`), `/model_info` and `/tokenize`;
+OpenAI's `logprobs.content[].top_logprobs`; Gemini's
+`logprobsResult.topCandidates`.
 
 A served model's next-token log-probabilities come from a `Distribution` of the
 processor's inputs: one full forward of a tiny model (`model_distribution`), or
@@ -25,11 +29,12 @@ from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
-from api_servers import Reply, Responder, Seen, openai_error
+from api_servers import Reply, Responder, Seen
 from PIL import Image
 from scipy.special import log_softmax
 
-FLOOR = -9999.0
+FLOOR = -9999.0  # vLLM's floor on a reported log-probability
+MAX_LOGPROB_TOKEN_IDS = 128  # vllm/sampling_params.py
 DROPPED = 3  # the position whose token an "off_by_one" server's tokenization leaves out
 Distribution = Callable[[Any], np.ndarray]  # processor inputs -> log-probabilities over the vocabulary, float64
 
@@ -111,10 +116,14 @@ class Served:
     reads_inputs: bool = True
 
 
-def _chat_entry(served: Served, token_id: int, logprob: float, as_ids: bool) -> dict[str, Any]:
+def _chat_entry(served: Served, token_id: int, logprob: float, as_ids: bool, top: bool) -> dict[str, Any]:
+    """One logprob entry as vLLM writes it (vllm/entrypoints/openai/chat_completion/serving.py, _create_chat_logprobs
+    and _get_top_logprobs): under return_tokens_as_token_ids a top entry's bytes spell `token_id:N` itself, the
+    sampled token's its decoded text."""
     text = served.processor.tokenizer.decode([token_id])
     token = f"token_id:{token_id}" if as_ids else text
-    return {"token": token, "logprob": max(float(logprob), FLOOR), "bytes": list(text.encode("utf-8"))}
+    spelled = token if top else text
+    return {"token": token, "logprob": max(float(logprob), FLOOR), "bytes": list(spelled.encode("utf-8"))}
 
 
 def _completion(served: Served, body: dict[str, Any], prompt_tokens: int, logprobs: dict | None, text: str) -> Reply:
@@ -130,41 +139,94 @@ def _completion(served: Served, body: dict[str, Any], prompt_tokens: int, logpro
                        "model": served.name, "choices": [choice], "usage": usage})  # fmt: skip
 
 
+def vllm_error(status: int, message: str, parameter: str, value: object = None) -> Reply:
+    """vLLM's error body for a VLLMValidationError: the parameter (and value) appended to the message."""
+    named = f"parameter={parameter}" + ("" if value is None else f", value={value}")
+    kind = {400: "BadRequestError", 404: "NotFoundError"}[status]
+    return Reply(status, {"error": {"message": f"{message} ({named})", "type": kind, "param": parameter,
+                                    "code": status}})  # fmt: skip
+
+
+def _vllm_refusal(served: Served, body: dict[str, Any], knows_token_ids: bool, max_logprobs: int) -> Reply | None:
+    """The 400s vLLM answers a chat request's logprob fields with, in its own order and words
+    (chat_completion/protocol.py, ChatCompletionRequest.check_logprobs; sampling_params.py, _validate_logprobs)."""
+    wants_ids = body.get("logprob_token_ids") if knows_token_ids else None
+    top = body.get("top_logprobs")
+    if wants_ids and not body.get("logprobs"):
+        return vllm_error(400, "when using `logprob_token_ids`, `logprobs` must be set to true.", "logprob_token_ids")
+    if top and not body.get("logprobs"):
+        return vllm_error(400, "when using `top_logprobs`, `logprobs` must be set to true.", "top_logprobs")
+    budget = body.get("max_completion_tokens")
+    if budget is not None and budget > served.max_model_len:
+        return vllm_error(400, f"max_completion_tokens={budget} cannot be greater than max_model_len="
+                               f"{served.max_model_len}. Please request fewer output tokens.", "max_completion_tokens",
+                          budget)  # fmt: skip
+    # With logprob_token_ids the top-k is not asked of the sampler at all (to_sampling_params), so that
+    # --max-logprobs does not bound it.
+    if body.get("logprobs") and not wants_ids and (top or 0) > max_logprobs:
+        return vllm_error(400, f"Requested sample logprobs of {top}, which is greater than max allowed: "
+                               f"{max_logprobs}", "logprobs", top)  # fmt: skip
+    if wants_ids and len(wants_ids) > MAX_LOGPROB_TOKEN_IDS:
+        return vllm_error(400, f"Requested logprob_token_ids of length {len(wants_ids)}, which is greater than max "
+                               f"allowed: {MAX_LOGPROB_TOKEN_IDS}", "logprob_token_ids", len(wants_ids))  # fmt: skip
+    vocab = len(served.processor.tokenizer)
+    outside = [token_id for token_id in wants_ids or () if not 0 <= token_id < vocab]
+    if outside:
+        return vllm_error(400, f"token_id(s) {outside} in logprob_token_ids contain out-of-vocab token ids. "
+                               f"Vocabulary size: {vocab}", "logprob_token_ids", outside)  # fmt: skip
+    return None
+
+
 def served_server(
     served: Served,
     *,
     token_ids: str = "honoured",
-    tokenize: str = "same",
-    logprobs: str = "given",
-    sglang: bool = False,
+    tokenize: str = "expands",
+    max_logprobs: int = 20,
+    sglang: str | None = None,
 ) -> Responder:
-    """A vLLM server, or with `sglang` an SGLang one (native /generate, no /tokenize, chat extras ignored).
+    """A vLLM server, or with `sglang` an SGLang one, each answering as its engine's own code does.
 
-    token_ids: "honoured", "ignored" (an older vLLM: the unknown field is accepted and dropped) or "rejected"
-      (a 400 naming it); tokenize: "same", "off_by_one" (the chat path's token at DROPPED left out) or "absent" (404);
-    logprobs: "given" or "refused" (a 400 on any request for logprobs, as a reasoning model answers).
+    vLLM: token_ids "honoured" (from the release with `logprob_token_ids`: the sampled token listed first, then
+      each id asked for) or "ignored" (before it: the unknown field accepted and dropped, as vLLM drops every
+      field it does not know); tokenize "expands" (each image's placeholder expanded to its image tokens, as the
+      model reads it), "one_placeholder" (vLLM 0.15.x and 0.16.0: one placeholder per image), "off_by_one" (the chat
+      path's token at DROPPED left out) or "absent" (no route, 404); max_logprobs is --max-logprobs.
+    sglang: "model_info" (current SGLang: /model_info, and /get_model_info deprecated for it) or "get_model_info"
+      (an older one, that alone).  Its native /generate reads the rendered prompt with `image_data`; its /tokenize
+      takes a `prompt` and answers 400 to chat messages; its chat completions ignore vLLM's extras.
     """
     tokenizer = served.processor.tokenizer
+    image_token = served.processor.image_token_id
 
     def chat(body: dict[str, Any]) -> Reply:
+        if not sglang:
+            refusal = _vllm_refusal(served, body, token_ids == "honoured", max_logprobs)
+            if refusal is not None:
+                return refusal
         inputs = chat_inputs(served.processor, body["messages"]) if served.reads_inputs else None
         ids = inputs["input_ids"][0].tolist() if inputs is not None else []
-        wants_ids = body.get("logprob_token_ids")
-        if body.get("logprobs") and logprobs == "refused":
-            return openai_error(400, "logprobs are not supported with this model")
-        if wants_ids and token_ids == "rejected" and not sglang:
-            return openai_error(400, "Extra inputs are not permitted: logprob_token_ids")
+        budget = body.get("max_completion_tokens") or 0
+        if token_ids == "ignored" and not sglang and len(ids) + budget > served.max_model_len:
+            # What vLLM answered before it clamped the budget to the context (serving_engine.py, _validate_input).
+            return vllm_error(400, f"This model's maximum context length is {served.max_model_len} tokens. However, "
+                                   f"you requested {len(ids) + budget} tokens ({len(ids)} in the messages, {budget} "
+                                   "in the completion). Please reduce the length of the messages or completion.",
+                              "max_completion_tokens")  # fmt: skip
+        wants_ids = body.get("logprob_token_ids") if token_ids == "honoured" and not sglang else None
         row = served.distribution(inputs)
         chosen = int(np.argmax(row))
         as_ids = bool(body.get("return_tokens_as_token_ids")) and not sglang
         lists = None
         if body.get("logprobs"):
-            if wants_ids and token_ids == "honoured" and not sglang:
-                listed = [int(i) for i in wants_ids]
+            if wants_ids:
+                # The sampler gathers the sampled token, then each id asked (vllm/v1/sample/sampler.py,
+                # gather_specific_token_logprobs); the reply lists them by id once, in that order.
+                listed = list(dict.fromkeys([chosen, *(int(i) for i in wants_ids)]))
             else:
                 listed = [int(i) for i in np.argsort(-row, kind="stable")[: body.get("top_logprobs") or 0]]
-            entry = _chat_entry(served, chosen, row[chosen], as_ids)
-            entry["top_logprobs"] = [_chat_entry(served, i, row[i], as_ids) for i in listed]
+            entry = _chat_entry(served, chosen, row[chosen], as_ids, top=False)
+            entry["top_logprobs"] = [_chat_entry(served, i, row[i], as_ids, top=True) for i in listed]
             lists = {"content": [entry]}
         return _completion(served, body, len(ids), lists, tokenizer.decode([chosen]))
 
@@ -174,35 +236,56 @@ def served_server(
         row = served.distribution(inputs)
         top = [int(i) for i in np.argsort(-row, kind="stable")[: body.get("top_logprobs_num") or 0]]
 
-        def entries(ids: list[int]) -> list[list[Any]]:
-            return [[float(row[i]), i, tokenizer.decode([i])] for i in ids]
+        def position(ids: list[int]) -> list[list[Any]] | None:
+            # A position with nothing to list is None (tokenizer_manager.py, detokenize_top_logprobs_tokens).
+            return [[float(row[i]), i, tokenizer.decode([i])] for i in ids] or None
 
         meta = {
             "prompt_tokens": inputs["input_ids"].shape[1],
             "completion_tokens": 1,
-            "output_top_logprobs": [entries(top)],
-            "output_token_ids_logprobs": [entries([int(i) for i in body.get("token_ids_logprob") or []])],
+            "output_top_logprobs": [position(top)],
+            "output_token_ids_logprobs": [position([int(i) for i in body.get("token_ids_logprob") or []])],
         }
         return Reply(200, {"text": tokenizer.decode([int(np.argmax(row))]), "meta_info": meta})
 
+    def tokenized(body: dict[str, Any]) -> Reply:
+        if sglang:
+            # SGLang's TokenizeRequest takes a `prompt`; a body without one fails FastAPI's validation, which SGLang
+            # answers with 400 (http_server.py, validation_exception_handler).
+            if "prompt" not in body:
+                missing = [{"type": "missing", "loc": ("body", "prompt"), "msg": "Field required", "input": body}]
+                return Reply(400, {"object": "error", "message": str(missing), "type": "Bad Request", "param": None,
+                                   "code": 400})  # fmt: skip
+            ids = tokenizer.encode(body["prompt"], add_special_tokens=body.get("add_special_tokens", True))
+            return Reply(200, {"tokens": ids, "count": len(ids), "max_model_len": served.max_model_len})
+        if tokenize == "absent":
+            return Reply(404, {"detail": "Not Found"})
+        ids = chat_inputs(served.processor, body["messages"])["input_ids"][0].tolist()
+        if tokenize == "one_placeholder":
+            ids = [token for n, token in enumerate(ids) if not (n and token == image_token == ids[n - 1])]
+        if tokenize == "off_by_one":
+            ids = ids[:DROPPED] + ids[DROPPED + 1 :]
+        return Reply(200, {"count": len(ids), "max_model_len": served.max_model_len, "tokens": ids,
+                           "token_strs": None})  # fmt: skip
+
+    info_paths = {"model_info": ("/model_info", "/get_model_info"), "get_model_info": ("/get_model_info",)}
+    model_info = {"model_path": served.name, "tokenizer_path": served.name, "is_generation": True,
+                  "preferred_sampling_params": None, "weight_version": "default"}  # fmt: skip
+
     def respond(seen: Seen) -> Reply:
         if seen.path == "/v1/models":
-            card = {"id": served.name, "object": "model", "owned_by": "vllm", "max_model_len": served.max_model_len}
+            card = {"id": served.name, "object": "model", "owned_by": "sglang" if sglang else "vllm",
+                    "max_model_len": served.max_model_len}  # fmt: skip
             return Reply(200, {"object": "list", "data": [card]})
-        if seen.path == "/get_model_info":
-            return Reply(200, {"model_path": served.name}) if sglang else Reply(404, {"detail": "Not Found"})
+        if sglang and seen.path in info_paths[sglang]:
+            return Reply(200, model_info)
         if seen.path == "/tokenize":
-            if sglang or tokenize == "absent":
-                return Reply(404, {"detail": "Not Found"})
-            ids = chat_inputs(served.processor, seen.body["messages"])["input_ids"][0].tolist()
-            if tokenize == "off_by_one":
-                ids = ids[:DROPPED] + ids[DROPPED + 1 :]
-            return Reply(200, {"count": len(ids), "max_model_len": served.max_model_len, "tokens": ids})
+            return tokenized(seen.body)
         if seen.path == "/generate" and sglang:
             return generate(seen.body)
         if seen.path == "/v1/chat/completions":
             return chat(seen.body)
-        return Reply(404, {"detail": f"no route {seen.path}"})
+        return Reply(404, {"detail": "Not Found"})
 
     return respond
 

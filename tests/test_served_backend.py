@@ -8,6 +8,8 @@ test; the tests that compare with the `hf:` readout of a tiny model are slow.
 
 from __future__ import annotations
 
+import copy
+import json
 import math
 import re
 from dataclasses import replace
@@ -22,8 +24,16 @@ from served_servers import DROPPED, Served, model_distribution, planted_distribu
 from convswap.calibration.surfaces import MIN_CANDIDATE_MASS, probe_query, resolve_logprob_surface, surface_candidates
 from convswap.cli import main
 from convswap.core import ConvswapError, FirstTokenReadout, Surface
-from convswap.readout.logprobs import LOGPROB_TOKEN_IDS, TOKEN_IDS_LOGPROB, TOP_LOGPROBS, logprob_readout
+from convswap.readout.logprobs import (
+    LOGPROB_TOKEN_IDS,
+    TOKEN_IDS_LOGPROB,
+    TOP_LOGPROBS,
+    FirstTokenLogprobs,
+    LogprobsRefused,
+    logprob_readout,
+)
 from convswap.readout.registry import load_backend
+from convswap.readout.served_backend import PROBE_IMAGE, PROBE_QUESTION, chat_path_ids, read_sglang
 
 NAME = "qwen-served"
 DIGITS = tuple(str(n) for n in range(1, 10))
@@ -97,6 +107,7 @@ def test_vllm_reads_each_candidate_exactly_through_logprob_token_ids(planted, qw
         try:
             surface, readouts = read_probes(backend)
             assert backend.info().environment["first_token_readout"] == LOGPROB_TOKEN_IDS
+            conformance = backend.info().environment["conformance"]
         finally:
             backend.close()
     asked = [seen.body for seen in server.requests if seen.body.get("logprob_token_ids")]
@@ -108,15 +119,15 @@ def test_vllm_reads_each_candidate_exactly_through_logprob_token_ids(planted, qw
         assert readout.source == LOGPROB_TOKEN_IDS and readout.exact and readout.mass_verdict is None
         assert readout.candidate_logits == pytest.approx(reference[ids].tolist(), abs=1e-9)
         assert readout.slot == 3
+    assert conformance == "/tokenize, usage.prompt_tokens"
 
 
-@pytest.mark.parametrize("token_ids", ["ignored", "rejected"])
-def test_a_server_without_logprob_token_ids_is_read_from_its_top_k_and_says_so(planted, qwen25_assets, tmp_path,
-                                                                              token_ids):  # fmt: skip
-    """An older vLLM accepts the field and drops it; a strict server refuses it: both are read by top_logprobs."""
+def test_a_server_without_logprob_token_ids_is_read_from_its_top_k_and_says_so(planted, qwen25_assets, tmp_path):
+    """A vLLM from before logprob_token_ids accepts the field and drops it, as it drops every field it does not know:
+    the probe finds the ids missing, and the model is read by top_logprobs."""
     served, reference = planted
     ids = digit_ids(served.processor)
-    with LoopbackServer(served_server(served, token_ids=token_ids)) as server:
+    with LoopbackServer(served_server(served, token_ids="ignored")) as server:
         backend = connect(server, qwen25_assets, tmp_path)
         try:
             surface, readouts = read_probes(backend)
@@ -135,15 +146,23 @@ def test_a_server_without_logprob_token_ids_is_read_from_its_top_k_and_says_so(p
         assert readout.slot == 3 and readout.mass_verdict == "score"
 
 
-def test_sglang_is_read_exactly_through_its_native_generate(planted, qwen25_assets, tmp_path):
+@pytest.mark.parametrize("info", ["model_info", "get_model_info"])
+def test_sglang_is_read_exactly_through_its_native_generate(planted, qwen25_assets, tmp_path, info):
+    """Current SGLang answers /model_info (and /get_model_info, deprecated for it), an older one the latter alone;
+    its /tokenize takes no chat messages, so its prompt token counts are what the conformance probe compares."""
     served, reference = planted
     ids = digit_ids(served.processor)
-    with LoopbackServer(served_server(served, sglang=True)) as server:
+    with LoopbackServer(served_server(served, sglang=info)) as server:
         backend = connect(server, qwen25_assets, tmp_path)
         try:
             _, readouts = read_probes(backend)
+            environment = backend.info().environment
         finally:
             backend.close()
+    assert environment["first_token_readout"] == TOKEN_IDS_LOGPROB
+    assert environment["conformance"] == "usage.prompt_tokens, /generate meta_info.prompt_tokens"
+    asked = [seen.path for seen in server.requests if seen.path in ("/model_info", "/get_model_info")]
+    assert asked == (["/model_info"] if info == "model_info" else ["/model_info", "/get_model_info"])
     native = [seen.body for seen in server.requests if seen.path == "/generate"]
     assert native and all(body["image_data"][0].startswith("data:image/png;base64,") for body in native)
     for readout in readouts:
@@ -154,7 +173,6 @@ def test_sglang_is_read_exactly_through_its_native_generate(planted, qwen25_asse
 def test_a_server_that_tokenizes_one_token_differently_is_refused(planted, qwen25_assets, tmp_path, capsys):
     served, _ = planted
     from convswap.readout.prefix_cache import chat_messages  # torch with it: imported where a test needs it
-    from convswap.readout.served_backend import PROBE_IMAGE, PROBE_QUESTION
 
     ours = served.processor.apply_chat_template(
         chat_messages("visible", PROBE_QUESTION, PROBE_IMAGE), tokenize=True, add_generation_prompt=True
@@ -169,6 +187,65 @@ def test_a_server_that_tokenizes_one_token_differently_is_refused(planted, qwen2
     assert status == 2
     (line,) = capsys.readouterr().err.splitlines()
     assert f"at position {DROPPED}: the server reads" in line
+
+
+def larger_images(processor):
+    """The processor with a larger least image size, as a server configured with another min_pixels reads images: 16
+    image tokens for the 64 px probe, where the shared Qwen2.5-VL processor gives 4."""
+    server_side = copy.deepcopy(processor)
+    server_side.image_processor.size = {
+        "shortest_edge": 112 * 112,
+        "longest_edge": processor.image_processor.size.longest_edge,
+    }
+    return server_side
+
+
+def test_an_older_vllm_with_one_placeholder_per_image_is_checked_by_its_prompt_token_count(planted, qwen25_assets,
+                                                                                           tmp_path):  # fmt: skip
+    """vLLM 0.15.x and 0.16.0 give one <|image_pad|> per image from /tokenize: the prompts agree once the local
+    chat path's runs of them are collapsed, and the prompt token count of a chat completion checks the rest."""
+    served, _ = planted
+    with LoopbackServer(served_server(served, tokenize="one_placeholder")) as server:
+        backend = connect(server, qwen25_assets, tmp_path)
+        try:
+            conformance = backend.info().environment["conformance"]
+        finally:
+            backend.close()
+    assert conformance == "/tokenize with one placeholder per image, usage.prompt_tokens"
+    ours = len(chat_path_ids(served.processor, "visible", PROBE_QUESTION, PROBE_IMAGE))
+    theirs = len(chat_path_ids(larger_images(served.processor), "visible", PROBE_QUESTION, PROBE_IMAGE))
+    assert theirs == ours + 12
+    elsewhere = replace(served, processor=larger_images(served.processor))
+    with LoopbackServer(served_server(elsewhere, tokenize="one_placeholder")) as server:
+        with pytest.raises(ConvswapError) as counted:
+            connect(server, qwen25_assets, tmp_path)
+    assert str(counted.value) == (
+        f"served:{NAME}: the server counts {theirs} prompt tokens in the visible probe (usage.prompt_tokens), the "
+        f"local processor's chat path ({qwen25_assets}) {ours}"
+    )
+    # A current vLLM's /tokenize shows the difference itself, at the first image token past the local model's four.
+    pad = served.processor.tokenizer.convert_ids_to_tokens(served.processor.image_token_id)
+    with LoopbackServer(served_server(elsewhere)) as server:
+        with pytest.raises(ConvswapError, match=f"at position 19: the server reads {re.escape(repr(pad))} "):
+            connect(server, qwen25_assets, tmp_path)
+
+
+def test_an_older_vllm_that_tokenizes_the_text_differently_is_refused_where_the_text_differs(planted, qwen25_assets,
+                                                                                             tmp_path):  # fmt: skip
+    served, _ = planted
+    system = "You are a helpful assistant."
+    # A server whose chat template writes another system prompt, as --chat-template can make it do.
+    elsewhere = copy.deepcopy(served.processor)
+    elsewhere.chat_template = elsewhere.chat_template.replace(system, "You are a careful assistant.")
+    assert elsewhere.chat_template != served.processor.chat_template
+    careful = served.processor.tokenizer.encode(" careful")[0]
+    with LoopbackServer(served_server(replace(served, processor=elsewhere), tokenize="one_placeholder")) as server:
+        with pytest.raises(ConvswapError) as refused:
+            connect(server, qwen25_assets, tmp_path)
+    assert (
+        f"at position 6 (each image's placeholders collapsed to one, as the server's /tokenize gives them): the "
+        f"server reads {elsewhere.tokenizer.convert_ids_to_tokens(careful)!r} ({careful})" in str(refused.value)
+    )
 
 
 def test_audit_model_says_a_served_model_is_read_exactly(planted, qwen25_assets, tmp_path, capsys, monkeypatch):
@@ -187,17 +264,19 @@ def test_audit_model_says_a_served_model_is_read_exactly(planted, qwen25_assets,
 def test_logprobs_refused_by_the_server_leave_generation(planted, qwen25_assets, tmp_path, capsys, monkeypatch):
     served, _ = planted
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
-    with LoopbackServer(served_server(served, logprobs="refused")) as server:
+    # A vLLM from before logprob_token_ids started with --max-logprobs 0.
+    with LoopbackServer(served_server(served, token_ids="ignored", max_logprobs=0)) as server:
         _, _, verdicts = audit_model(capsys, "--model", f"served:{NAME}", "--base-url", f"{server.url}/v1",
                                      "--tokenizer", str(qwen25_assets))  # fmt: skip
     assert verdicts[("integers 1-9", "first_token")] == (
         f"refused: served:{NAME} gives no first-token logprobs: the server refuses logprobs: HTTP 400: "
-        "logprobs are not supported with this model"
+        "Requested sample logprobs of 20, which is greater than max allowed: 0 (parameter=logprobs, value=20)"
     )
     assert verdicts[("integers 1-9", "generate")] == "refused: only 1/9 probes parse to the answer they ask for"
 
 
-def test_the_generation_budget_is_clamped_to_the_context(planted, qwen25_assets, tmp_path):
+def test_the_generation_budget_is_the_answer_budget_clamped_to_the_context(planted, qwen25_assets, tmp_path):
+    """A local model's budget, never the API backends' floor for models that reason first (max_output_tokens)."""
     from convswap.readout.prefix_cache import chat_messages
 
     served, _ = planted
@@ -206,15 +285,99 @@ def test_the_generation_budget_is_clamped_to_the_context(planted, qwen25_assets,
     prompt_length = len(served.processor.apply_chat_template(
         chat_messages("visible", query.prompts[0].text, query.image), tokenize=True, add_generation_prompt=True
     )[0])  # fmt: skip
-    small = replace(served, max_model_len=prompt_length + 40)
-    with LoopbackServer(served_server(small)) as server:
-        backend = connect(server, qwen25_assets, tmp_path, max_output_tokens=4096)
+    for max_model_len, budget in ((served.max_model_len, 16), (prompt_length + 10, 10)):
+        with LoopbackServer(served_server(replace(served, max_model_len=max_model_len))) as server:
+            backend = connect(server, qwen25_assets, tmp_path / str(budget))
+            try:
+                generations = backend.generate(query, 16)
+            finally:
+                backend.close()
+        sent = [seen.body for seen in server.requests if seen.path == "/v1/chat/completions"]
+        assert sent[-1]["max_completion_tokens"] == budget == generations[0].max_new_tokens
+
+
+def test_the_readout_option_reads_by_the_readout_it_names(planted, qwen25_assets, tmp_path):
+    """--served-readout top_logprobs reads a server that gives logprob_token_ids by its top k, as asked."""
+    served, reference = planted
+    ids = digit_ids(served.processor)
+    with LoopbackServer(served_server(served)) as server:
+        backend = connect(server, qwen25_assets, tmp_path, readout=TOP_LOGPROBS)
         try:
-            generations = backend.generate(query, 16)
+            _, readouts = read_probes(backend)
+            assert backend.info().environment["first_token_readout"] == TOP_LOGPROBS
         finally:
             backend.close()
-    sent = [seen.body for seen in server.requests if seen.path == "/v1/chat/completions"]
-    assert sent[-1]["max_completion_tokens"] == 40 == generations[0].max_new_tokens
+    assert not any(seen.body.get("logprob_token_ids") for seen in server.requests)
+    for readout in readouts:
+        assert readout.source == TOP_LOGPROBS and not readout.exact
+        for (low, high), token_id in zip(readout.logprob_bounds, ids, strict=True):
+            assert reference[token_id] <= high + 1e-9
+            assert low is None or low == pytest.approx(reference[token_id], abs=1e-9)
+
+
+def test_a_readout_the_server_does_not_give_refuses_the_model_in_one_line(planted, qwen25_assets, tmp_path, capsys,
+                                                                         monkeypatch):  # fmt: skip
+    served, _ = planted
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
+    ids = ", ".join(str(served.processor.tokenizer.encode(answer)[0]) for answer in "123")
+    why = {LOGPROB_TOKEN_IDS: f"its reply lacks the log-probability of ids it was asked for ({ids})",
+           TOKEN_IDS_LOGPROB: "it answers neither /model_info nor /get_model_info, as SGLang does"}  # fmt: skip
+    with LoopbackServer(served_server(served, token_ids="ignored")) as server:
+        for readout in (LOGPROB_TOKEN_IDS, TOKEN_IDS_LOGPROB):
+            status = main(["audit-model", "--model", f"served:{NAME}", "--base-url", f"{server.url}/v1",
+                           "--tokenizer", str(qwen25_assets), "--served-readout", readout])  # fmt: skip
+            assert status == 2
+            (line,) = capsys.readouterr().err.splitlines()
+            assert line == (f"convswap audit-model: error: served:{NAME}: the server at {server.url} does not give the "
+                            f"{readout} readout that option readout asks for: {why[readout]}")  # fmt: skip
+        with pytest.raises(ConvswapError, match="option readout must be one of logprob_token_ids, token_ids_logprob, "
+                                                "top_logprobs, got 'logits'"):  # fmt: skip
+            connect(server, qwen25_assets, tmp_path, readout="logits")
+    with LoopbackServer(served_server(served, max_logprobs=0)) as server:
+        with pytest.raises(ConvswapError, match="the top_logprobs readout that option readout asks for is refused: "
+                                                "the server refuses logprobs: HTTP 400: Requested sample logprobs of "
+                                                "20, which is greater than max allowed: 0"):  # fmt: skip
+            connect(server, qwen25_assets, tmp_path, readout=TOP_LOGPROBS)
+
+
+def test_a_server_gone_after_load_stops_the_next_request_in_one_line(planted, qwen25_assets, tmp_path):
+    """Every request after it would fail the same way, each after its retries: no api_error record, no warning."""
+    served, _ = planted
+    query = probe_query(DIGITS, "integer")
+    with LoopbackServer(served_server(served)) as server:
+        backend = connect(server, qwen25_assets, tmp_path, max_retries=1)
+    try:
+        gone = f"connection to {server.url}/v1/chat/completions failed: .*Connection refused.*2 attempt"
+        with pytest.raises(ConvswapError, match=f"^served:{NAME}: {gone}"):
+            backend.generate(query, 16)
+        with pytest.raises(ConvswapError, match=f"^served:{NAME} gives no first-token logprobs: {gone}") as stopped:
+            backend.first_token_logprobs(query, tuple(digit_ids(served.processor)))
+        assert not isinstance(stopped.value, LogprobsRefused)  # which would refuse the readout and go on
+    finally:
+        backend.close()
+
+
+def test_a_position_sglang_leaves_empty_reads_as_empty(planted, qwen25_assets, tmp_path):
+    """SGLang writes None for a position it has nothing to list at (the ids asked of an SGLang that does not take
+    token_ids_logprob): the probe finds the ids missing and reads by top_logprobs, where it raised TypeError."""
+    served, _ = planted
+    healthy = served_server(served, sglang="model_info")
+
+    def without_token_ids(seen):
+        return healthy(replace(seen, body={**seen.body, "token_ids_logprob": None}) if seen.path == "/generate"
+                       else seen)  # fmt: skip
+
+    with LoopbackServer(without_token_ids) as server:
+        backend = connect(server, qwen25_assets, tmp_path)
+        try:
+            assert backend.info().environment["first_token_readout"] == TOP_LOGPROBS
+        finally:
+            backend.close()
+    native = [seen for seen in server.requests if seen.path == "/generate" and seen.body["token_ids_logprob"]]
+    assert native  # asked, and answered with None
+    empty = json.dumps({"text": "3", "meta_info": {"prompt_tokens": 40, "output_top_logprobs": [None],
+                                                   "output_token_ids_logprobs": [None]}})  # fmt: skip
+    assert read_sglang(empty) == FirstTokenLogprobs(TOKEN_IDS_LOGPROB, listed=(), requested=())
 
 
 # --- the same model read locally and through a server ---------------------------------------------------

@@ -40,11 +40,11 @@ def cached_rows(tmp_path) -> int:
 @pytest.mark.parametrize(
     ("sglang", "pages", "reason"),
     [
-        (False, {"/v1/models"}, f"cannot list the server's models at {{url}}: malformed reply: the body is not a "
+        (None, {"/v1/models"}, f"cannot list the server's models at {{url}}: malformed reply: the body is not a "
                                 f"JSON object: {PAGE.decode()!r}"),
-        (False, {"/tokenize"}, "unreadable /tokenize reply from {url}: JSONDecodeError: Expecting value"),
-        # SGLang has no /tokenize: the prompt tokens its chat completion counts are compared instead.
-        (True, {"/v1/chat/completions"}, f"the probes at load failed on the server at {{url}}: malformed reply: the "
+        (None, {"/tokenize"}, "unreadable /tokenize reply from {url}: JSONDecodeError: Expecting value"),
+        # SGLang's /tokenize takes no chat messages: the prompt tokens its chat completion counts are compared.
+        ("model_info", {"/v1/chat/completions"}, f"the probes at load failed on the server at {{url}}: malformed reply: the "
                                          f"body is not a JSON object: {PAGE.decode()!r}"),
     ],
 )  # fmt: skip
@@ -60,7 +60,7 @@ def test_a_page_in_place_of_a_probes_reply_refuses_the_model_in_one_line(planted
 
 @pytest.mark.parametrize(
     ("sglang", "source", "readout_path"),
-    [(False, LOGPROB_TOKEN_IDS, "/v1/chat/completions"), (True, TOKEN_IDS_LOGPROB, "/generate")],
+    [(None, LOGPROB_TOKEN_IDS, "/v1/chat/completions"), ("model_info", TOKEN_IDS_LOGPROB, "/generate")],
 )
 def test_a_page_once_loaded_refuses_the_readout_and_is_an_api_error_never_cached(planted, qwen25_assets,  # noqa: F811
                                                                                  tmp_path, sglang, source,

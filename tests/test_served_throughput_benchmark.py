@@ -1,7 +1,9 @@
-"""benchmarks/served_throughput.py pointed at a server that does not answer: one line saying why, a non-zero exit."""
+"""benchmarks/served_throughput.py pointed at a server that does not answer, or asked for a vLLM that cannot be
+built: one line saying why, a non-zero exit."""
 
 from __future__ import annotations
 
+import os
 import socket
 import subprocess
 import sys
@@ -24,4 +26,16 @@ def test_a_closed_port_is_one_line_naming_the_url_and_a_non_zero_exit():
     assert done.stderr.splitlines() == [
         f"served_throughput: served:qwen-served: cannot list the server's models at {closed}: connection to "
         f"{closed}/v1/models failed: [Errno 111] Connection refused"
+    ]
+
+
+def test_a_vllm_that_cannot_be_built_is_one_line_and_a_non_zero_exit(tmp_path):
+    root = tmp_path / "not-a-folder"
+    root.write_text("")  # where vLLM's environment would be built
+    env = {**os.environ, "CONVSWAP_VLLM_ENV_ROOT": str(root), "LC_ALL": "C"}  # mkdir's own words, in ASCII quotes
+    done = subprocess.run([sys.executable, str(SCRIPT), "--vllm", "--records", "2"], capture_output=True, text=True,
+                          timeout=300, env=env)  # fmt: skip
+    assert done.returncode != 0 and done.stdout == ""
+    assert done.stderr.splitlines() == [
+        f"served_throughput: no vLLM: vllm_env.sh failed (exit 1): mkdir: cannot create directory '{root}': File exists"
     ]

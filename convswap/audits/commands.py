@@ -65,8 +65,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         type=int,
         default=DEFAULT_MAX_NEW_TOKENS,
         metavar="N",
-        help=f"generation budget to check, as `convswap run` generates (default {DEFAULT_MAX_NEW_TOKENS}; API "
-        "backends never send less than their own max_output_tokens)",
+        help=f"generation budget to check, as `convswap run` generates (default {DEFAULT_MAX_NEW_TOKENS}; "
+        "openai: and gemini: models never send less than their own max_output_tokens, room to reason first)",
     )
     model.add_argument(
         "--coco",

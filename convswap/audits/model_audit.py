@@ -14,7 +14,7 @@ and both readouts are tried on them:
   backend has no logits (an API model), or when the restricted argmax names
   the asked-for answer on fewer than MIN_PROBES_ANSWERED of the probes;
 - generate: greedy generation at the run's token budget (what `convswap run`
-  sends: an API backend raises it to its own max_output_tokens), parsed by the
+  sends: openai: and gemini: raise it to their max_output_tokens), parsed by the
   experiment parser.  Refused when a probe stops at the budget without its
   answer or returns nothing (spec section 8: a model that reasons before it
   answers, under a budget too small for it), when a request fails, or when
@@ -120,9 +120,10 @@ class AlphabetAudit:
 
 
 def effective_budget(backend: Backend, max_new_tokens: int) -> int:
-    """The output budget a generation actually gets: API backends never send less than their max_output_tokens."""
+    """The output budget a generation actually gets: the API backends' own (openai: and gemini: never send less than
+    their max_output_tokens)."""
     if isinstance(backend, ApiBackend):
-        return max(max_new_tokens, backend.settings.max_output_tokens)
+        return backend.budget(max_new_tokens)
     return max_new_tokens
 
 

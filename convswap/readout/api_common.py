@@ -625,7 +625,7 @@ class ApiBackend(Backend):
         self.counters.add("failures")
         message = f"{self.spec} gives no first-token logprobs: {failed.failure.reason}"
         if failed.failure.fatal and failed.failure.status not in (400, 403):
-            return ConvswapError(message)
+            return ConvswapError(f"{message} (gave up after {failed.attempts} attempt(s))")
         return LogprobsRefused(message)
 
     def _logprob_request(self, turns: tuple[Turn, ...], image_base64: str) -> dict[str, Any]:

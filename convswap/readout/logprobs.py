@@ -41,6 +41,8 @@ LOGITS = "logits"
 LOGPROB_TOKEN_IDS = "logprob_token_ids"
 TOKEN_IDS_LOGPROB = "token_ids_logprob"
 TOP_LOGPROBS = "top_logprobs"
+# What a server gives (served:), in the order its probe at load tries them.
+SERVED_READOUTS = (LOGPROB_TOKEN_IDS, TOKEN_IDS_LOGPROB, TOP_LOGPROBS)
 
 
 class LogprobsRefused(ConvswapError):

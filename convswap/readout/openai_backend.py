@@ -169,11 +169,14 @@ def _message(turn: Turn, image_url: str) -> dict[str, Any]:
 
 
 def _detail(body: object) -> str:
-    """The server's own words: {"error": {"message": ...}} on OpenAI, sometimes a bare string elsewhere."""
+    """The server's own words: {"error": {"code": ..., "message": ...}} on OpenAI, sometimes a bare string elsewhere.
+    A code that is a number (vLLM and SGLang give the HTTP status there) says nothing the status does not."""
     if isinstance(body, dict):
         error = body.get("error", body)
         if isinstance(error, dict):
-            parts = [str(error[name]) for name in ("code", "message") if error.get(name)]
+            parts = [
+                str(error[name]) for name in ("code", "message") if error.get(name) and not is_integer(error[name])
+            ]
             return " ".join(parts)
         return str(error)
     return "" if body is None else str(body)

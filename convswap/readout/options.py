@@ -6,6 +6,7 @@ import argparse
 from typing import Any
 
 from convswap.readout.base import QUANTIZATIONS
+from convswap.readout.logprobs import SERVED_READOUTS
 from convswap.readout.registry import backend_options, spec_forms
 
 
@@ -32,11 +33,18 @@ def add_model_arguments(parser: argparse.ArgumentParser) -> None:
         help="openai: and gemini: models: also read the first answer token from the API's top logprobs, with bounds "
         "(off by default: it costs a second request per prompt)",
     )
+    parser.add_argument(
+        "--served-readout",
+        choices=SERVED_READOUTS,
+        help="a served: model's first-token readout, instead of the first of these its server gives (the model is "
+        "refused at load where the server does not give it)",
+    )
 
 
 def served_options(args: argparse.Namespace) -> dict[str, Any]:
-    """The `load_backend` options --base-url, --tokenizer and --api-logprobs give, only those set."""
-    given = {"base_url": args.base_url, "tokenizer": args.tokenizer, "logprobs": args.api_logprobs}
+    """The `load_backend` options --base-url, --tokenizer, --api-logprobs and --served-readout give, only those set."""
+    given = {"base_url": args.base_url, "tokenizer": args.tokenizer, "logprobs": args.api_logprobs,
+             "readout": args.served_readout}  # fmt: skip
     return {name: value for name, value in given.items() if value}
 
 

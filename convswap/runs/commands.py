@@ -78,9 +78,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         type=int,
         default=DEFAULT_MAX_NEW_TOKENS,
         metavar="N",
-        help=f"generation budget per answer, recorded with every generation (default {DEFAULT_MAX_NEW_TOKENS}; API "
-        "backends never send less than their own max_output_tokens); a budget `convswap audit-model` found too small "
-        "is raised here",
+        help=f"generation budget per answer, recorded with every generation (default {DEFAULT_MAX_NEW_TOKENS}; "
+        "openai: and gemini: models never send less than their own max_output_tokens, room to reason first); a "
+        "budget `convswap audit-model` found too small is raised here",
     )
     run.add_argument("--no-progress", action="store_true", help="no progress bar")
     run.add_argument(
