@@ -3,8 +3,7 @@
 A small compressed file can hold a vast image (a decompression bomb: 50 KB of PNG can claim 20,000 x 20,000
 pixels, 1.2 GB once decoded), and no model reads one so large, so every image read from bytes is refused above
 MAX_IMAGE_PIXELS before its pixels are decoded: an item's photograph when the plan is loaded and when a trial
-shows it, a drawing an image API sends back, a drawing kept in a log folder, the images `convswap protocol parse`
-is given.
+shows it, a COCO photograph, a drawing an image API sends back, the images `convswap protocol parse` is given.
 """
 
 from __future__ import annotations
@@ -50,14 +49,13 @@ def decode_image(data: bytes, what: str) -> Image.Image:
     """
     from PIL import Image, UnidentifiedImageError
 
-    too_large = ImageTooLarge(f"{what} is beyond Pillow's own pixel limit, more than the {MAX_IMAGE_PIXELS:,} an image "
-                              "may have")  # fmt: skip
+    too_large = _beyond_pillows_limit(what)
     try:
         image = Image.open(io.BytesIO(data))
     except Image.DecompressionBombError:
         raise too_large from None
     except UnidentifiedImageError:
-        raise UnreadableImage(f"{what} cannot be decoded: it is not an image file of a format Pillow reads") from None
+        raise _not_an_image(what) from None
     except (OSError, ValueError) as error:
         raise UnreadableImage(f"{what} cannot be decoded: {error}") from None
     check_pixels(image.size, what)
@@ -87,11 +85,19 @@ def image_size(path: Path, what: str) -> tuple[int, int]:
         with Image.open(path) as image:
             size = image.size
     except Image.DecompressionBombError:
-        raise ImageTooLarge(f"{what} is beyond Pillow's own pixel limit, more than the {MAX_IMAGE_PIXELS:,} an image "
-                            "may have") from None  # fmt: skip
+        raise _beyond_pillows_limit(what) from None
     except UnidentifiedImageError:
-        raise UnreadableImage(f"{what} cannot be decoded: it is not an image file of a format Pillow reads") from None
+        raise _not_an_image(what) from None
     except OSError as error:
         raise UnreadableImage(f"{what} cannot be read: {error.strerror or error}") from None
     check_pixels(size, what)
     return size
+
+
+def _beyond_pillows_limit(what: str) -> ImageTooLarge:
+    return ImageTooLarge(f"{what} is beyond Pillow's own pixel limit, more than the {MAX_IMAGE_PIXELS:,} an image may "
+                         "have")  # fmt: skip
+
+
+def _not_an_image(what: str) -> UnreadableImage:
+    return UnreadableImage(f"{what} cannot be decoded: it is not an image file of a format Pillow reads")
