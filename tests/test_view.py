@@ -83,6 +83,17 @@ def test_a_photograph_is_checked_against_its_hash_and_shrunk_once(logs, coco_ima
     assert again.check(record) == check and again.rendered == 0 and written.stat().st_mtime_ns == stamp
 
 
+def test_a_photograph_kept_in_another_folder_gets_the_same_thumbnail(logs, coco_images, tmp_path):
+    """Records taken on another machine name the photographs' folder there: the site is the same site."""
+    elsewhere = tmp_path / "elsewhere" / "val2017"
+    elsewhere.mkdir(parents=True)
+    shutil.copyfile(coco_images / "000000000139.jpg", elsewhere / "000000000139.jpg")
+    here = Thumbnails(tmp_path / "here" / "images").check(photograph_record(logs, coco_images))
+    there = Thumbnails(tmp_path / "there" / "images").check(photograph_record(logs, elsewhere))
+    assert there.file == here.file and there.verdict == "match"
+    assert (tmp_path / "there" / there.file).read_bytes() == (tmp_path / "here" / here.file).read_bytes()
+
+
 def test_a_hash_mismatch_and_a_missing_image_are_verdicts_not_errors(logs, coco_images, tmp_path):
     thumbnails = Thumbnails(tmp_path / "images")
     mismatch = thumbnails.check(photograph_record(logs, coco_images, image_sha256="f" * 64))

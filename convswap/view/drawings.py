@@ -22,7 +22,7 @@ from convswap.core import ConvswapError, Record, canonical_json, sha256_hex
 from convswap.fileio import atomic_open, link_or_copy
 from convswap.protocols import Protocol, ProtocolParse, colour_mask, slot_rects
 from convswap.stimuli.render import render_image
-from convswap.view.images import THUMBNAIL_SIDE
+from convswap.view.images import THUMBNAIL_SIDE, placeless
 
 KEPT = (255, 214, 0)
 REJECTED = (150, 150, 150)
@@ -127,7 +127,7 @@ class Drawings:
         """The trial's image at full size, as the model was shown it; None where it cannot be re-rendered (the
         trial's page says why beside its thumbnail)."""
         trial = record.trial
-        name = sha256_hex(canonical_json([trial.image.to_json(), record.image_sha256]))[:24]
+        name = sha256_hex(canonical_json([placeless(trial.image), record.image_sha256]))[:24]
         file = f"{self.folder.name}/{name}-source.png"
         if not self._taken(file):
             try:

@@ -17,12 +17,12 @@ from collections.abc import Iterable
 from concurrent.futures import Future
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import Literal
+from typing import Any, Literal
 
 from PIL import Image, ImageDraw
 
 from convswap.conventions.cells import cell_position
-from convswap.core import ConvswapError, Record, Trial, canonical_json, sha256_hex
+from convswap.core import ConvswapError, ImageSpec, Record, Trial, canonical_json, sha256_hex
 from convswap.fileio import atomic_write_text, link_or_copy
 from convswap.stimuli.arrays import GRID
 from convswap.stimuli.render import image_sha256, render_image
@@ -48,6 +48,16 @@ class ImageCheck:
     rendered_sha256: str | None
     outlined: str | None
     note: str
+
+
+def placeless(spec: ImageSpec) -> dict[str, Any]:
+    """An image spec as a site's file names are decided by: a photograph by its file's name, not the folder it
+    sits in, so that the same records give the same site wherever the photographs are kept (the logged hash
+    beside it says which photograph it was)."""
+    data = spec.to_json()
+    if spec.kind == "file":
+        data["params"]["path"] = Path(str(spec.param("path"))).name
+    return data
 
 
 def outlined_cell(trial: Trial) -> tuple[int, str] | None:
@@ -181,7 +191,7 @@ class Thumbnails:
         decided_by = repr((record.image_sha256, trial.image, trial.task, trial.grid, trial.cell, trial.subject))
         if decided_by not in self._names:
             outline = outlined_cell(trial)
-            name = sha256_hex(canonical_json([trial.image.to_json(), record.image_sha256, outline]))[:24]
+            name = sha256_hex(canonical_json([placeless(trial.image), record.image_sha256, outline]))[:24]
             self._names[decided_by] = (name, outline)
         return self._names[decided_by]
 
