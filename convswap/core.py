@@ -484,6 +484,8 @@ class PixelAnswer(QuickRestore):
     asked_size: the (width, height) an API backend asked the image model for, where it asks for one.
     parsed_by: which route parsed the image: "pipeline" (the protocol's registered operations) or "reader" (its
     reader model, the fallback route); reader_answer: the reader's text, which the parse's slot is read from.
+    seed: the generator seed a local image model drew it with (`diffusers:`); absent from the JSON where none was
+    seeded, so that the records of every other backend read as they always did.
     """
 
     protocol: str
@@ -498,6 +500,7 @@ class PixelAnswer(QuickRestore):
     asked_size: tuple[int, int] | None = None
     parsed_by: Literal["pipeline", "reader"] = "pipeline"
     reader_answer: str | None = None
+    seed: int | None = None
 
     @property
     def image_name(self) -> str | None:
@@ -508,6 +511,8 @@ class PixelAnswer(QuickRestore):
         data = asdict(self)
         data["image_size"] = list(self.image_size) if self.image_size is not None else None
         data["asked_size"] = list(self.asked_size) if self.asked_size is not None else None
+        if self.seed is None:
+            del data["seed"]
         return data
 
     @classmethod

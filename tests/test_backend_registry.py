@@ -35,7 +35,7 @@ def test_the_help_states_every_registered_spec_form():
     result = subprocess.run([sys.executable, "-m", "convswap", "run", "--help"], cwd=REPO_ROOT, capture_output=True,
                             text=True, check=True, env={**os.environ, "COLUMNS": "400"})  # fmt: skip
     forms = ("hf:<path or hub id>, openai:<model>, gemini:<model>, served:<model>, openai-image:<model>, "
-             "openai-chat-image:<model>, gemini-image:<model> or sim:<preset or FILE.toml>")  # fmt: skip
+             "openai-chat-image:<model>, gemini-image:<model>, diffusers:<hub id or folder> or sim:<preset or FILE.toml>")  # fmt: skip
     assert f"model spec: {forms}" in result.stdout
 
 
@@ -58,8 +58,9 @@ def test_one_entry_adds_a_backend_to_loading_the_help_and_the_refusal(monkeypatc
 
 
 def test_only_a_local_weights_backend_has_a_weight_dtype_and_a_folder_check(tmp_path):
-    assert [prefix for prefix, entry in BACKENDS.items() if entry.local_weights] == ["hf"]
+    assert [prefix for prefix, entry in BACKENDS.items() if entry.local_weights] == ["hf", "diffusers"]
     assert weight_dtype(RunRequest("synthetic_spatial", "hf:./m", dtype="bfloat16")) == "bfloat16"
+    assert weight_dtype(RunRequest("interface_swap", "diffusers:./m")) == "float32"
     assert weight_dtype(RunRequest("synthetic_spatial", "sim:qwen3vl-like", dtype="bfloat16")) is None
     missing = tmp_path / "absent"
     with pytest.raises(ConvswapError, match=f"cannot load model hf:{missing}: the folder {missing} does not exist"):
@@ -68,6 +69,8 @@ def test_only_a_local_weights_backend_has_a_weight_dtype_and_a_folder_check(tmp_
     weights.write_bytes(b"")
     with pytest.raises(ConvswapError, match=f"cannot load model hf:{weights}: {weights} is not a folder"):
         load_backend(f"hf:{weights}")
+    with pytest.raises(ConvswapError, match=f"cannot load model diffusers:{missing}: the folder {missing} does not"):
+        load_backend(f"diffusers:{missing}")
     with pytest.raises(ConvswapError, match="unknown simulated observer sim:/absent"):
         load_backend("sim:/absent")  # a path-like name is the backend's own business elsewhere
 
@@ -82,6 +85,7 @@ def test_the_registry_names_the_backend_classes():
         "openai-image": ("convswap.readout.openai_image_backend", "OpenAIImageBackend"),
         "openai-chat-image": ("convswap.readout.openai_image_backend", "OpenAIChatImageBackend"),
         "gemini-image": ("convswap.readout.gemini_image_backend", "GeminiImageBackend"),
+        "diffusers": ("convswap.readout.diffusers_backend", "DiffusersBackend"),
         "sim": ("convswap.readout.sim", "SimulatedObserver"),
     }
 
@@ -90,7 +94,7 @@ def test_each_entry_states_the_interfaces_its_class_answers_in():
     # The runner refuses a plan from the entry before it loads the model, then from the loaded backend: the two agree.
     for entry in BACKENDS.values():
         if entry.local_weights:
-            continue  # answers in text, the default; importing it would import torch
+            continue  # importing it would import torch: each is checked with its own backend's tests
         backend_class = getattr(importlib.import_module(entry.module), entry.class_name)
         assert entry.interfaces == backend_class.interfaces, entry.class_name
     assert BACKENDS["openai-image"].interfaces == {"image"}

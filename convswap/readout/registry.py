@@ -63,6 +63,13 @@ BACKENDS: dict[str, BackendEntry] = {
         "<model>",
         interfaces=frozenset({"text", "image"}),
     ),
+    "diffusers": BackendEntry(
+        "convswap.readout.diffusers_backend",
+        "DiffusersBackend",
+        "<hub id or folder>",
+        local_weights=True,
+        interfaces=frozenset({"image"}),
+    ),
     "sim": BackendEntry(
         "convswap.readout.sim",
         "SimulatedObserver",
@@ -115,7 +122,7 @@ def model_spec(spec: str) -> ModelSpec:
 
 
 def check_local_model(model: ModelSpec) -> None:
-    """Refuse a local-weights (`hf:`) model named by a path that is not a folder.
+    """Refuse a local-weights (`hf:`, `diffusers:`) model named by a path that is not a folder.
 
     Such a name is never a hub id, yet the hub client would try it as one,
     retrying for minutes before its own error; a hub id is left to the loader,

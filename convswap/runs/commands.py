@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING
 from convswap.core import CONDITIONS, INTERFACES, ConvswapError
 from convswap.plan_folders import PLAN_DIR_HELP, plan_folder
 from convswap.readout.base import DEFAULT_MAX_NEW_TOKENS
-from convswap.readout.options import add_model_arguments, served_options
+from convswap.readout.options import add_model_arguments, request_options
 from convswap.runs.logs import DEFAULT_OUT, RETRIED_STATUS
 
 if TYPE_CHECKING:
@@ -145,7 +145,7 @@ def run_command(args: argparse.Namespace) -> int:
         coco=args.coco,
         max_new_tokens=args.max_new_tokens,
         interface=args.interface,
-        model_options=served_options(args),
+        model_options=request_options(args),
         batch=BatchOptions(poll_s=args.poll, wait=not args.no_wait) if args.batch else None,
     )
     if args.dry_run:

@@ -30,6 +30,7 @@ from __future__ import annotations
 
 import contextlib
 import itertools
+import json
 import tempfile
 from collections import deque
 from collections.abc import Callable, Iterable, Iterator, Sequence
@@ -136,8 +137,11 @@ def _mkdir(folder: Path) -> None:
         raise ConvswapError(f"cannot create folder {folder}: {error.strerror}") from error
 
 
-def check_model_versions(folder: Path, revision: str | None, quant: str | None, dtype: str | None) -> None:
-    """Refuse to add to logs written at another model revision, quantization or weight dtype.
+def check_model_versions(
+    folder: Path, revision: str | None, quant: str | None, dtype: str | None, settings: str | None = None
+) -> None:
+    """Refuse to add to logs written at another model revision, quantization, weight dtype or, for an image editor,
+    with other drawing settings (steps, guidance, size, seed: its environment's `settings`, canonical JSON).
 
     A revision of None is not compared: an API model names the model it served only in its replies.
     """
@@ -154,6 +158,17 @@ def check_model_versions(folder: Path, revision: str | None, quant: str | None, 
                     f"{path} was written at another {' and '.join(differing)}: {described}; "
                     "write this run to another --out, or move that log away"
                 )
+            written = record.environment.get("settings")
+            if settings is not None and written != settings:
+                raise ConvswapError(f"{path} was written with other drawing settings: {_settings_differing(written, settings)}; "
+                                    "write this run to another --out, or move that log away")  # fmt: skip
+
+
+def _settings_differing(written: str | None, this: str) -> str:
+    """Each drawing setting a log's records hold otherwise than this run, as `name value (this run: value)`."""
+    there, here = json.loads(written) if written else {}, json.loads(this)
+    names = sorted(name for name in there.keys() | here.keys() if there.get(name) != here.get(name))
+    return ", ".join(f"{name} {json.dumps(there.get(name))} (this run: {json.dumps(here.get(name))})" for name in names)
 
 
 def run_experiment(request: RunRequest, backend: Backend | None = None, progress: bool = True) -> RunResult:
@@ -192,7 +207,7 @@ def _run_locked(context: RunContext, result: RunResult, backend: Backend | None,
         raise ConvswapError(f"{request.model} was loaded at weight dtype {info.dtype}, not the {result.folder.name} "
                             "its log folder is named for")  # fmt: skip
     revision = info.revision if backend.revision_known_at_load else None
-    check_model_versions(result.folder, revision, request.quant, info.dtype)
+    check_model_versions(result.folder, revision, request.quant, info.dtype, info.environment.get("settings"))
     vocabulary: Vocabulary | None = context.vocabulary
     vocabulary_owner = None
     if vocabulary is not None and request.vocabulary is not None:
