@@ -25,6 +25,7 @@ from diffusers_support import tiny_flux2_klein, tiny_qwen_image_edit
 from PIL import Image
 from pixel_support import INTERFACE_SWAP, pixel_records, swap_request
 from plan_support import without_plan_folder
+from planner_servers import items_folder
 from runner_support import PLAN_DIR, REPO_ROOT, records_in, without_run_details
 
 from convswap.cli import main
@@ -320,3 +321,67 @@ def test_audit_model_tries_each_protocol_on_an_editor(klein, tmp_path):
                                              "incorrect", "correct"}  # fmt: skip
     followed = all(outcome in ("incorrect", "correct") for outcome in drawn.values())
     assert done.returncode == (0 if followed else 1) and ("NOT FOLLOWED" in done.stdout) is not followed
+
+
+@pytest.mark.slow
+def test_protocol_build_smoke_validates_with_an_editor_as_its_painter(klein, tmp_path, capsys):
+    items = items_folder(tmp_path / "plans")
+    before = (items.parent / "conventions.toml").read_bytes()
+    status = main(["protocol", "build", str(items), "--planner", "sim:perfect", "--out", str(items.parent),
+                   "--image-root", str(COCO_MINI), "--painter", f"diffusers:{klein}", "--smoke", "1", "--steps", "2",
+                   "--image-pixels", str(PIXELS)])  # fmt: skip
+    captured = capsys.readouterr()
+    # Random weights draw no protocol's mark: the smoke item is drawn, parsed and fails, so nothing is declared.
+    (line,) = [line for line in captured.err.splitlines() if line.startswith("convswap protocol: error:")]
+    assert (
+        status == 2
+        and line.startswith(
+            f"convswap protocol: error: no protocol accepted for {items} after 2 attempt(s): smoke: item coco-"
+        )
+        and line.endswith("; nothing written")
+    )
+    assert "| smoke |" in captured.out  # the report of both attempts
+    assert not (items.parent / "protocols.toml").exists()
+    assert (items.parent / "conventions.toml").read_bytes() == before
+
+
+@pytest.mark.slow
+def test_two_shards_merged_are_the_single_process_run(klein, klein_run, tmp_path):
+    out = tmp_path / "runs"
+    command = [sys.executable, "-m", "convswap", *image_run(f"diffusers:{klein}", out, 2)]
+    shards = [subprocess.Popen(command, cwd=REPO_ROOT, env={**os.environ, "RANK": str(rank), "WORLD_SIZE": "2"},
+                               stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True) for rank in (0, 1)]  # fmt: skip
+    for shard in shards:
+        assert shard.wait(timeout=600) == 0, shard.stderr.read() if shard.stderr else ""
+    merged = convswap("merge", str(out))
+    assert merged.returncode == 0, merged.stderr
+    folder = out / INTERFACE_SWAP / klein_run.name
+    assert sorted(map(without_run_details, records_in(folder))) == sorted(
+        map(without_run_details, records_in(klein_run))
+    )
+    assert {p.name: p.read_bytes() for p in (folder / "images").iterdir() if p.is_file()} == {
+        p.name: p.read_bytes() for p in (klein_run / "images").iterdir()
+    }
+
+
+@pytest.mark.slow
+def test_ctrl_c_between_denoising_steps_stops_the_run_at_once_with_whole_records(klein, tmp_path):
+    out = tmp_path / "runs"
+    command = [sys.executable, "-m", "convswap", *image_run(f"diffusers:{klein}", out, 2)]
+    command[command.index("--steps") + 1] = "50"  # each unit long enough to be interrupted inside its denoising
+    process = subprocess.Popen(command, cwd=REPO_ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    folder = out / INTERFACE_SWAP
+    while process.poll() is None and not any(folder.glob("*/visible.jsonl")):
+        time.sleep(0.05)
+    (log,) = folder.glob("*/visible.jsonl")
+    while process.poll() is None and log.read_bytes().count(b"\n") < 1:
+        time.sleep(0.05)
+    time.sleep(1)  # inside the next unit's steps
+    assert process.poll() is None, "the run finished before it could be interrupted"
+    interrupted = time.monotonic()
+    process.send_signal(signal.SIGINT)
+    status = process.wait(timeout=30)
+    assert time.monotonic() - interrupted < 2 and status == 130
+    assert "convswap run: interrupted" in process.stderr.read()
+    lines = log.read_text().splitlines()
+    assert 1 <= len(lines) < 6 and all(json.loads(line)["pixels"]["image_sha256"] for line in lines)

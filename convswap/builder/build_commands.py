@@ -8,6 +8,8 @@ from typing import TYPE_CHECKING
 
 from convswap.core import ConvswapError
 from convswap.defaults import DEFAULT_SMOKE, MAX_EXAMPLES, SIM_PLANNERS
+from convswap.readout.base import QUANTIZATIONS
+from convswap.readout.options import add_editor_arguments, editor_options
 
 if TYPE_CHECKING:
     from convswap.builder.protocol_build import Planner
@@ -57,6 +59,9 @@ def register(actions: argparse._SubParsersAction) -> None:
     build.add_argument("--painter", default=DEFAULT_PAINTER, metavar="MODEL_SPEC",
                        help=f"the image model that draws the smoke answers, e.g. openai-image:gpt-image-1 or "
                        f"sim:<preset> (default {DEFAULT_PAINTER}: every answer drawn cleanly)")  # fmt: skip
+    build.add_argument("--quant", choices=QUANTIZATIONS, help="load a diffusers: painter quantized by bitsandbytes")
+    build.add_argument("--dtype", help="weight dtype of a diffusers: painter (e.g. bfloat16; default float32)")
+    add_editor_arguments(build)
     build.set_defaults(handler=run_build)
 
     sensitivity = actions.add_parser(
@@ -74,7 +79,7 @@ def register(actions: argparse._SubParsersAction) -> None:
 
 def run_build(args: argparse.Namespace) -> int:
     from convswap.builder.protocol_build import build_protocol, declare, report
-    from convswap.readout.registry import backend_entry, load_backend
+    from convswap.readout.registry import backend_entry, backend_options, load_backend
 
     if "image" not in backend_entry(args.painter).interfaces:
         raise ConvswapError(f"--painter {args.painter} answers in text only; give a model that draws")
@@ -85,7 +90,7 @@ def run_build(args: argparse.Namespace) -> int:
         raise ConvswapError(f"--out {args.out} {state}: give a plan folder (`convswap plan init {args.out} --empty` "
                             f"makes one) holding the items' conventions.toml")  # fmt: skip
     planner = load_planner(args.planner)
-    painter = load_backend(args.painter)
+    painter = load_backend(args.painter, **backend_options(args.quant, args.dtype), **editor_options(args))
     try:
         build = build_protocol(args.items, planner, painter, args.out, examples=args.examples, n_smoke=args.smoke,
                                image_root=args.image_root)  # fmt: skip

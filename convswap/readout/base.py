@@ -43,6 +43,8 @@ def check_max_new_tokens(max_new_tokens: int) -> None:
 
 # Weight quantizations a local model can be loaded with (bitsandbytes).
 QUANTIZATIONS = ("4bit", "8bit")
+# How a local image editor's parts may wait on the CPU for their turn on the GPU (accelerate's hooks).
+OFFLOADS = ("model", "sequential")
 
 
 @dataclass(frozen=True)

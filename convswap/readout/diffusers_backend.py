@@ -38,6 +38,7 @@ from convswap.core import ConvswapError, Generation, canonical_json  # noqa: E40
 from convswap.readout.base import (  # noqa: E402
     DEFAULT_DTYPE,
     DEFAULT_MAX_NEW_TOKENS,
+    OFFLOADS,
     QUANTIZATIONS,
     Backend,
     Drawing,
@@ -48,7 +49,6 @@ from convswap.readout.registry import check_local_model, model_spec  # noqa: E40
 from convswap.readout.transformers_backend import DTYPES, folder_sha256, hub_unreachable, package_version  # noqa: E402
 
 DEFAULT_PIXELS = 1024 * 1024
-OFFLOADS = ("model", "sequential")
 SEED_BITS = 63  # a torch generator takes any 64-bit seed; 63 bits keep it a non-negative JSON integer everywhere
 
 

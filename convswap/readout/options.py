@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
-from convswap.readout.base import QUANTIZATIONS
+from convswap.readout.base import OFFLOADS, QUANTIZATIONS
 from convswap.readout.logprobs import SERVED_READOUTS
 from convswap.readout.registry import backend_options, spec_forms
 
@@ -45,6 +45,11 @@ def add_model_arguments(parser: argparse.ArgumentParser) -> None:
         help="a served: model's first-token readout, instead of the first of these its server gives (the model is "
         "refused at load where the server does not give it)",
     )
+    add_editor_arguments(parser)
+
+
+def add_editor_arguments(parser: argparse.ArgumentParser) -> None:
+    """The options of a diffusers: image editor (`editor_options`), as a group of their own."""
     editors = parser.add_argument_group("image editors (diffusers: models; defaults: each model card's settings)")
     editors.add_argument("--steps", type=int, metavar="N", help="denoising steps")
     editors.add_argument(
@@ -69,7 +74,7 @@ def add_model_arguments(parser: argparse.ArgumentParser) -> None:
         metavar="N",
         help="what every unit's generator seed is derived from, with the unit (default 0)",
     )
-    editors.add_argument("--offload", choices=("model", "sequential"),
+    editors.add_argument("--offload", choices=OFFLOADS,
                          help="keep the pipeline's parts on the CPU and move each to the GPU as it is needed: model "
                          "by model, or layer by layer (slower, for the smallest cards)")  # fmt: skip
 
@@ -82,8 +87,12 @@ def request_options(args: argparse.Namespace) -> dict[str, Any]:
     those set, so each backend keeps its defaults and one that takes none of them refuses it by name."""
     given = {"base_url": args.base_url, "tokenizer": args.tokenizer, "logprobs": args.api_logprobs,
              "readout": args.served_readout}  # fmt: skip
-    chosen = {name: value for name, value in given.items() if value}
-    return chosen | {name: getattr(args, name) for name in EDITOR_OPTIONS if getattr(args, name) is not None}
+    return {name: value for name, value in given.items() if value} | editor_options(args)
+
+
+def editor_options(args: argparse.Namespace) -> dict[str, Any]:
+    """The `load_backend` options the editor arguments give, only those set."""
+    return {name: getattr(args, name) for name in EDITOR_OPTIONS if getattr(args, name) is not None}
 
 
 def model_options(args: argparse.Namespace) -> dict[str, Any]:
