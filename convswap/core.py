@@ -484,8 +484,9 @@ class PixelAnswer(QuickRestore):
     asked_size: the (width, height) an API backend asked the image model for, where it asks for one.
     parsed_by: which route parsed the image: "pipeline" (the protocol's registered operations) or "reader" (its
     reader model, the fallback route); reader_answer: the reader's text, which the parse's slot is read from.
-    seed: the generator seed a local image model drew it with (`diffusers:`); absent from the JSON where none was
-    seeded, so that the records of every other backend read as they always did.
+    seed: the generator seed a local image model drew it with (`diffusers:`); batch: the conventions drawn in the
+    same call, in call order, where several were (`--image-batch`).  Each is absent from the JSON where it is None,
+    so that the records of every other backend read as they always did.
     """
 
     protocol: str
@@ -501,6 +502,7 @@ class PixelAnswer(QuickRestore):
     parsed_by: Literal["pipeline", "reader"] = "pipeline"
     reader_answer: str | None = None
     seed: int | None = None
+    batch: tuple[str, ...] | None = None
 
     @property
     def image_name(self) -> str | None:
@@ -511,15 +513,20 @@ class PixelAnswer(QuickRestore):
         data = asdict(self)
         data["image_size"] = list(self.image_size) if self.image_size is not None else None
         data["asked_size"] = list(self.asked_size) if self.asked_size is not None else None
-        if self.seed is None:
-            del data["seed"]
+        for optional in ("seed", "batch"):
+            if data[optional] is None:
+                del data[optional]
+        if self.batch is not None:
+            data["batch"] = list(self.batch)
         return data
 
     @classmethod
     def from_json(cls, data: Mapping[str, Any]) -> PixelAnswer:
         size, asked = data.get("image_size"), data.get("asked_size")
+        batch = data.get("batch")
         return cls(**{**data, "image_size": (int(size[0]), int(size[1])) if size is not None else None,
-                      "asked_size": (int(asked[0]), int(asked[1])) if asked is not None else None})  # fmt: skip
+                      "asked_size": (int(asked[0]), int(asked[1])) if asked is not None else None,
+                      "batch": tuple(batch) if batch is not None else None})  # fmt: skip
 
 
 def outcome_of(image: bool, parse_status: str | None, answer_slot: int | None, target: int | None) -> Outcome:

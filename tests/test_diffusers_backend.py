@@ -106,18 +106,25 @@ def test_a_pipeline_that_cannot_edit_is_refused_naming_its_class(tmp_path, capsy
     assert not (tmp_path / "runs").exists()
 
 
-@pytest.mark.parametrize(("options", "said"), [
-    (("--image-guidance", "1.5"), "weighs the source image by no guidance of its own, so it takes no --image-guidance"),
-    (("--negative-prompt", "blurry"), "Flux2KleinPipeline) takes no negative prompt"),
-    (("--steps", "0"), "--steps must be at least 1, got 0"),
-    (("--image-pixels", "100"), "--image-pixels must be at least 4096, got 100"),
-    (("--offload", "model"), "--offload model moves the pipeline's parts to a GPU as they are needed, and this "
-                             "machine has none"),
+QWEN, KLEIN, OMNIGEN = "QwenImageEditPipeline", "Flux2KleinPipeline", "OmniGenPipeline"
+
+
+@pytest.mark.parametrize(("class_name", "options", "said"), [
+    (QWEN, ("--image-guidance", "1.5"), "weighs the source image by no guidance of its own, so it takes no "
+                                        "--image-guidance"),
+    (KLEIN, ("--negative-prompt", "blurry"), "Flux2KleinPipeline) takes no negative prompt"),
+    (QWEN, ("--steps", "0"), "--steps must be at least 1, got 0"),
+    (QWEN, ("--image-pixels", "100"), "--image-pixels must be at least 4096, got 100"),
+    (QWEN, ("--offload", "model"), "--offload model moves the pipeline's parts to a GPU as they are needed, and this "
+                                   "machine has none"),
+    (QWEN, ("--image-batch", "0"), "--image-batch must be at least 1, got 0"),
+    (OMNIGEN, ("--image-batch", "4"), "(OmniGenPipeline) is drawn one unit a call: its pipeline reads a list of "
+                                      "images as the references of one edit, not a batch, so it takes no "
+                                      "--image-batch"),
 ])  # fmt: skip
-def test_an_option_the_editor_cannot_take_is_one_line(tmp_path, capsys, options, said):
+def test_an_option_the_editor_cannot_take_is_one_line(tmp_path, capsys, class_name, options, said):
     if torch.cuda.is_available() and "--offload" in options:
         pytest.skip("this machine has a GPU to offload to")
-    class_name = "Flux2KleinPipeline" if "--negative-prompt" in options else "QwenImageEditPipeline"
     folder = index_only(tmp_path / "model", class_name)
     line = refusal(capsys, *image_run(f"diffusers:{folder}", tmp_path / "runs", 1), *options)
     assert said in line, line
@@ -385,3 +392,68 @@ def test_ctrl_c_between_denoising_steps_stops_the_run_at_once_with_whole_records
     assert "convswap run: interrupted" in process.stderr.read()
     lines = log.read_text().splitlines()
     assert 1 <= len(lines) < 6 and all(json.loads(line)["pixels"]["image_sha256"] for line in lines)
+
+
+# What the README holds a batched drawing to against one call per unit, with the same seeds: each pixel within 2 of
+# 255 levels, the mean difference below 0.5.
+BATCH_MAX, BATCH_MEAN = 2, 0.5
+
+
+def within_batch_tolerance(batched: np.ndarray, single: np.ndarray) -> bool:
+    difference = np.abs(batched.astype(int) - single.astype(int))
+    return batched.shape == single.shape and difference.max() <= BATCH_MAX and difference.mean() < BATCH_MEAN
+
+
+def batched_call_of(records: list[dict], record: dict) -> list[dict]:
+    """The records drawn in the same call as `record`, in call order: same trial and condition, named by its batch."""
+    order = record["pixels"]["batch"]
+    together = [r for r in records if r["trial_id"] == record["trial_id"] and r["condition"] == record["condition"]]
+    return sorted((r for r in together if r["convention"] in order), key=lambda r: order.index(r["convention"]))
+
+
+@pytest.mark.slow
+def test_a_batched_klein_run_draws_what_one_batched_call_draws_and_keeps_to_single_calls(klein, klein_run, tmp_path):
+    out = tmp_path / "runs"
+    done = convswap(*image_run(f"diffusers:{klein}", out, 2, "--image-batch", "2"))
+    assert done.returncode == 0, done.stderr
+    folder = out / INTERFACE_SWAP / klein_run.name
+    records = pixel_records(folder)
+    batches = {tuple(r["pixels"]["batch"]) for r in records if "batch" in r["pixels"]}
+    assert batches == {("point_marker", "label_code")}  # a locate trial's two protocols; identify has one
+    single = {(r["trial_id"], r["convention"]): kept(klein_run, r) for r in pixel_records(klein_run)}
+    pipeline = Flux2KleinPipeline.from_pretrained(klein)
+    for record in records:
+        assert within_batch_tolerance(kept(folder, record), single[record["trial_id"], record["convention"]])
+        if "batch" not in record["pixels"] or record["convention"] != record["pixels"]["batch"][0]:
+            continue
+        call = batched_call_of(records, record)
+        width, height = record["pixels"]["asked_size"]
+        drawn = pipeline(image=source_of(record), prompt=[r["prompt"] for r in call], guidance_scale=1.0,
+                         num_inference_steps=2, width=width, height=height,
+                         generator=[torch.Generator("cpu").manual_seed(r["pixels"]["seed"]) for r in call]).images  # fmt: skip
+        for member, image in zip(call, drawn, strict=True):
+            assert np.array_equal(kept(folder, member), np.asarray(image.convert("RGB")))
+
+
+@pytest.mark.slow
+def test_a_batched_qwen_edit_call_gives_each_prompt_its_source(qwen_edit, tmp_path):
+    out = tmp_path / "runs"
+    done = convswap(*image_run(f"diffusers:{qwen_edit}", out, 1, "--image-batch", "2"))
+    assert done.returncode == 0, done.stderr
+    folder = next((out / INTERFACE_SWAP).iterdir())
+    records = pixel_records(folder)
+    (first,) = [r for r in records if r["pixels"].get("batch", [None])[0] == r["convention"]]
+    call = batched_call_of(records, first)
+    assert [r["convention"] for r in call] == ["point_marker", "label_code"]
+    pipeline = QwenImageEditPipeline.from_pretrained(qwen_edit)
+    source = source_of(first)
+    width, height = first["pixels"]["asked_size"]
+    common = dict(num_inference_steps=2, width=width, height=height, true_cfg_scale=4.0)
+    drawn = pipeline(image=[source, source], prompt=[r["prompt"] for r in call], negative_prompt=[" ", " "],
+                     generator=[torch.Generator("cpu").manual_seed(r["pixels"]["seed"]) for r in call],
+                     **common).images  # fmt: skip
+    for member, image in zip(call, drawn, strict=True):
+        assert np.array_equal(kept(folder, member), np.asarray(image.convert("RGB")))
+        alone = pipeline(image=source, prompt=member["prompt"], negative_prompt=" ",
+                         generator=torch.Generator("cpu").manual_seed(member["pixels"]["seed"]), **common).images[0]  # fmt: skip
+        assert within_batch_tolerance(kept(folder, member), np.asarray(alone.convert("RGB")))

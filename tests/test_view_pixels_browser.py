@@ -131,6 +131,8 @@ def test_a_click_on_the_drawing_or_the_source_shows_both_at_full_size(page, buil
     with Image.open(record["trial"]["image"]["params"]["path"]) as photograph:
         assert shown.tobytes() == photograph.convert("RGB").tobytes()
     page.keyboard.press("Escape")
+    # The dialog's close event, which removes it, is dispatched as a task of its own after the key's.
+    page.locator("dialog.full-size").wait_for(state="detached", timeout=5000)
     assert page.locator("dialog.full-size").count() == 0
 
 

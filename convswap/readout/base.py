@@ -92,7 +92,8 @@ class Drawing:
     api_error: no image came back because the request failed for good (retries spent, the server unreachable): the
     unit is an `api_error`, which a rerun sends again, not an answer of the model's.  asked_size: the (width,
     height) the backend asked the model for, where it asks for one.  seed: the generator seed a local image model
-    drew it with, where the backend seeds one (an API model's sampling is the provider's).
+    drew it with, where the backend seeds one (an API model's sampling is the provider's).  batch: the conventions
+    whose prompts were drawn in the same call as this one, in call order, where several were (`--image-batch`).
     """
 
     image: Image.Image | None = field(compare=False)
@@ -100,6 +101,7 @@ class Drawing:
     api_error: bool = False
     asked_size: tuple[int, int] | None = None
     seed: int | None = None
+    batch: tuple[str, ...] | None = None
 
     def __post_init__(self) -> None:
         if (self.image is None) == (self.failure is None):

@@ -24,7 +24,7 @@ import logging
 import math
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 # diffusers imports bitsandbytes, which on a CPU with AVX-512 BF16 tries an optional kernel from the hub and warns
 # when it cannot have one; it computes with its own instead, so the warning tells a user nothing to act on.
@@ -60,7 +60,10 @@ class Editor:
     `guidance_scale` is a distillation input); image_guidance_parameter: the one --image-guidance sets, where the
     pipeline weighs the source image apart.  negative_prompt: None where the pipeline takes none.  fixed: further
     arguments the card sets and convswap does not vary.  image_argument: where the source goes (OmniGen takes a list
-    of images and names each in the prompt by a placeholder).  sized: takes height and width.
+    of images and names each in the prompt by a placeholder).  sized: takes height and width.  batched_source: how a
+    batch of prompts on one source is called, where the pipeline takes one: "shared" (the source once for every
+    prompt) or "per_prompt" (a list, one per prompt); None where a list of images means several references of one
+    edit, so that --image-batch is refused.
     """
 
     card: str
@@ -74,14 +77,17 @@ class Editor:
     image_argument: str = "image"
     image_placeholder: str = ""
     sized: bool = True
+    batched_source: Literal["shared", "per_prompt"] | None = None
 
 
 EDITORS: dict[str, Editor] = {
-    "QwenImageEditPipeline": Editor("Qwen/Qwen-Image-Edit", 50, 4.0, "true_cfg_scale", negative_prompt=" "),
+    "QwenImageEditPipeline": Editor(
+        "Qwen/Qwen-Image-Edit", 50, 4.0, "true_cfg_scale", negative_prompt=" ", batched_source="per_prompt"
+    ),
     "QwenImageEditPlusPipeline": Editor(
         "Qwen/Qwen-Image-Edit-2511", 40, 4.0, "true_cfg_scale", negative_prompt=" ", fixed=(("guidance_scale", 1.0),)
     ),  # fmt: skip
-    "Flux2KleinPipeline": Editor("black-forest-labs/FLUX.2-klein-4B", 4, 1.0),
+    "Flux2KleinPipeline": Editor("black-forest-labs/FLUX.2-klein-4B", 4, 1.0, batched_source="shared"),
     "FluxKontextPipeline": Editor("black-forest-labs/FLUX.1-Kontext-dev", 28, 2.5),
     "OmniGenPipeline": Editor(
         "Shitao/OmniGen-v1-diffusers",
@@ -120,6 +126,7 @@ class EditorSettings:
     pixels: int | None
     image_seed: int
     offload: str | None
+    image_batch: int = 1
 
     def to_json(self) -> str:
         return canonical_json(self.__dict__)
@@ -199,6 +206,7 @@ class DiffusersBackend(Backend):
         image_pixels: int = DEFAULT_PIXELS,
         image_seed: int = 0,
         offload: str | None = None,
+        image_batch: int = 1,
     ) -> DiffusersBackend:
         """Load `name` (a folder or hub id) onto the first GPU (the `device_map` one of a sharded run), else the CPU."""
         spec = f"diffusers:{name}"
@@ -211,7 +219,7 @@ class DiffusersBackend(Backend):
             raise ConvswapError(f"--offload {offload} moves the pipeline's parts to a GPU as they are needed, and "
                                 "this machine has none")  # fmt: skip
         for option, value, least in (("--steps", steps, 1), ("--image-pixels", image_pixels, 64 * 64),
-                                     ("--image-seed", image_seed, 0)):  # fmt: skip
+                                     ("--image-seed", image_seed, 0), ("--image-batch", image_batch, 1)):  # fmt: skip
             if value is not None and value < least:
                 raise ConvswapError(f"{option} must be at least {least}, got {value}")
         folder = Path(name).expanduser()
@@ -225,6 +233,9 @@ class DiffusersBackend(Backend):
         if image_guidance is not None and editor.image_guidance_parameter is None:
             raise ConvswapError(f"{spec} ({index['_class_name']}) weighs the source image by no guidance of its own, "
                                 "so it takes no --image-guidance")  # fmt: skip
+        if image_batch > 1 and editor.batched_source is None:
+            raise ConvswapError(f"{spec} ({index['_class_name']}) is drawn one unit a call: its pipeline reads a list "
+                                "of images as the references of one edit, not a batch, so it takes no --image-batch")  # fmt: skip
         if negative_prompt is not None and editor.negative_prompt is None:
             raise ConvswapError(f"{spec} ({index['_class_name']}) takes no negative prompt")
         torch_dtype = DTYPES[dtype]
@@ -245,6 +256,7 @@ class DiffusersBackend(Backend):
             pixels=image_pixels if editor.sized else None,
             image_seed=image_seed,
             offload=offload,
+            image_batch=image_batch,
         )
         revision_used = folder_sha256(folder) if folder.is_dir() else extra.get("_commit_hash")
         if not revision_used:
@@ -274,39 +286,57 @@ class DiffusersBackend(Backend):
             return None
         return asked_size(source, self.settings.pixels, self.pipeline.vae_scale_factor * 2)
 
-    def call_arguments(self, query: Query, index: int) -> dict[str, Any]:
-        """The pipeline's arguments for prompt `index` of the query, its generator seeded, as `draw` calls it: what
-        a user calls the pipeline with to draw a record's image again."""
-        prompt = query.prompts[index]
+    def _call(self, query: Query, indices: range) -> dict[str, Any]:
+        """The pipeline's arguments for the prompts `indices` of the query, each with its unit's generator: one
+        prompt's as the model card calls it, several as one batch (prompts, generators and negative prompts as
+        lists, the source shared or given once per prompt, as the pipeline's batch takes it)."""
         settings, editor = self.settings, self.editor
-        seed = unit_seed(settings.image_seed, prompt.trial_id, prompt.convention, query.condition)
-        source = query.image.convert("RGB")
+        prompts = [query.prompts[index] for index in indices]
+        texts = [editor.image_placeholder + prompt.text for prompt in prompts]
+        generators = [torch.Generator("cpu").manual_seed(seed) for seed in self._seeds(query, indices)]
+        source: Any = query.image.convert("RGB")
+        if editor.image_argument == "input_images":
+            source = [source]
+        batched = len(prompts) > 1
+        if batched and editor.batched_source == "per_prompt":
+            source = [source] * len(prompts)
         arguments: dict[str, Any] = {
-            "prompt": editor.image_placeholder + prompt.text,
-            editor.image_argument: [source] if editor.image_argument == "input_images" else source,
+            "prompt": texts if batched else texts[0],
+            editor.image_argument: source,
             "num_inference_steps": settings.steps,
-            "generator": torch.Generator("cpu").manual_seed(seed),
+            "generator": generators if batched else generators[0],
             **settings.guidance,
             **dict(editor.fixed),
         }
         if settings.negative_prompt is not None:
-            arguments["negative_prompt"] = settings.negative_prompt
-        size = self.asked_size(source.size)
+            arguments["negative_prompt"] = (
+                [settings.negative_prompt] * len(prompts) if batched else settings.negative_prompt
+            )
+        size = self.asked_size(query.image.size)
         if size is not None:
             arguments["width"], arguments["height"] = size
         return arguments
 
+    def _seeds(self, query: Query, indices: range) -> list[int]:
+        return [unit_seed(self.settings.image_seed, query.prompts[index].trial_id, query.prompts[index].convention,
+                          query.condition) for index in indices]  # fmt: skip
+
     def draw(self, query: Query) -> list[Drawing]:
+        """One call per prompt, or per --image-batch prompts of the query (they share its source image)."""
         drawings = []
-        for index, prompt in enumerate(query.prompts):
-            arguments = self.call_arguments(query, index)
-            seed = arguments["generator"].initial_seed()
+        size = self.asked_size(query.image.size)
+        batch = self.settings.image_batch
+        for start in range(0, len(query.prompts), batch):
+            indices = range(start, min(start + batch, len(query.prompts)))
             try:
-                image = self.pipeline(**arguments).images[0]
+                images = self.pipeline(**self._call(query, indices)).images
             except torch.OutOfMemoryError:
-                raise ConvswapError(f"{self.spec} ran out of GPU memory drawing trial {prompt.trial_id}; try --quant "
-                                    "4bit, --offload model or a smaller --image-pixels") from None  # fmt: skip
-            drawings.append(Drawing(image.convert("RGB"), asked_size=self.asked_size(query.image.size), seed=seed))
+                smaller = " or --image-batch 1" if batch > 1 else ""
+                raise ConvswapError(f"{self.spec} ran out of GPU memory drawing trial {query.prompts[start].trial_id}; "
+                                    f"try --quant 4bit, --offload model, a smaller --image-pixels{smaller}") from None  # fmt: skip
+            together = tuple(query.prompts[index].convention for index in indices) if len(indices) > 1 else None
+            for image, seed in zip(images, self._seeds(query, indices), strict=True):
+                drawings.append(Drawing(image.convert("RGB"), asked_size=size, seed=seed, batch=together))
         return drawings
 
 

@@ -74,12 +74,16 @@ def add_editor_arguments(parser: argparse.ArgumentParser) -> None:
         metavar="N",
         help="what every unit's generator seed is derived from, with the unit (default 0)",
     )
+    editors.add_argument("--image-batch", type=int, metavar="N",
+                         help="draw up to N prompts of one trial (its protocols, on one source) in one call (default 1: "
+                         "one call per unit; FLUX.2 [klein] and Qwen-Image-Edit only)")  # fmt: skip
     editors.add_argument("--offload", choices=OFFLOADS,
                          help="keep the pipeline's parts on the CPU and move each to the GPU as it is needed: model "
                          "by model, or layer by layer (slower, for the smallest cards)")  # fmt: skip
 
 
-EDITOR_OPTIONS = ("steps", "guidance", "image_guidance", "negative_prompt", "image_pixels", "image_seed", "offload")
+EDITOR_OPTIONS = ("steps", "guidance", "image_guidance", "negative_prompt", "image_pixels", "image_seed", "offload",
+                  "image_batch")  # fmt: skip
 
 
 def request_options(args: argparse.Namespace) -> dict[str, Any]:

@@ -123,7 +123,7 @@ def pixel_answer(
     if drawing.image is None:
         outcome = outcome_of(False, None, None, prompt.key("target"))
         answer = PixelAnswer(protocol.name, protocol.sha256, outcome, None, None, None, prompt.k, protocol.layout,
-                             drawing.failure, drawing.asked_size, seed=drawing.seed)  # fmt: skip
+                             drawing.failure, drawing.asked_size, seed=drawing.seed, batch=drawing.batch)  # fmt: skip
         return answer, None
     image = drawing.image.convert("RGB")
     digest = keep_image(folder, image, shard)
@@ -134,7 +134,7 @@ def pixel_answer(
         answer = PixelAnswer(protocol.name, protocol.sha256, outcome_of(True, parse.status, reading.slot,
                              prompt.key("target")), digest, image.size, parse.to_json(), prompt.k, protocol.layout,
                              asked_size=drawing.asked_size, parsed_by="reader", reader_answer=reading.text,
-                             seed=drawing.seed)  # fmt: skip
+                             seed=drawing.seed, batch=drawing.batch)  # fmt: skip
         return answer, reading.slot
     parse = parse_kept(protocol, image, source, prompt.k)  # PNG is lossless: the kept file parses alike
     slot = None
@@ -143,5 +143,5 @@ def pixel_answer(
         slot = 0 if found is None else found
     outcome = outcome_of(True, parse.status, slot, prompt.key("target"))
     answer = PixelAnswer(protocol.name, protocol.sha256, outcome, digest, image.size, parse.to_json(), prompt.k,
-                         protocol.layout, asked_size=drawing.asked_size, seed=drawing.seed)  # fmt: skip
+                         protocol.layout, asked_size=drawing.asked_size, seed=drawing.seed, batch=drawing.batch)  # fmt: skip
     return answer, slot

@@ -148,7 +148,7 @@ class Reader:
                 reading = read_image(self.readers[protocol.name], protocol, prompt, drawing.image.convert("RGB"))
                 if reading.error is not None:  # as a drawing whose request failed: a rerun draws and reads again
                     drawing = Drawing(None, f"the reader's request failed: {reading.error}", api_error=True,
-                                      asked_size=drawing.asked_size, seed=drawing.seed)  # fmt: skip
+                                      asked_size=drawing.asked_size, seed=drawing.seed, batch=drawing.batch)  # fmt: skip
             answer, slot = pixel_answer(protocol, drawing, prompt, query.trial, query.image, context.folder,
                                         context.shard, reading)  # fmt: skip
             records.append(build_pixel_record(context, query, prompt, answer, slot, api_error=drawing.api_error))
