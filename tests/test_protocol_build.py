@@ -83,7 +83,7 @@ def test_a_correct_reuse_declares_nothing_new_and_names_the_protocol(tmp_path, m
     ("planned", "refusal"),
     [
         (UNKNOWN_OPERATION, "yellow_code.pipeline[4].op: names no registered operation (known: load_generated, "
-         "load_source, hsv_mask, subtract, morphology, components, filter, select_one, centroid, normalize, "
+         "load_source, hsv_mask, subtract, morphology, components, filter, refuse_merged, select_one, centroid, normalize, "
          "slot_of_point, count), got 'erode_twice'"),
         (answer("build", name="yellow_code", declaration=with_step(YELLOW_STRIP, 6, "filter", {"min_areas": 30})),
          "yellow_code.pipeline[6].min_areas: unknown field (known: max_area_ratio, max_fraction, min_area, min_fill, "

@@ -127,7 +127,7 @@ def test_a_planner_that_repeats_its_fault_is_rejected_and_nothing_is_written(tmp
     assert captured.err.splitlines() == [
         f"convswap protocol: error: no protocol accepted for {items} after 2 attempt(s): static check: "
         "yellow_strip.pipeline[2].op: names no registered operation (known: load_generated, load_source, hsv_mask, "
-        "subtract, morphology, components, filter, select_one, centroid, normalize, slot_of_point, count), got "
+        "subtract, morphology, components, filter, refuse_merged, select_one, centroid, normalize, slot_of_point, count), got "
         "'denoise'; nothing written"
     ]
     assert not (items.parent / "protocols.toml").exists()

@@ -111,7 +111,7 @@ def test_the_declarations_hash_follows_its_content_not_its_layout(tmp_path):
         ('count = "one"', 'count = "any"', "dot_marker.count: must be \"any\" exactly when the output is a count, got 'any'"),
         ('{ op = "centroid" },', '{ op = "centre" },',
          "dot_marker.pipeline[7].op: names no registered operation (known: load_generated, load_source, hsv_mask, "
-         "subtract, morphology, components, filter, select_one, centroid, normalize, slot_of_point, count), got 'centre'"),
+         "subtract, morphology, components, filter, refuse_merged, select_one, centroid, normalize, slot_of_point, count), got 'centre'"),
         ("kernel = 3", "kernel = 4", "dot_marker.pipeline[3].kernel: must be an odd integer 1 to 51, got 4"),
         # A kernel's cost is its square per pixel: 100001 took a minute and 10 GB a parse.
         ("kernel = 3", "kernel = 100001", "dot_marker.pipeline[3].kernel: must be an odd integer 1 to 51, got 100001"),

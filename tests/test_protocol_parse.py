@@ -168,11 +168,18 @@ def test_green_grass_in_the_photograph_is_not_counted():
     assert parse("instance_marking", jpeg(generated), grass).output == 3
 
 
-def test_two_dots_of_near_equal_size_are_ambiguous():
-    generated = dot(dot(photo(), (150, 150), 12, rgb(90)), (450, 300), 11, rgb(90))
+def test_two_dots_of_equal_size_are_ambiguous():
+    generated = dot(dot(photo(), (150, 150), 12, rgb(90)), (450, 300), 12, rgb(90))
     result = parse("point_marker", jpeg(generated), photo())
     assert noncompliant(result, "ambiguous")
     assert [c.kept for c in result.components].count(True) == 2
+
+
+@pytest.mark.parametrize("smaller", [10, 9])  # radii against 12: 0.7 and 0.56 of its area as drawn
+def test_a_clearly_larger_dot_is_the_answer(smaller):
+    generated = dot(dot(photo(), (150, 150), 12, rgb(90)), (450, 300), smaller, rgb(90))
+    result = parse("point_marker", jpeg(generated), photo())
+    assert result.status == "ok" and abs(result.output[0] * 640 - 150) < 1.5, result.reason
 
 
 def test_a_much_smaller_second_dot_leaves_the_larger_as_the_answer():
@@ -318,19 +325,56 @@ def test_green_dots_are_counted(noise, count):
     assert (result.status, result.output) == ("ok", count), result.reason
 
 
-@pytest.mark.parametrize("noise", NOISES)
-def test_a_stroke_far_from_convex_makes_the_count_unreadable(noise):
-    stroke = box(box(photo(), 200, 330, 240, 340, rgb(60)), 230, 300, 240, 340, rgb(60))  # an L, 40 by 40
-    dot(stroke, (300, 100), 10, rgb(60))
-    assert noncompliant(parse("instance_marking", NOISES[noise](stroke), photo()), "irregular shape", "solidity")
+def star(image: np.ndarray, center: tuple[int, int], outer: int, inner: int, color: tuple[int, int, int]) -> np.ndarray:
+    """A filled five-pointed star, its points `outer` and its notches `inner` pixels from its center."""
+    angles = np.pi / 2 + np.arange(10) * np.pi / 5
+    radii = np.where(np.arange(10) % 2 == 0, outer, inner)
+    points = np.stack([center[0] + radii * np.cos(angles), center[1] - radii * np.sin(angles)], axis=1)
+    cv2.fillPoly(image, [np.round(points).astype(np.int32)], color)
+    return image
+
+
+def tick(image: np.ndarray, corner: tuple[int, int], color: tuple[int, int, int]) -> np.ndarray:
+    """A check mark: a short stroke down to `corner` and a long one up from it, 4 pixels wide."""
+    x, y = corner
+    cv2.polylines(image, [np.array([(x - 10, y - 10), (x, y), (x + 20, y - 24)], np.int32)], False, color, 4)
+    return image
 
 
 @pytest.mark.parametrize("noise", NOISES)
-def test_a_merged_pair_beside_single_dots_is_refused_by_its_size(noise):
-    generated = dot(dot(photo(), (200, 200), 10, rgb(60)), (220, 200), 10, rgb(60))  # touching: nearly convex
+@pytest.mark.parametrize(("shape", "count"), [("star", 3), ("tick", 2), ("ring", 3)])
+def test_marks_that_are_not_solid_dots_are_each_one_instance(noise, shape, count):
+    generated = photo()
+    for index in range(count):
+        center = (90 + 160 * index, 120 + 150 * (index % 2))
+        if shape == "star":
+            star(generated, center, 16, 7, rgb(60))
+        elif shape == "tick":
+            tick(generated, center, rgb(60))
+        else:
+            cv2.circle(generated, center, 13, rgb(60), thickness=4)
+    result = parse("instance_marking", NOISES[noise](generated), photo())
+    assert (result.status, result.output) == ("ok", count), result.reason
+
+
+@pytest.mark.parametrize("noise", NOISES)
+def test_four_dots_and_a_larger_fifth_are_five(noise):
+    generated = photo()
+    for center in ((60, 100), (140, 140), (220, 180), (300, 100)):
+        dot(generated, center, 9, rgb(60))
+    dot(generated, (460, 140), 16, rgb(60))  # three times the others' area, and one dot
+    result = parse("instance_marking", NOISES[noise](generated), photo())
+    assert (result.status, result.output) == ("ok", 5), result.reason
+
+
+@pytest.mark.parametrize("noise", NOISES)
+@pytest.mark.parametrize("apart", [21, 20])  # a pixel apart, and touching
+def test_two_dots_run_together_beside_single_dots_are_merged_markers(noise, apart):
+    generated = dot(dot(photo(), (200, 200), 10, rgb(60)), (200 + apart, 200), 10, rgb(60))
     for center in ((450, 100), (450, 300), (100, 350)):
         dot(generated, center, 10, rgb(60))
-    assert noncompliant(parse("instance_marking", NOISES[noise](generated), photo()), "irregular shape", "merged")
+    result = parse("instance_marking", NOISES[noise](generated), photo())
+    assert noncompliant(result, "irregular shape", "2 marks run together", "merged markers"), result.reason
 
 
 def test_no_green_dot_is_no_count():

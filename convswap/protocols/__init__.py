@@ -20,8 +20,8 @@ direction_grid, instance_marking, with ProVisE's Table 8 thresholds); a plan fol
     Step(op: str, params: FrozenMapping); HsvRange(hue, saturation, value): OpenCV units, each (low, high).
 
 Operations (`operations`): one registry, `OPERATIONS`, filled by `@operation("name", Params, needs=, gives=)`:
-load_generated, load_source, hsv_mask, subtract, morphology, components, filter, select_one, centroid, normalize,
-slot_of_point, count.  `colour_mask(protocol, rgb array)` is the mask of the protocol's colour (for a viewer);
+load_generated, load_source, hsv_mask, subtract, morphology, components, filter, refuse_merged, select_one, centroid,
+normalize, slot_of_point, count.  `colour_mask(protocol, rgb array)` is the mask of the protocol's colour (for a viewer);
 `layouts.slot_rects(layout, k, width, height)` the slots' rectangles.
 
 Parsing (`parse`):

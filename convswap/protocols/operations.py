@@ -176,6 +176,9 @@ def _fraction(inclusive_zero: bool) -> Any:
 
 
 MAX_KERNEL = 51
+# The least rise above a cut that makes a part a mark of its own, in pixels: a stroke 4 pixels wide has a depth of
+# 2, and the distance transform's steps along its edges are about 1.
+RISE_PIXELS = 1.5
 # A mark's area against the median mark's: beyond this, no drawn answer has marks of one size.
 MAX_AREA_RATIO = 100
 
@@ -205,6 +208,17 @@ class FilterParams(Table):
     min_solidity: Annotated[float, _fraction(True)] = 0.0
     max_area_ratio: Annotated[float | None, checked(lambda v: is_number(v) and 1 < v <= MAX_AREA_RATIO,
                                                     f"must be a number > 1 and at most {MAX_AREA_RATIO}")] = None  # fmt: skip
+
+
+class MergedParams(Table):
+    # The lowest cut through a mark's depth, as a share of its deepest point: marks run together meet at a neck
+    # narrower than each of them, which a cut at this depth or deeper separates.
+    level: Annotated[float, _fraction(False)] = 0.3
+    # A part the cut leaves counts as a mark of its own when its own deepest point rises this share above the cut
+    # (and at least RISE_PIXELS): a stroke's or a ring's uneven edge leaves fragments that barely rise.
+    rise: Annotated[float, _fraction(False)] = 0.15
+    # ... and is at least this share of the mark's deepest point: a small bump on a dot is not a second dot.
+    comparable: Annotated[float, _fraction(False)] = 0.5
 
 
 class SelectParams(Table):
@@ -349,6 +363,45 @@ def filter_components(state: ParseState, params: FilterParams) -> None:
             state.components[index] = replace(component, kept=False, reason=reason)
     if params.max_area_ratio is not None:
         _refuse_outsized(state, params.max_area_ratio)
+
+
+@operation("refuse_merged", MergedParams, needs=("components",))
+def refuse_merged(state: ParseState, params: MergedParams) -> None:
+    """Refuse a kept component that is several marks run together, whatever the marks' shape.
+
+    Its depth at each pixel is the distance to the nearest pixel outside it, holes filled (a ring is as deep as
+    the disk it encloses).  One mark of any shape, a dot, a star, a tick or a ring, has one deepest region that
+    every shallower level stays joined to; two dots run together have two, joined only by a shallow neck.  So the
+    component is cut at depths from `level` of its deepest point up, and refused (merged markers: no count) when a
+    cut leaves two or more parts that each rise `rise` of their own depth above it and are `comparable` deep.
+    """
+    cv2 = _cv2()
+    from scipy import ndimage
+
+    assert state.labels is not None
+    for index in _kept(state):
+        x, y, w, h = state.components[index].bbox
+        inside = (state.labels[y : y + h, x : x + w] == index + 1).astype(np.uint8)
+        filled = np.zeros((h + 2, w + 2), np.uint8)  # a pixel of background around it, for the distances
+        contours, _ = cv2.findContours(inside, cv2.RETR_EXTERNAL, cv2.CHAIN_APPROX_NONE)
+        cv2.drawContours(filled, contours, -1, 1, thickness=cv2.FILLED, offset=(1, 1))
+        depth = cv2.distanceTransform(filled, cv2.DIST_L2, 5)
+        deepest = float(depth.max())
+        for share in np.arange(params.level, 0.95, 0.1):
+            cut = share * deepest
+            parts, labels = cv2.connectedComponents((depth >= cut).astype(np.uint8), connectivity=8)
+            if parts <= 2:
+                continue
+            peaks = ndimage.maximum(depth, labels, range(1, parts))
+            marks = [peak for peak in peaks if peak >= params.comparable * deepest
+                     and peak - cut >= max(params.rise * peak, RISE_PIXELS)]  # fmt: skip
+            if len(marks) >= 2:
+                component = state.components[index]
+                reason = (f"{len(marks)} marks run together: a cut at {share:.1f} of its depth of {deepest:.1f} "
+                          "pixels parts them (merged markers)")  # fmt: skip
+                state.components[index] = replace(component, kept=False, reason=reason)
+                state.misshapen.add(index)
+                break
 
 
 def _refuse_outsized(state: ParseState, ratio: float) -> None:
