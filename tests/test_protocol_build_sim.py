@@ -67,20 +67,19 @@ def test_the_perfect_planner_reuses_the_first_shipped_protocol_that_reads_the_it
     assert tomllib.loads(text) == {}
 
 
-def test_items_with_regions_get_the_point_protocol_first_and_a_failed_smoke_the_next_that_fits(tmp_path, capsys):
+def test_items_with_regions_get_the_point_protocol_first_and_its_smoke_reads_a_dot_on_the_photographs_cyan(
+    tmp_path, capsys
+):
     """point_marker, first in the shipped file, reads these items once they give regions; the smoke item whose
-    photograph is cyan where the dot goes fails it (the photograph's own colour is no answer), and the revision
-    reuses the next shipped protocol that fits."""
+    photograph is cyan where the dot goes is read too (the photograph's own colour is no answer, the dot over it
+    is), so nothing is revised."""
     items = items_folder(tmp_path / "plans", regions=True)
     assert build(items, "perfect") == 0
     out = capsys.readouterr().out
-    initial, revision = table_row(out, "initial"), table_row(out, "revision")
-    assert (initial[5:7], initial[-1]) == (["reuse", "point_marker"], "2/3")
-    (reason,) = [line for line in out.splitlines() if line.startswith("  initial: ")]
-    assert reason == ("  initial: smoke: item coco-328683-parking-meter: protocol_noncompliance: no mark: no "
-                      "component of the protocol's colour passed the filter")  # fmt: skip
-    assert (revision[5:7], revision[-1]) == (["reuse", "label_code"], "3/3")
-    assert "It reuses the declared protocol label_code" in (items.parent / "protocols.toml").read_text()
+    initial = table_row(out, "initial")
+    assert (initial[5:7], initial[-1]) == (["reuse", "point_marker"], "3/3")
+    assert "verdict: pass (initial)" in out and "| revision |" not in out
+    assert "It reuses the declared protocol point_marker" in (items.parent / "protocols.toml").read_text()
 
 
 def test_a_smoke_fault_is_revised_and_the_build_declared_in_a_hue_no_protocol_holds(tmp_path, capsys):

@@ -153,6 +153,42 @@ def test_a_cyan_patch_the_photograph_already_had_is_no_answer():
     assert noncompliant(parse("point_marker", jpeg(sky.copy()), sky), "no mark")
 
 
+def test_a_dot_painted_over_the_photographs_own_cyan_is_read_whole():
+    sky = box(photo(), 0, 0, 640, 120, rgb(92, 200, 230))  # a paler cyan the parser's range holds
+    answered = jpeg(dot(sky.copy(), (320, 60), 12, rgb(90)))
+    result = parse("point_marker", answered, sky)
+    assert result.status == "ok", result.reason
+    assert abs(result.output[0] * 640 - 320) < 1.5 and abs(result.output[1] * 426 - 60) < 1.5
+    kept = [c for c in result.components if c.kept]
+    # One mark, not shredded by the sky around it: its rim, where it meets the sky, is the sky's.
+    assert len(kept) == 1 and kept[0].area > 0.6 * np.pi * 12**2
+
+
+def shifted(image: np.ndarray, dx: int, dy: int) -> np.ndarray:
+    """The image moved by (dx, dy) pixels, as a regenerated image moves the photograph, edges repeated."""
+    moved = np.array([[1, 0, dx], [0, 1, dy]], dtype=np.float32)
+    return cv2.warpAffine(image, moved, image.shape[1::-1], borderMode=cv2.BORDER_REPLICATE)
+
+
+@pytest.mark.parametrize("move", [(0, -6), (5, 4), (-7, 0)])
+def test_the_photographs_own_green_moved_a_few_pixels_leaves_no_sliver(move):
+    grass = box(box(photo(STREET), 0, 380, 640, 480, rgb(55, 200, 160)), 40, 40, 160, 120, rgb(60, 220, 200))
+    generated = shifted(grass, *move)
+    for center in ((260, 200), (380, 250), (520, 180)):
+        dot(generated, center, 10, rgb(60))
+    result = parse("instance_marking", jpeg(generated), grass)
+    assert (result.status, result.output) == ("ok", 3), [c for c in result.components if c.kept]
+
+
+@pytest.mark.parametrize("move", [(0, -6), (5, 4)])
+def test_the_photographs_own_cyan_moved_a_few_pixels_is_no_second_mark(move):
+    sky = box(photo(), 0, 0, 640, 120, rgb(92, 200, 230))
+    answered = jpeg(dot(shifted(sky, *move), (320, 300), 12, rgb(90)))
+    result = parse("point_marker", answered, sky)
+    assert result.status == "ok", result.reason
+    assert abs(result.output[0] * 640 - 320) < 1.5 and abs(result.output[1] * 426 - 300) < 1.5
+
+
 def test_a_magenta_shirt_in_the_photograph_is_no_answer():
     shirt = box(photo(STREET), 250, 150, 330, 300, rgb(155, 220, 200))
     answered = jpeg(box(shirt.copy(), 3 * 128 + 40, 420, 4 * 128 - 40, 470, rgb(150)))  # slot 4 of 5

@@ -38,7 +38,7 @@ def test_protocols_lists_each_with_its_contract_and_a_guidance_prompt(capsys, tm
     for name in (*PROTOCOLS, "corner_code"):
         assert f"\n{name}  tasks: " in out
     assert "point_marker  tasks: locate, choice  draws: one dot #00FFFF  hsv: H 80-100 S 70-255 V 70-255" in out
-    assert "subtract(guard=7)" in out and f"sha256: {PROTOCOLS['label_code'].sha256}" in out
+    assert "subtract(guard=7, tolerance=40)" in out and f"sha256: {PROTOCOLS['label_code'].sha256}" in out
     assert 'answer the question: "In this image, the microwave is at one of these positions: ' in out
     assert "divided into 9 equal slots, numbered 1 to 9 from left to right" in out
     assert "identify: Answer: In this image, what object is at position middle-right?" in out
