@@ -106,6 +106,21 @@ def test_a_pipeline_that_cannot_edit_is_refused_naming_its_class(tmp_path, capsy
     assert not (tmp_path / "runs").exists()
 
 
+@pytest.mark.parametrize(("index", "said"), [
+    (None, "no file named model_index.json found in directory"),
+    ("not json", "is not a valid JSON file"),
+])  # fmt: skip
+def test_a_folder_that_is_no_pipeline_is_refused_in_one_line(tmp_path, capsys, index, said):
+    folder = tmp_path / "model"
+    folder.mkdir()
+    (folder / "config.json").write_text("{}")  # a transformers model's folder, say
+    if index is not None:
+        (folder / "model_index.json").write_text(index)
+    line = refusal(capsys, *image_run(f"diffusers:{folder}", tmp_path / "runs", 1))
+    assert line.startswith(f"convswap run: error: cannot load model diffusers:{folder}: ") and said in line, line
+    assert not (tmp_path / "runs").exists()
+
+
 QWEN, KLEIN, OMNIGEN = "QwenImageEditPipeline", "Flux2KleinPipeline", "OmniGenPipeline"
 
 
