@@ -51,6 +51,7 @@ BUILDER_MODULES = (
     "convswap.analysis.instrument",
     "convswap.analysis.experiment_tables",
     "convswap.analysis.pixel_tables",
+    "convswap.analysis.sampling",
     "convswap.analysis.figures",
 )
 Layout = Callable[[Table], Table]

@@ -16,6 +16,8 @@ ANALYSES: dict[str, str] = {
     "instrument_agreement": "first-token and generated answers agreeing, where both readouts exist",
     "gate_sensitivity": "which models clear the capability gate as its threshold moves",
     "prompt_length": "prompt tokens per convention, so that length can be ruled out",
+    "sampled_accuracy": "the accuracy a temperature-T sampler would reach, from the first-token logits, at T = 0.7 "
+    "and 1.0, with intervals over trials",
     # Pixel answers under visual protocols.
     "outcome_table": "the outcome of every pixel answer per model and protocol: correct, incorrect, noncompliance, "
     "parser failure, generation failure",
