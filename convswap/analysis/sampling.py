@@ -31,16 +31,17 @@ SEED = 0
 CONFIDENCE = 0.95
 
 
-def right_probability(record: Record, temperature: float) -> float | None:
-    """The probability that a temperature-T sample among the record's candidates is its scored slot; None without
-    every candidate's logit."""
-    readout = record.first_token
-    if readout is None or not readout.candidate_logits:
-        return None
-    slot = record.keys.get(score_key(record))
-    if slot is None:
-        return None
-    return float(softmax(np.asarray(readout.candidate_logits, dtype=np.float64) / temperature)[slot - 1])
+def has_logits(record: Record) -> bool:
+    """An exact first-token readout: every candidate's logit."""
+    return record.first_token is not None and bool(record.first_token.candidate_logits)
+
+
+def right_probability(record: Record, temperature: float) -> float:
+    """The probability that a temperature-T sample among the record's candidates is its scored slot (a record
+    `has_logits` holds)."""
+    assert record.first_token is not None
+    logits = np.asarray(record.first_token.candidate_logits, dtype=np.float64)
+    return float(softmax(logits / temperature)[record.keys[score_key(record)] - 1])
 
 
 def trial_bootstrap(values: list[float], trials: list[str]) -> tuple[float, float]:
@@ -72,19 +73,21 @@ def experiment_sampled_accuracy(context: Context) -> list[Table]:
                 members = [record for record in by_convention[(convention,)] if record.first_token is not None]
                 if not members:
                     continue
-                exact = [record for record in members if right_probability(record, 1.0) is not None]
+                exact = [record for record in members if has_logits(record)]
                 row: dict = {"experiment": experiment, "model": model, "condition": condition, "task": task,
                              "convention": convention, "n": count(len(exact)),
                              "bounded": count(len(members) - len(exact))}  # fmt: skip
                 trials = [record.trial_id for record in exact]
                 for temperature in TEMPERATURES:
-                    values = [right_probability(record, temperature) or 0.0 for record in exact]
+                    values = [right_probability(record, temperature) for record in exact]
                     row[f"acc T={temperature}"] = points(float(np.mean(values))) if values else None
                     row[f"95% CI T={temperature}"] = _interval(*trial_bootstrap(values, trials)) if values else None
-                greedy = [record.first_token.slot == record.keys.get(score_key(record)) for record in exact]  # type: ignore[union-attr]
+                readouts = [record.first_token for record in exact if record.first_token is not None]
+                greedy = [ft.slot == record.keys[score_key(record)] for ft, record in zip(readouts, exact, strict=True)]
                 row["acc greedy"] = points(float(np.mean(greedy))) if greedy else None
-                mass = [record.first_token.candidate_mass for record in exact]  # type: ignore[union-attr]
-                row["candidate mass"] = decimal(float(np.mean(mass)), 3) if mass else None
+                row["candidate mass"] = (
+                    decimal(float(np.mean([ft.candidate_mass for ft in readouts])), 3) if readouts else None
+                )
                 row["status"] = context.registry.status(experiment, "sampled_accuracy")
                 rows.append(row)
     if not rows:

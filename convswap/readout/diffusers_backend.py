@@ -6,10 +6,11 @@ text-to-image pipeline, which takes no image to edit) is refused naming it.  Eac
 recommends (`EDITORS`: steps, its own guidance parameters, negative prompt), every setting overridable and every
 one recorded in each record's environment (`settings`), which a resumed run must match.
 
-One unit is one pipeline call: one prompt, one image, its own generator seeded by `unit_seed` from the run's
-`--image-seed` and the unit (trial, protocol, condition), so that a rerun, a resume after kill -9 or a shard on
-another process draws the same image bit for bit on the same device, and every kept image is one direct call of
-the pipeline with its record's seed.  The noise is drawn on the CPU (a CPU generator), as diffusers advises for
+One unit is one pipeline call by default: one prompt, one image, its own generator seeded by `unit_seed` from the
+run's `--image-seed` and the unit (trial, protocol, condition), so that a rerun, a resume after kill -9 or a shard
+on another process draws the same image bit for bit on the same device, and every kept image is one direct call of
+the pipeline with its record's seed.  `--image-batch N` draws up to N prompts of one query (one source) in one
+call, each with its own generator; the records name the units drawn together.  The noise is drawn on the CPU (a CPU generator), as diffusers advises for
 reproducible images, so it does not depend on the GPU's random number generator.
 
 The output size is the source's aspect ratio at about `--image-pixels` pixels (a megapixel, the size these models
@@ -66,7 +67,6 @@ class Editor:
     edit, so that --image-batch is refused.
     """
 
-    card: str
     steps: int
     guidance: float
     guidance_parameter: str = "guidance_scale"
@@ -80,17 +80,20 @@ class Editor:
     batched_source: Literal["shared", "per_prompt"] | None = None
 
 
+# Each pipeline with the settings of the model card named beside it.
 EDITORS: dict[str, Editor] = {
-    "QwenImageEditPipeline": Editor(
-        "Qwen/Qwen-Image-Edit", 50, 4.0, "true_cfg_scale", negative_prompt=" ", batched_source="per_prompt"
-    ),
+    # Qwen/Qwen-Image-Edit
+    "QwenImageEditPipeline": Editor(50, 4.0, "true_cfg_scale", negative_prompt=" ", batched_source="per_prompt"),
+    # Qwen/Qwen-Image-Edit-2511
     "QwenImageEditPlusPipeline": Editor(
-        "Qwen/Qwen-Image-Edit-2511", 40, 4.0, "true_cfg_scale", negative_prompt=" ", fixed=(("guidance_scale", 1.0),)
-    ),  # fmt: skip
-    "Flux2KleinPipeline": Editor("black-forest-labs/FLUX.2-klein-4B", 4, 1.0, batched_source="shared"),
-    "FluxKontextPipeline": Editor("black-forest-labs/FLUX.1-Kontext-dev", 28, 2.5),
+        40, 4.0, "true_cfg_scale", negative_prompt=" ", fixed=(("guidance_scale", 1.0),)
+    ),
+    # black-forest-labs/FLUX.2-klein-4B and -9B
+    "Flux2KleinPipeline": Editor(4, 1.0, batched_source="shared"),
+    # black-forest-labs/FLUX.1-Kontext-dev
+    "FluxKontextPipeline": Editor(28, 2.5),
+    # Shitao/OmniGen-v1-diffusers
     "OmniGenPipeline": Editor(
-        "Shitao/OmniGen-v1-diffusers",
         50,
         2.0,
         image_guidance=1.6,
@@ -98,19 +101,14 @@ EDITORS: dict[str, Editor] = {
         image_argument="input_images",
         image_placeholder="<img><|image_1|></img> ",
     ),  # fmt: skip
+    # timbrooks/instruct-pix2pix
     "StableDiffusionInstructPix2PixPipeline": Editor(
-        "timbrooks/instruct-pix2pix",
-        10,
-        7.5,
-        image_guidance=1.0,
-        image_guidance_parameter="image_guidance_scale",
-        negative_prompt="",
-        sized=False,
+        10, 7.5, image_guidance=1.0, image_guidance_parameter="image_guidance_scale", negative_prompt="", sized=False
     ),  # fmt: skip
 }
-# FLUX.2 [klein] without step distillation (its "base" checkpoints) is run as its card says: 50 steps, guidance 4.
-KLEIN_BASE = replace(EDITORS["Flux2KleinPipeline"], card="black-forest-labs/FLUX.2-klein-base-4B", steps=50,
-                     guidance=4.0)  # fmt: skip
+# FLUX.2 [klein] without step distillation (its "base" checkpoints, black-forest-labs/FLUX.2-klein-base-4B) is run
+# as its card says: 50 steps, guidance 4.
+KLEIN_BASE = replace(EDITORS["Flux2KleinPipeline"], steps=50, guidance=4.0)
 
 
 @dataclass(frozen=True)
@@ -179,7 +177,8 @@ def quantization(quant: str | None, dtype: torch.dtype, index: dict[str, Any]) -
 
 
 class DiffusersBackend(Backend):
-    """One edit pipeline; `draw` makes one call per prompt, each with its unit's seed."""
+    """One edit pipeline; `draw` makes one call per prompt (or per --image-batch prompts), each unit with its own
+    seed."""
 
     interfaces = frozenset({"image"})
 
@@ -286,14 +285,14 @@ class DiffusersBackend(Backend):
             return None
         return asked_size(source, self.settings.pixels, self.pipeline.vae_scale_factor * 2)
 
-    def _call(self, query: Query, indices: range) -> dict[str, Any]:
-        """The pipeline's arguments for the prompts `indices` of the query, each with its unit's generator: one
-        prompt's as the model card calls it, several as one batch (prompts, generators and negative prompts as
-        lists, the source shared or given once per prompt, as the pipeline's batch takes it)."""
+    def _call(self, query: Query, indices: range, seeds: list[int]) -> dict[str, Any]:
+        """The pipeline's arguments for the prompts `indices` of the query, each with its unit's generator seeded
+        by `seeds`: one prompt's as the model card calls it, several as one batch (prompts, generators and negative
+        prompts as lists, the source shared or given once per prompt, as the pipeline's batch takes it)."""
         settings, editor = self.settings, self.editor
         prompts = [query.prompts[index] for index in indices]
         texts = [editor.image_placeholder + prompt.text for prompt in prompts]
-        generators = [torch.Generator("cpu").manual_seed(seed) for seed in self._seeds(query, indices)]
+        generators = [torch.Generator("cpu").manual_seed(seed) for seed in seeds]
         source: Any = query.image.convert("RGB")
         if editor.image_argument == "input_images":
             source = [source]
@@ -328,14 +327,15 @@ class DiffusersBackend(Backend):
         batch = self.settings.image_batch
         for start in range(0, len(query.prompts), batch):
             indices = range(start, min(start + batch, len(query.prompts)))
+            seeds = self._seeds(query, indices)
             try:
-                images = self.pipeline(**self._call(query, indices)).images
+                images = self.pipeline(**self._call(query, indices, seeds)).images
             except torch.OutOfMemoryError:
                 smaller = " or --image-batch 1" if batch > 1 else ""
                 raise ConvswapError(f"{self.spec} ran out of GPU memory drawing trial {query.prompts[start].trial_id}; "
                                     f"try --quant 4bit, --offload model, a smaller --image-pixels{smaller}") from None  # fmt: skip
             together = tuple(query.prompts[index].convention for index in indices) if len(indices) > 1 else None
-            for image, seed in zip(images, self._seeds(query, indices), strict=True):
+            for image, seed in zip(images, seeds, strict=True):
                 drawings.append(Drawing(image.convert("RGB"), asked_size=size, seed=seed, batch=together))
         return drawings
 
