@@ -45,6 +45,8 @@ def check_max_new_tokens(max_new_tokens: int) -> None:
 QUANTIZATIONS = ("4bit", "8bit")
 # How a local image editor's parts may wait on the CPU for their turn on the GPU (accelerate's hooks).
 OFFLOADS = ("model", "sequential")
+# About how many pixels a local image editor draws when none are asked for: a megapixel, what they are trained at.
+DEFAULT_IMAGE_PIXELS = 1024 * 1024
 
 
 @dataclass(frozen=True)

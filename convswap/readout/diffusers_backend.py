@@ -38,6 +38,7 @@ from diffusers import DiffusionPipeline, PipelineQuantizationConfig  # noqa: E40
 from convswap.core import ConvswapError, Generation, canonical_json  # noqa: E402
 from convswap.readout.base import (  # noqa: E402
     DEFAULT_DTYPE,
+    DEFAULT_IMAGE_PIXELS,
     DEFAULT_MAX_NEW_TOKENS,
     OFFLOADS,
     QUANTIZATIONS,
@@ -49,7 +50,6 @@ from convswap.readout.base import (  # noqa: E402
 from convswap.readout.registry import check_local_model, model_spec  # noqa: E402
 from convswap.readout.transformers_backend import DTYPES, folder_sha256, hub_unreachable, package_version  # noqa: E402
 
-DEFAULT_PIXELS = 1024 * 1024
 SEED_BITS = 63  # a torch generator takes any 64-bit seed; 63 bits keep it a non-negative JSON integer everywhere
 
 
@@ -202,7 +202,7 @@ class DiffusersBackend(Backend):
         guidance: float | None = None,
         image_guidance: float | None = None,
         negative_prompt: str | None = None,
-        image_pixels: int = DEFAULT_PIXELS,
+        image_pixels: int = DEFAULT_IMAGE_PIXELS,
         image_seed: int = 0,
         offload: str | None = None,
         image_batch: int = 1,

@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
-from convswap.readout.base import OFFLOADS, QUANTIZATIONS
+from convswap.readout.base import DEFAULT_IMAGE_PIXELS, OFFLOADS, QUANTIZATIONS
 from convswap.readout.logprobs import SERVED_READOUTS
 from convswap.readout.registry import backend_options, spec_forms
 
@@ -67,7 +67,7 @@ def add_editor_arguments(parser: argparse.ArgumentParser) -> None:
     editors.add_argument("--negative-prompt", metavar="TEXT", help="the negative prompt, where the pipeline takes one")
     editors.add_argument("--image-pixels", type=int, metavar="N",
                          help="about how many pixels the drawn image has, at the source's aspect ratio (default "
-                         "1048576, a megapixel)")  # fmt: skip
+                         f"{DEFAULT_IMAGE_PIXELS}, a megapixel)")  # fmt: skip
     editors.add_argument(
         "--image-seed",
         type=int,
