@@ -10,6 +10,10 @@ same code is normalized first, and nothing else:
       digests                 any edit of it (an import path moved) changes them; the pages are digested themselves
     three absolute paths      the temporary folder, the package's folder and the COCO folder, as `<work>`,
                               `<convswap>` and `<coco>` (the tables and the site name where they read from)
+    a number's last digits    every decimal of a text output to 8 significant digits: numpy's float64 exp
+                              and log take other instructions where the processor has AVX-512 (its
+                              X86_V4 dispatch) than where it has AVX2 alone, and a log-softmax over a
+                              vocabulary differs in its last bits between them; no table prints 8 digits
 
 What the demo and the viewer print is digested too, as `<stdout>` and `<view stdout>`.
 
@@ -37,6 +41,9 @@ LIMIT = 6
 TIMESTAMP = re.compile(rb'"timestamp":"[^"]*"')
 LOCK_SUFFIX = ".lock"
 FIGURE_INPUTS = ".figure-inputs.json"
+# A decimal of 9 or more significant digits, not inside a word, a hash or a dotted version.
+DECIMAL = re.compile(rb"(?<![\w.])-?(?=(?:0\.0*)?[1-9](?:\.?\d){8})\d+\.\d+(?:[eE][-+]?\d+)?(?![\w.])")
+TEXT_SUFFIXES = (".jsonl", ".json", ".js", ".csv", ".md", ".html", ".tex")
 
 
 def convswap_command(arguments: list[str], cwd: Path) -> bytes:
@@ -50,12 +57,18 @@ def convswap_command(arguments: list[str], cwd: Path) -> bytes:
     return done.stdout
 
 
+def rounded(data: bytes) -> bytes:
+    """Every decimal of more than 8 significant digits written to 8."""
+    return DECIMAL.sub(lambda found: format(float(found[0]), ".8g").encode(), data)
+
+
 def normalized(data: bytes, path: Path, places: dict[str, Path]) -> bytes:
     if path.name.endswith(LOCK_SUFFIX):
         return b"<pid>"
     if path.name == FIGURE_INPUTS:
         return json.dumps(dict.fromkeys(json.loads(data), "<inputs and code>"), indent=1).encode()
     data = TIMESTAMP.sub(b'"timestamp":"<time>"', data) if path.suffix == ".jsonl" else data
+    data = rounded(data) if path.suffix in TEXT_SUFFIXES else data
     # The longest path first: one may lie inside another.
     for name, place in sorted(places.items(), key=lambda item: -len(str(item[1]))):
         data = data.replace(str(place).encode(), f"<{name}>".encode())
