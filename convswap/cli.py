@@ -37,7 +37,7 @@ COMMANDS = {
     "protocol": "convswap.builder.commands",
     "coco-select": "convswap.stimuli.commands",
     "coco-items": "convswap.stimuli.commands",
-    "plan": "convswap.plans.commands",
+    "plan": "convswap.analysis.plan_commands",
     "calibrate": "convswap.calibration.commands",
     "presets": "convswap.readout.sim_commands",
     "run": "convswap.runs.commands",

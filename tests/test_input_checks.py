@@ -8,8 +8,8 @@ from dataclasses import replace
 from plan_support import without_plan_folder
 from runner_support import SIM, SPATIAL, copy_plan_dir, spatial_request
 
+from convswap.analysis import plan_commands
 from convswap.cli import main
-from convswap.plans import commands as plan_commands
 from convswap.runs.logs import read_records
 from convswap.runs.runner import run_experiment
 

@@ -214,7 +214,7 @@ def test_default_plan_dir_prefers_the_working_directory(tmp_path, monkeypatch):
          "calibration.seed: unknown field (known: min_anchor_separation_deg, min_anchors, min_candidate_mass, "
          "renders_per_angle, step_deg), got 1"),
         ('[calibration]', '[calibration_extra]\n[calibration]', "calibration_extra: unknown field (known: calibration, "
-         "design, exclusions, failure_conditions, gate, held_out, hypotheses, id, post_hoc, registered_analyses, "
+         "design, exclusions, failure_conditions, family, gate, held_out, hypotheses, id, multiplicity, post_hoc, registered_analyses, "
          "spec_section, title, version), got {}"),
     ],
 )  # fmt: skip

@@ -177,6 +177,19 @@ def test_the_dry_run_writes_nothing_and_the_run_writes_every_unit(walked):
     assert {len(r["slots"]) for r in records if r["task"] == "locate"} == {16}
 
 
+def test_plan_power_reads_the_pilots_discordance_from_the_walkthroughs_records(walked):
+    sized = command_block(walked, f"plan power {OWN} --pilot runs/own")
+    records = [r for r in read_jsonl(walked["root"] / OWN_LOG) if r["task"] == "locate"]
+    names = {r["trial_id"]: r["correct"]["target"] for r in of(records, "locate", "cell_name")}
+    percent = {r["trial_id"]: r["correct"]["target"] for r in of(records, "locate", "percent")}
+    discordant = sum(names[trial] != percent[trial] for trial in names)
+    assert (f"names_over_percent: pilot: {discordant} of {len(names)} paired trials discordant "
+            f"({100 * discordant / len(names):.1f}%), over 1 model and condition group") in sized.stdout  # fmt: skip
+    assert f"names_over_percent: at n = 16 and alpha 0.05, with {100 * discordant / len(names):.1f}% of trials" in (
+        sized.stdout
+    )
+
+
 def test_the_logged_images_are_found_from_any_folder(walked):
     for record in read_jsonl(walked["root"] / OWN_LOG):
         path = Path(record["trial"]["image"]["params"]["path"])

@@ -2,7 +2,7 @@
 
 The statistics scripts and notebooks call directly are re-exported here, each
 module imported on first use (PEP 562) so that importing one submodule, or running
-`convswap --help`, does not load scipy and matplotlib.  `convswap tables`, `check-numbers`, `demo`.
+`convswap --help`, does not load scipy and matplotlib.  `convswap tables`, `check-numbers`, `demo`, `plan`.
 
 May import: core, conventions, protocols, stimuli, readout, calibration, plans, runs, builder.
 """

@@ -28,6 +28,7 @@ from convswap.core import ConvswapError, Record
 from convswap.plans.plan import Direction, Hypothesis, Plan
 from convswap.runs.scoring import accuracy
 
+UNINFORMATIVE = "uninformative"  # a gate failure: the outcome no p value, raw or adjusted, changes
 ALTERNATIVES: dict[Direction, Alternative] = {"greater": "greater", "less": "less", "two_sided": "two-sided"}
 
 
@@ -37,6 +38,7 @@ class Result:
     n: int | None
     p: float | None
     outcome: str
+    effect: float | None = None  # where p is given: the effect whose sign the verdict reads
 
 
 def verdict(hypothesis: Hypothesis, effect: float, significant: bool) -> str:
@@ -68,6 +70,7 @@ def mcnemar_results(context: Context, hypothesis: Hypothesis, group: Sequence[Re
             result.pairs,
             result.test.pvalue,
             verdict(hypothesis, result.difference, significant),
+            result.difference,
         )
     ]
 
@@ -105,6 +108,7 @@ def binomial_results(context: Context, hypothesis: Hypothesis, group: Sequence[R
             scored.scored,
             test.pvalue,
             verdict(hypothesis, test.rate - null, test.pvalue < hypothesis.alpha),
+            test.rate - null,
         )
     ]
 
@@ -121,6 +125,7 @@ def readership_results(context: Context, hypothesis: Hypothesis, group: Sequence
             share.n,
             test.pvalue,
             verdict(hypothesis, share.rho - 1, test.pvalue < hypothesis.alpha),
+            share.rho - 1,
         )
     ]
 
@@ -245,14 +250,41 @@ def _gate_failure(plan: Plan, hypothesis: Hypothesis, group: Sequence[Record]) -
     control = select(group, convention=plan.gate.control)
     contrast = [record for record in group if record.convention in hypothesis.contrast]
     if not control:
-        return f"uninformative: gate control {plan.gate.control} not run"
+        return f"{UNINFORMATIVE}: gate control {plan.gate.control} not run"
     try:
         gate = capability_gate(control, contrast, guessing_rate(control), plan.gate.threshold_points)
     except ConvswapError as why:
-        return f"uninformative: gate not measured ({why})"
+        return f"{UNINFORMATIVE}: gate not measured ({why})"
     if gate.passed:
         return None
-    return f"uninformative: gate margin {decimal(gate.margin, 1)} under {decimal(gate.threshold, 1)}"
+    return f"{UNINFORMATIVE}: gate margin {decimal(gate.margin, 1)} under {decimal(gate.threshold, 1)}"
+
+
+def adjusted_pvalues(pvalues: Sequence[float], multiplicity: str) -> list[float]:
+    """The family's p values adjusted together: Holm's step-down (family-wise error) or Benjamini-Hochberg's
+    step-up (false discovery rate), by statsmodels; "none" leaves them as they are."""
+    if multiplicity == "none" or not pvalues:
+        return list(pvalues)
+    from statsmodels.stats.multitest import multipletests  # imported only where a plan declares a family
+
+    method = {"holm": "holm", "bh": "fdr_bh"}[multiplicity]
+    return [float(p) for p in multipletests(list(pvalues), method=method)[1]]
+
+
+def _adjusted(plan: Plan, found: list[tuple[Hypothesis, str, str, Result]]) -> dict[int, tuple[float, str]]:
+    """Row index -> (adjusted p, the outcome read from it) for the rows of the plan's family that carry a p."""
+    family = set(plan.family)
+    members = [index for index, (hypothesis, _, _, result) in enumerate(found)
+               if hypothesis.id in family and result.p is not None]  # fmt: skip
+    adjusted = adjusted_pvalues([found[index][3].p for index in members], plan.multiplicity)  # type: ignore[misc]
+    outcomes = {}
+    for index, p in zip(members, adjusted, strict=True):
+        hypothesis, _, _, result = found[index]
+        if result.outcome.startswith(UNINFORMATIVE) or result.effect is None:
+            outcomes[index] = (p, result.outcome)
+        else:
+            outcomes[index] = (p, verdict(hypothesis, result.effect, p < hypothesis.alpha))
+    return outcomes
 
 
 @table("hypotheses")
@@ -263,6 +295,7 @@ def hypotheses_table(context: Context) -> list[Table]:
     for plan in context.registry.plans:
         records = context.of_experiment(plan.id)
         scopes: dict[tuple[str, str | None], Scope] = {}
+        found: list[tuple[Hypothesis, str, str, Result]] = []
         for hypothesis in plan.hypotheses:
             scope = scopes.get((hypothesis.task, hypothesis.condition))
             if scope is None:
@@ -270,25 +303,30 @@ def hypotheses_table(context: Context) -> list[Table]:
                 if hypothesis.condition is not None:
                     scoped = select(scoped, condition=hypothesis.condition)
                 scope = scopes[(hypothesis.task, hypothesis.condition)] = Scope(scoped)
-            for model, condition, result in _results(context, plan, hypothesis, scope):
-                rows.append(
-                    {
-                        "experiment": plan.id,
-                        "hypothesis": hypothesis.id,
-                        "test": hypothesis.test,
-                        "model": model,
-                        "condition": condition,
-                        "task": hypothesis.task,
-                        "contrast": " vs ".join(hypothesis.contrast),
-                        "estimate": result.estimate,
-                        "n": count(result.n) if result.n is not None else None,
-                        "p": pvalue(result.p),
-                        "alpha": f"{hypothesis.alpha:g}",
-                        "direction": hypothesis.direction,
-                        "outcome": result.outcome,
-                        "status": context.registry.status(plan.id, hypothesis.id),
-                    }
-                )
+            found.extend((hypothesis, model, condition, result)
+                         for model, condition, result in _results(context, plan, hypothesis, scope))  # fmt: skip
+        adjusted = _adjusted(plan, found)
+        for index, (hypothesis, model, condition, result) in enumerate(found):
+            p_adjusted, outcome = adjusted.get(index, (None, result.outcome))
+            rows.append(
+                {
+                    "experiment": plan.id,
+                    "hypothesis": hypothesis.id,
+                    "test": hypothesis.test,
+                    "model": model,
+                    "condition": condition,
+                    "task": hypothesis.task,
+                    "contrast": " vs ".join(hypothesis.contrast),
+                    "estimate": result.estimate,
+                    "n": count(result.n) if result.n is not None else None,
+                    "p": pvalue(result.p),
+                    "p adjusted": pvalue(p_adjusted) if p_adjusted is not None else None,
+                    "alpha": f"{hypothesis.alpha:g}",
+                    "direction": hypothesis.direction,
+                    "outcome": outcome,
+                    "status": context.registry.status(plan.id, hypothesis.id),
+                }
+            )
     if not rows:
         raise MissingInput("no records for any registered hypothesis")
     return [
@@ -305,6 +343,7 @@ def hypotheses_table(context: Context) -> list[Table]:
                 "estimate",
                 "n",
                 "p",
+                "p adjusted",
                 "alpha",
                 "direction",
                 "outcome",
@@ -317,6 +356,11 @@ def hypotheses_table(context: Context) -> list[Table]:
                 "control, the sign of every other table (b: second-only right, c: first-only right); p two-sided "
                 "exact; direction greater: the first scores above the second, a negative difference. Binomial and "
                 "readership: exact binomial against the null in the registered direction.",
+                "p adjusted: for the hypotheses of a plan's confirmatory family (its `family`), every p of the "
+                "family -- each model and condition -- adjusted together by the plan's `multiplicity` (Holm's "
+                "step-down, or Benjamini-Hochberg's false discovery rate, statsmodels' multipletests); their "
+                "outcome is read from the adjusted p. A dash for a hypothesis outside the family, whose outcome "
+                "reads its own p.",
             ),
             labels=7,  # the estimate is a sentence, not a label
         )

@@ -8,12 +8,18 @@
      "version": <the file's version>,
      "conventions": "<sha256 of the declarations of the conventions and protocols it runs from the folder's own files>",
      "declarations": {"<convention or protocol>": "<sha256 of its declaration>", ...},
+     "family": {"hypotheses": ["<hypothesis id>", ...], "multiplicity": "holm" | "bh" | "none"},
+     "power": {"<hypothesis id>": {"n": ..., "alpha": ..., "discordance": ..., "detectable_difference": ...,
+                                   "effect": ..., "needed_n": ...}, ...},
      "entry_hash": "<sha256 of the canonical JSON of this entry without entry_hash>"}
 
 `conventions` is present only for a plan that runs conventions (or visual protocols) its folder declares: a
 declaration edited after registration changes the registered experiment, so the plan must be amended before it runs
 again.  `declarations` pins the same declarations one by one, so that the refusal names the one edited; entries
-written before it was recorded lack it, and their refusal names the files.
+written before it was recorded lack it, and their refusal names the files.  `family` is present for a plan that
+declares a confirmatory family, so that an amendment that changes which p values are adjusted together (or how)
+shows in the ledger itself; `power` for a plan whose McNemar hypotheses declare their discordance: what each could
+detect at the plan's n, as registered (`convswap.plans.power`).
 
 The first entry's `prev` is 64 zeros.  An amendment must raise the file's
 `version` above the version of its latest entry.  Entries written before
@@ -32,6 +38,7 @@ interleave or fork the chain, and a crash leaves whole lines.
 
 from __future__ import annotations
 
+import dataclasses
 import fcntl
 import json
 import os
@@ -48,7 +55,15 @@ from convswap.conventions.declarations import FILE_NAME as CONVENTIONS_FILE_NAME
 from convswap.core import ConvswapError, canonical_json, sha256_hex
 from convswap.fileio import why_not_a_folder
 from convswap.plan_folders import LEDGER_NAME, SHIPPED_PLAN_DIR
-from convswap.plans.plan import Plan, declaration_sha256s, declared_conventions_sha256, load_plan, plan_files
+from convswap.plans.plan import (
+    MULTIPLICITIES,
+    Plan,
+    declaration_sha256s,
+    declared_conventions_sha256,
+    load_plan,
+    plan_files,
+)
+from convswap.plans.power import Sizing, declared_sizings
 from convswap.protocols.declarations import FILE_NAME as PROTOCOLS_FILE_NAME
 from convswap.validation import is_integer
 
@@ -61,7 +76,7 @@ ACTIONS = ("register", "amend")
 _FIELDS = ("action", "file", "sha256", "reason", "timestamp", "prev", "entry_hash")
 # Absent from older entries (version, declarations) and from plans that run shipped conventions only (conventions,
 # declarations).
-_OPTIONAL_FIELDS = ("version", "conventions", "declarations")
+_OPTIONAL_FIELDS = ("version", "conventions", "declarations", "family", "power")
 
 
 @dataclass(frozen=True)
@@ -77,6 +92,8 @@ class Entry:
     version: int | None = None  # None: an entry from before versions were recorded
     conventions: str | None = None  # None: the plan runs shipped conventions only
     declarations: dict[str, str] | None = None  # name -> sha256 of its declaration; None: not pinned by name
+    family: dict[str, Any] | None = None  # None: no confirmatory family declared
+    power: dict[str, dict[str, Any]] | None = None  # None: no hypothesis declares its discordance
 
     def body(self) -> dict[str, Any]:
         body: dict[str, Any] = {"action": self.action, "file": self.file, "sha256": self.sha256, "reason": self.reason,
@@ -86,9 +103,13 @@ class Entry:
             body["version"] = self.version
         if self.conventions is not None:
             body["conventions"] = self.conventions
-        if self.declarations is not None:
-            body["declarations"] = self.declarations
+        for name in ("declarations", "family", "power"):
+            if getattr(self, name) is not None:
+                body[name] = getattr(self, name)
         return body
+
+    def sizings(self) -> list[Sizing]:
+        return [Sizing(hypothesis, **values) for hypothesis, values in (self.power or {}).items()]
 
 
 def entry_hash(body: dict[str, Any]) -> str:
@@ -126,6 +147,7 @@ class Ledger:
     def _append(self, action: str, name: str, reason: str | None) -> Entry:
         plan = load_plan(self.plan_dir / name)
         digest, declared = plan.sha256, declared_conventions_sha256(plan)
+        sizings = declared_sizings(plan)  # before the lock: the exact sums take a moment at a large n
         fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
         try:
             fcntl.flock(fd, fcntl.LOCK_EX)  # held until close: read the chain's tip and extend it as one step
@@ -158,6 +180,10 @@ class Ledger:
             if declared is not None:
                 body["conventions"] = declared
                 body["declarations"] = declaration_sha256s(plan)
+            if plan.family:
+                body["family"] = {"hypotheses": list(plan.family), "multiplicity": plan.multiplicity}
+            if sizings:
+                body["power"] = {sizing.hypothesis: sizing.to_json() for sizing in sizings}
             digest_of_entry = entry_hash(body)
             os.write(fd, (canonical_json({**body, "entry_hash": digest_of_entry}) + "\n").encode("utf-8"))
             os.fsync(fd)
@@ -173,6 +199,10 @@ class Ledger:
         if problems:
             raise ConvswapError(f"{self.path} is damaged: {problems[0]}")
         return entries
+
+    def latest(self, file: str | os.PathLike[str]) -> Entry | None:
+        """The file's latest entry, or None for a file never registered."""
+        return _latest(self.entries()).get(self.relative(file))
 
     def verify(self) -> list[str]:
         """Every problem found, each naming the ledger line or the plan file; empty when all is well."""
@@ -301,6 +331,10 @@ class Ledger:
                     f"{where}: declarations must map each name to a sha256, got {reprlib.repr(declarations)}"
                 )
                 break
+            why = _not_a_family(data.get("family")) or _not_a_sizing(data.get("power"))
+            if why is not None:
+                problems.append(f"{where}: {why}")
+                break
             entry = Entry(**data, line=number)
             if entry_hash(entry.body()) != entry.entry_hash:
                 problems.append(f"{where}: entry_hash does not match the entry's content")
@@ -322,6 +356,41 @@ class Ledger:
             entries.append(entry)
             prev = entry.entry_hash
         return entries, problems
+
+
+def _not_a_family(family: Any) -> str | None:
+    if family is None:
+        return None
+    hypotheses = family.get("hypotheses") if isinstance(family, dict) else None
+    if not (
+        isinstance(family, dict)
+        and set(family) == {"hypotheses", "multiplicity"}
+        and isinstance(hypotheses, list)
+        and all(isinstance(name, str) for name in hypotheses)
+        and family["multiplicity"] in MULTIPLICITIES
+    ):
+        return f"family must hold its hypotheses and multiplicity, got {reprlib.repr(family)}"  # fmt: skip
+    return None
+
+
+def _not_a_sizing(power: Any) -> str | None:
+    fields = {field.name for field in dataclasses.fields(Sizing)} - {"hypothesis"}
+    if power is None or (isinstance(power, dict) and all(isinstance(v, dict) and set(v) == fields
+                                                         for v in power.values())):  # fmt: skip
+        return None
+    return f"power must give each hypothesis's {', '.join(sorted(fields))}, got {reprlib.repr(power)}"
+
+
+def family_change(before: Entry | None, after: Entry) -> str | None:
+    """What an amendment changed of the plan's confirmatory family, in words; None when it changed nothing of it."""
+    old, new = (before.family if before is not None else None), after.family
+    if old == new:
+        return None
+
+    def words(family: dict[str, Any] | None) -> str:
+        return "none" if family is None else f"{', '.join(family['hypotheses'])} ({family['multiplicity']})"
+
+    return f"its confirmatory family changed from {words(old)} to {words(new)}"
 
 
 def _last_version(entries: list[Entry], name: str) -> int:

@@ -58,6 +58,8 @@ Test = Literal[
     "inversion_search",  # every model pair, paired difference per convention, sign changes reported
 ]
 Direction = Literal["greater", "less", "two_sided"]
+# How the p values of a plan's confirmatory family are adjusted together (statsmodels' multipletests: holm, fdr_bh).
+Multiplicity = Literal["holm", "bh", "none"]
 Key = Literal["target", "coord", "name"]
 GateReadout = Literal["same_as_contrast", "first_token", "generate"]
 
@@ -69,6 +71,9 @@ ANGLE_SETS: tuple[AngleSet, ...] = get_args(AngleSet)
 ENDPOINTS: tuple[Endpoint, ...] = get_args(Endpoint)
 TESTS: tuple[Test, ...] = get_args(Test)
 DIRECTIONS: tuple[Direction, ...] = get_args(Direction)
+MULTIPLICITIES: tuple[Multiplicity, ...] = get_args(Multiplicity)
+# The tests whose rows carry a p value, which a confirmatory family can adjust.
+P_VALUED_TESTS = ("mcnemar_exact", "binomial_exact", "readership")
 # The tests that compare a fixed number of conventions: two paired against each other, or one against a null.
 CONTRAST_SIZES: dict[str, int] = {"mcnemar_exact": 2, "bootstrap": 2, "binomial_exact": 1, "readership": 1}
 KEYS: tuple[Key, ...] = get_args(Key)
@@ -368,6 +373,23 @@ class Hypothesis(Table):
         checked(lambda value: value in (None, "chance") or (is_number(value) and 0 <= value <= 1),
                 "must be 'chance' or a rate in [0, 1]"),
     ] = None  # a rate, or "chance" (1/K)  # fmt: skip
+    # Power at registration (mcnemar_exact): the share of paired trials the two conventions are expected to score
+    # differently, and the accuracy difference the study means to detect (a fraction, at most the discordance).
+    discordance: Fraction | None = None
+    effect: Fraction | None = None
+
+    @model_validator(mode="after")
+    def _power_of_a_paired_test(self) -> Hypothesis:
+        for name in ("discordance", "effect"):
+            if getattr(self, name) is not None and self.test != "mcnemar_exact":
+                raise problem(f"is for the mcnemar_exact test only (power of the paired exact test), not "
+                              f"{self.test}", getattr(self, name), (name,))  # fmt: skip
+        if self.effect is not None and self.discordance is None:
+            raise problem("needs the discordance it is to be detected at", self.effect, ("effect",))
+        if self.effect is not None and self.discordance is not None and self.effect > self.discordance:
+            raise problem(f"cannot exceed the discordance {self.discordance:g}: only discordant trials differ",
+                          self.effect, ("effect",))  # fmt: skip
+        return self
 
 
 class Gate(Table):
@@ -424,6 +446,9 @@ class Plan(Table):
     id: Name
     design: Design
     hypotheses: tuple[Hypothesis, ...] = ()
+    # The confirmatory hypotheses, whose p values (every model and condition) are adjusted together.
+    family: Names = ()
+    multiplicity: Annotated[Multiplicity, one_of(MULTIPLICITIES)] = "holm"
     post_hoc: Names = ()
     registered_analyses: Names = ()
     version: Annotated[int, at_least(1)]
@@ -510,6 +535,26 @@ class Plan(Table):
                                       f"answers {', '.join(served)})", name, (index, "contrast"))  # fmt: skip
         _repeats([hypothesis.id for hypothesis in hypotheses], ("id",))
         return hypotheses
+
+    @field_validator("family")
+    @classmethod
+    def _family_of_tested_hypotheses(cls, family: tuple[str, ...], info: ValidationInfo) -> tuple[str, ...]:
+        _repeats(list(family))
+        tests = {hypothesis.id: hypothesis.test for hypothesis in info.data.get("hypotheses", ())}
+        for name in family:
+            if name not in tests:
+                raise problem(f"names no hypothesis of the plan (hypotheses: {', '.join(tests) or 'none'})", name)
+            if tests[name] not in P_VALUED_TESTS:
+                raise problem(f"names a hypothesis whose {tests[name]} test gives no p value to adjust (tests with "
+                              f"one: {', '.join(P_VALUED_TESTS)})", name)  # fmt: skip
+        return family
+
+    @model_validator(mode="after")
+    def _multiplicity_of_a_family(self) -> Plan:
+        if "multiplicity" in self.model_fields_set and not self.family:
+            raise problem("adjusts no family: declare the confirmatory hypotheses in family = [...]",
+                          self.multiplicity, ("multiplicity",))  # fmt: skip
+        return self
 
     @field_validator("gate")
     @classmethod

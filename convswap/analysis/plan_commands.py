@@ -11,7 +11,7 @@ from convswap.core import ConvswapError
 from convswap.plan_folders import PLAN_DIR_HELP, plan_folder
 
 if TYPE_CHECKING:
-    from convswap.plans.ledger import Ledger
+    from convswap.plans.ledger import Entry, Ledger
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -42,6 +42,20 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     init_parser.add_argument("dir", type=Path, metavar="DIR", help="the new folder (must not exist, or be empty)")
     init_parser.add_argument("--empty", action="store_true", help="no plans, an empty ledger")
     init_parser.set_defaults(handler=run_init)
+    power_help = (
+        "what each paired McNemar hypothesis of a plan can detect with 80%% power at its n and alpha, and the n its "
+        "declared effect needs, before any data"
+    )
+    power_parser = action("power", power_help, run_power)
+    power_parser.description = (
+        f"{power_help.replace('%%', '%')}: the exact test's power summed exactly over the discordant trials, given the share of trials "
+        "the two conventions score differently -- the hypothesis's declared `discordance`, or the one a pilot's "
+        "records show. Power is the chance that the test is significant in the registered direction."
+    )
+    power_parser.add_argument("plan", metavar="PLAN", help="an experiment of the plan folder, or its plan file")
+    power_parser.add_argument("--pilot", type=Path, metavar="LOGDIR",
+                              help="a pilot run's logs: the discordance is read from its paired trials instead of "
+                                   "the declared one")  # fmt: skip
     analyses_help = "list the analyses a plan may name in registered_analyses and post_hoc"
     actions.add_parser("analyses", help=analyses_help, description=analyses_help).set_defaults(handler=run_analyses)
 
@@ -57,12 +71,66 @@ def run_register(args: argparse.Namespace) -> int:
     for file in args.files:
         entry = ledger.register(file)
         print(f"registered {entry.file} (ledger line {entry.line}, entry {entry.entry_hash[:12]})")
+        _print_design(entry)
     return 0
 
 
 def run_amend(args: argparse.Namespace) -> int:
-    entry = _ledger(args).amend(args.file, args.reason)
+    from convswap.plans.ledger import family_change
+
+    ledger = _ledger(args)
+    before = ledger.latest(args.file)
+    entry = ledger.amend(args.file, args.reason)
     print(f"amended {entry.file} (ledger line {entry.line}, entry {entry.entry_hash[:12]})")
+    change = family_change(before, entry)
+    if change is not None:
+        print(f"  {change}")
+    _print_design(entry)
+    return 0
+
+
+def _print_design(entry: Entry) -> None:
+    """The family and the power the entry keeps, as `plan power` would print them before any data."""
+    if entry.family is not None:
+        print(
+            f"  confirmatory family: {', '.join(entry.family['hypotheses'])}, adjusted by {entry.family['multiplicity']}"
+        )
+    for sizing in entry.sizings():
+        print(f"  {sizing.sentence()}")
+
+
+def run_power(args: argparse.Namespace) -> int:
+    from convswap.plans.plan import find_experiment, load_plan
+    from convswap.plans.power import sizing
+
+    named = Path(args.plan)
+    path = named if named.suffix == ".toml" else find_experiment(plan_folder(args.plan_dir), args.plan)
+    if not path.is_file():
+        raise ConvswapError(f"no plan file {path}")
+    plan = load_plan(path)
+    paired = [hypothesis for hypothesis in plan.hypotheses if hypothesis.test == "mcnemar_exact"]
+    if not paired:
+        raise ConvswapError(f"{path}: no hypothesis is tested by mcnemar_exact, so there is no paired test to size")
+    records = None
+    if args.pilot is not None:
+        from convswap.analysis.pilot import pilot_records
+
+        records = pilot_records(args.pilot, plan)
+    for hypothesis in paired:
+        rate = None
+        if records is not None:
+            from convswap.analysis.pilot import discordance
+
+            found = discordance(records, hypothesis)
+            print(f"{hypothesis.id}: pilot: {found.sentence()}")
+            rate = found.rate
+        elif hypothesis.discordance is None:
+            print(f"{hypothesis.id}: no discordance declared; declare one in the plan or give --pilot LOGDIR")
+            continue
+        print(sizing(plan, hypothesis, rate).sentence())
+    others = [hypothesis.id for hypothesis in plan.hypotheses if hypothesis.test != "mcnemar_exact"]
+    if others:
+        print(f"not sized (no paired McNemar test): {', '.join(others)}")
     return 0
 
 
