@@ -52,6 +52,7 @@ BUILDER_MODULES = (
     "convswap.analysis.experiment_tables",
     "convswap.analysis.pixel_tables",
     "convswap.analysis.sampling",
+    "convswap.analysis.mixed_effects",
     "convswap.analysis.figures",
 )
 Layout = Callable[[Table], Table]

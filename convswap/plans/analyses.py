@@ -18,6 +18,8 @@ ANALYSES: dict[str, str] = {
     "prompt_length": "prompt tokens per convention, so that length can be ruled out",
     "sampled_accuracy": "the accuracy a temperature-T sampler would reach, from the first-token logits, at T = 0.7 "
     "and 1.0, with intervals over trials",
+    "mixed_effects": "each paired contrast over every item and model at once: a mixed-effects logistic model with "
+    "crossed random intercepts (statsmodels' BinomialBayesMixedGLM) beside a GEE clustered by item",
     # Pixel answers under visual protocols.
     "outcome_table": "the outcome of every pixel answer per model and protocol: correct, incorrect, noncompliance, "
     "parser failure, generation failure",
