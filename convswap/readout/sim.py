@@ -43,10 +43,9 @@ the reasoning's own (REASONING_FIRST).
 
 from __future__ import annotations
 
-import hashlib
 import math
 import re
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
 from typing import Any
@@ -58,7 +57,7 @@ from convswap.core import ConvswapError, Generation, Prompt, Trial, canonical_js
 from convswap.protocols import paint
 from convswap.readout.base import DEFAULT_MAX_NEW_TOKENS, Backend, Drawing, ModelInfo, Query
 from convswap.readout.sim_files import is_observer_file, load_observer
-from convswap.readout.sim_presets import Preset, Units, get_preset
+from convswap.readout.sim_presets import Preset, Units, get_preset, uniform
 from convswap.readout.surface import PROBE_CONVENTION, VARIANTS, variant_strings
 from convswap.stimuli.arrays import GRID as ARRAY_GRID
 from convswap.stimuli.color import DEFAULT_WHEEL, Wheel, circular_distance
@@ -99,12 +98,6 @@ class SimTokenizer:
         if not 0 <= token_id < len(self.tokens):
             raise ConvswapError(f"token id {token_id} lies outside the simulated vocabulary of {len(self.tokens)}")
         return self.tokens[token_id]
-
-
-def uniform(*parts: Any) -> float:
-    """A number in [0, 1) fixed by `parts`."""
-    digest = hashlib.sha256(canonical_json(list(parts)).encode("utf-8")).digest()
-    return int.from_bytes(digest[:8], "big") / 2**64
 
 
 @lru_cache(maxsize=8)
@@ -158,7 +151,7 @@ class SimulatedObserver(Backend):
         """`spec` and `revision` name an observer read from a file (default: the preset's name and a hash of it)."""
         self.preset = preset
         self.spec = spec or f"sim:{preset.name}"
-        self.revision = revision or sha256_hex(canonical_json(asdict(preset)))
+        self.revision = revision or sha256_hex(canonical_json(preset.revision_fields()))
         self.tokenizer = SimTokenizer()
 
     @classmethod
@@ -267,9 +260,10 @@ class SimulatedObserver(Backend):
             raise ConvswapError(f"{self.spec}: {error}") from None
         if percept is not None:
             u = draw("read")
-            if u < reading.p_read:
+            p_read = self.preset.random_effects.read_probability(reading.p_read, trial.trial_id, self.preset.name)
+            if u < p_read:
                 return prompt.slots.index(percept)
-            if u < reading.p_read + reading.p_misread:
+            if u < p_read + min(reading.p_misread, 1 - p_read):
                 return _misread_slot(trial, prompt, percept, reading.units)
             if prompt.glosses and percept in prompt.glosses and draw("pull") < reading.name_pull:
                 return prompt.glosses.index(percept)

@@ -43,19 +43,50 @@ the same checks as a file, so there is one set of them.
 
 from __future__ import annotations
 
+import hashlib
+import math
 from dataclasses import MISSING, asdict, dataclass, fields, replace
+from statistics import NormalDist
 from typing import Annotated, Any, Literal, get_args
 
 from pydantic import ValidationError, field_validator, model_validator
 
 from convswap.conventions.declarations import CONVENTIONS
-from convswap.core import CONDITIONS, TASKS, ConvswapError
+from convswap.core import CONDITIONS, TASKS, ConvswapError, canonical_json
 from convswap.protocols import PaintFaults
 from convswap.readout.surface import VARIANTS
 from convswap.validation import Table, at_least, checked, first_problem, is_integer, is_number, one_of, problem, shown
 
 Units = Literal["as_pixels", "as_thousandths"]
 UNITS: tuple[Units, ...] = get_args(Units)
+
+
+@dataclass(frozen=True)
+class RandomEffects:
+    """Planted random intercepts on the log-odds of reading (`p_read`), so that a study's items and models vary as
+    a mixed-effects model has them vary: each item's intercept is one normal draw of its trial id alone (an item is
+    as hard for every observer, under every convention), each observer's one draw of its name; both are scaled by
+    their standard deviation here, in log-odds.  A p_read of 0 or 1 is not moved."""
+
+    item_sd: float = 0.0
+    model_sd: float = 0.0
+
+    def read_probability(self, p_read: float, item: str, model: str) -> float:
+        if (self.item_sd == 0 and self.model_sd == 0) or p_read in (0.0, 1.0):
+            return p_read
+        shift = self.item_sd * standard_normal("item", item) + self.model_sd * standard_normal("model", model)
+        return 1 / (1 + math.exp(-(math.log(p_read / (1 - p_read)) + shift)))
+
+
+def uniform(*parts: Any) -> float:
+    """A number in [0, 1) fixed by `parts`."""
+    digest = hashlib.sha256(canonical_json(list(parts)).encode("utf-8")).digest()
+    return int.from_bytes(digest[:8], "big") / 2**64
+
+
+def standard_normal(*parts: Any) -> float:
+    """A standard normal number fixed by `parts`: the inverse normal of their uniform draw, moved off 0."""
+    return NormalDist().inv_cdf(uniform(*parts) + 2**-65)
 
 
 @dataclass(frozen=True)
@@ -89,6 +120,7 @@ class Preset:
     default_reading: Reading | None = None  # of every (task, convention, condition) that readings do not list
     summary: str = ""  # one line: what kind of model it stands for
     painting: PaintFaults = PaintFaults()  # how it paints a pixel answer under a visual protocol
+    random_effects: RandomEffects = RandomEffects()  # item and model intercepts on the log-odds of reading
 
     def __post_init__(self) -> None:
         """A preset is valid when its file form is: one set of checks for presets and observer files."""
@@ -128,6 +160,7 @@ class Preset:
             "default_reading": self.default_reading.table() if self.default_reading is not None else None,
             "readings": readings,
             "painting": {name: value for name, value in asdict(self.painting).items() if value is not None},
+            "random_effects": asdict(self.random_effects) if self.random_effects != RandomEffects() else None,
         }
         return {key: value for key, value in data.items() if value is not None}
 
@@ -154,7 +187,16 @@ class Preset:
             default_reading=default,
             summary=table.summary,
             painting=PaintFaults(**table.painting.model_dump(exclude_unset=True)),
+            random_effects=RandomEffects(**table.random_effects.model_dump()),
         )
+
+    def revision_fields(self) -> dict[str, Any]:
+        """The fields its revision hashes: all of them, but random effects only where planted, so that an observer
+        without them keeps the revision it had before they existed (and its logs resume)."""
+        fields = asdict(self)
+        if self.random_effects == RandomEffects():
+            del fields["random_effects"]
+        return fields
 
 
 # -- the file form of an observer, and every check a preset passes ---------------------------
@@ -218,6 +260,15 @@ class PaintingTable(Table):
                                      "must be a fraction of the room left from 0 to 1")] = 0.0  # fmt: skip
 
 
+class RandomEffectsTable(Table):
+    """Planted item and model intercepts (`RandomEffects`), standard deviations in log-odds."""
+
+    item_sd: Annotated[float, checked(lambda value: is_number(value) and 0 <= value <= 10,
+                                      "must be a standard deviation in log-odds from 0 to 10")] = 0.0  # fmt: skip
+    model_sd: Annotated[float, checked(lambda value: is_number(value) and 0 <= value <= 10,
+                                       "must be a standard deviation in log-odds from 0 to 10")] = 0.0  # fmt: skip
+
+
 class ObserverTable(Table):
     """An observer file (`sim:FILE.toml`), key by key as the README's table of observer parameters."""
 
@@ -239,6 +290,7 @@ class ObserverTable(Table):
                                          "must be a number of degrees >= 0")] = 0.0  # fmt: skip
     reasoning_tokens: Annotated[int, at_least(0)] = 0
     painting: PaintingTable = PaintingTable()
+    random_effects: RandomEffectsTable = RandomEffectsTable()
 
     @field_validator("readings", mode="before")
     @classmethod
