@@ -9,6 +9,9 @@ component as the standard deviation of its intercepts on the log-odds scale.  Be
 binomial family and an exchangeable correlation within each item gives a population-averaged odds ratio with a
 robust interval and p; the table says where the two disagree in sign or in significance.
 
+Variational Bayes underestimates the posterior's spread: `benchmarks/inference_recovery.py` measures the
+coverage of both intervals on studies with planted intercepts, and the table's note gives it.
+
 Fitting takes a fraction of a second per contrast, and importing statsmodels more than a second, so the table is
 made for the plans that name `mixed_effects` (registered, or post hoc) alone.
 """
@@ -232,7 +235,9 @@ def experiment_mixed_effects(context: Context) -> list[Table]:
                 "its interval is the posterior's at the level shown (the hypothesis's 1 - alpha); sd: the standard "
                 "deviation of each random intercept, in log-odds. GEE: a binomial GEE clustered by item, "
                 "exchangeable within it, with its robust interval and Wald p. agreement: whether the two differ in "
-                "sign or in whether their interval excludes 1.",
+                "sign or in whether their interval excludes 1. Variational Bayes gives narrow intervals: on "
+                "studies with planted item and model intercepts (benchmarks/inference_recovery.py) the mixed "
+                "interval held the planted odds ratio in 81% of 200 studies at a nominal 95%, the GEE's in 93.5%.",
             ),
             labels=5,
         )
