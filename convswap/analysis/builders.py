@@ -53,6 +53,7 @@ BUILDER_MODULES = (
     "convswap.analysis.pixel_tables",
     "convswap.analysis.sampling",
     "convswap.analysis.mixed_effects",
+    "convswap.analysis.pooled",
     "convswap.analysis.figures",
 )
 Layout = Callable[[Table], Table]

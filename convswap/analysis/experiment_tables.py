@@ -173,7 +173,9 @@ def experiment_contrasts(context: Context) -> list[Table]:
             (
                 "Δ: convention minus control on the trials scored under both, in points; b: convention-only right, "
                 "c: control-only right; p: exact two-sided McNemar; 95% CI: paired bootstrap, percentile, "
-                f"{context.resamples} resamples, seed {context.seed}. Accuracies are over every scored record.",
+                "resampling trials (each with both its answers) within the model, never records alone, "
+                f"{context.resamples} resamples, seed {context.seed}; experiment_pooled_contrasts resamples models "
+                "too. Accuracies are over every scored record.",
                 "gate margin: control accuracy minus chance, in points, in the row's condition and task, measured "
                 "with the readout the contrast uses. A model whose control does not clear a registered gate there "
                 "is reported and not counted (counted: no).",

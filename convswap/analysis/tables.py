@@ -265,8 +265,8 @@ def convention_table(context: Context, experiment: str, title: str, split: str, 
         tuple(rows),
         (
             "Δ: this convention minus cell names on trials scored under both, in points, exact McNemar; "
-            f"{SIGNIFICANCE_MARKS}; 95% CI: paired bootstrap, percentile, "
-            f"{context.resamples} resamples, seed {context.seed}.",
+            f"{SIGNIFICANCE_MARKS}; 95% CI: paired bootstrap, percentile, resampling trials (each with both its "
+            f"answers), never records alone, {context.resamples} resamples, seed {context.seed}.",
             "Mispaired rows are scored on the coordinate key.",
         ),
     )

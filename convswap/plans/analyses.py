@@ -11,6 +11,8 @@ ANALYSES: dict[str, str] = {
     # Per experiment, from its plan: every experiment gets these.
     "accuracy_table": "accuracy per model, condition, task and convention, with unscored counts",
     "contrast_table": "each convention against the plan's control: difference, exact McNemar, paired bootstrap, gate",
+    "pooled_contrast_table": "each convention against the control across the models at once, its interval "
+    "resampling models and items",
     "key_table": "readership of every mispaired convention: how often the answer follows the coordinate",
     "parse_failure_table": "answers that parse to no option, per convention and task",
     "instrument_agreement": "first-token and generated answers agreeing, where both readouts exist",
