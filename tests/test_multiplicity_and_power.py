@@ -417,6 +417,7 @@ def test_plan_power_reads_the_discordance_a_pilot_shows(tmp_path, capsys):
 @pytest.mark.parametrize(
     ("pilot", "says"),
     [("missing", "--pilot {root}/missing: no such folder of run logs"),
+     ("plans/family_probe.toml", "--pilot {root}/plans/family_probe.toml: is a file, not a folder of run logs"),
      ("other", "--pilot {root}/other: holds no record of the experiment family_probe")],
 )  # fmt: skip
 def test_a_pilot_that_cannot_size_the_test_is_one_line(tmp_path, capsys, pilot, says):

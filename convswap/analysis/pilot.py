@@ -32,7 +32,8 @@ class Discordance:
 
 def pilot_records(pilot: Path, plan: Plan) -> list[Record]:
     if not pilot.is_dir():
-        raise ConvswapError(f"--pilot {pilot}: no such folder of run logs")
+        why = "is a file, not a folder" if pilot.exists() else "no such folder"
+        raise ConvswapError(f"--pilot {pilot}: {why} of run logs")
     records = select(load_records(pilot), experiment=plan.id)
     if not records:
         raise ConvswapError(f"--pilot {pilot}: holds no record of the experiment {plan.id}")
