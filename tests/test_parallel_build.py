@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import io
 import pickle
+import time
 from dataclasses import replace
 from pathlib import Path
 
@@ -111,3 +112,14 @@ def test_while_the_drawer_has_pages_the_tables_take_one_cpu_fewer(logs, tmp_path
         assert files_in(tmp_path / "drawn") == alone
     # Two CPUs: the drawer's and this process's while pages are drawn; a worker for tables once they are current.
     assert asked == [1, 0, 1, 1]
+
+
+def test_a_stopped_pool_leaves_no_manager_thread_for_the_exit_hook_to_race():
+    pool = forked_pool(2)
+    assert pool is not None
+    pool.submit(time.sleep, 30)
+    manager = pool._executor_manager_thread
+    assert manager is not None and manager.is_alive()
+    pool.stop()
+    # concurrent.futures' exit hook wakes every manager thread still running; a stopped pool has none left.
+    assert not manager.is_alive()
