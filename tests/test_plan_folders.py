@@ -218,8 +218,8 @@ def test_plan_show_lists_an_invalid_draft_as_invalid(folder_with_a_draft, capsys
 # -- what registration refuses ---------------------------------------------------------------------------------------
 
 KNOWN_TOP = (
-    "calibration, design, exclusions, failure_conditions, gate, held_out, hypotheses, id, post_hoc, "
-    "registered_analyses, spec_section, title, version"
+    "calibration, design, exclusions, failure_conditions, family, gate, held_out, hypotheses, id, multiplicity, "
+    "post_hoc, registered_analyses, spec_section, title, version"
 )
 
 
@@ -232,7 +232,7 @@ KNOWN_TOP = (
         ('threshold_points = 20', "margin = 1", "gate.margin: unknown field (known: control, readout, "
          "threshold_points), got 1"),
         ('alpha = 0.05', 'tail = "left"', "hypotheses[0].tail: unknown field (known: alpha, condition, contrast, "
-         "direction, endpoint, id, key, null, statement, task, test), got 'left'"),
+         "direction, discordance, effect, endpoint, id, key, null, statement, task, test), got 'left'"),
     ],
 )  # fmt: skip
 def test_registration_refuses_an_unknown_key_at_every_level(tmp_path, anchor, added, message):

@@ -161,7 +161,8 @@ def test_a_convention_of_ones_own_and_a_task_it_cannot_perceive_answer_as_plante
         (
             'name = "x"\nnoise = 0.1\n',
             "noise: unknown field (known: agreement, bias, default_reading, digit_surface, "
-            "hue_margin, hues, name, painting, perception_noise, readings, reasoning_tokens, summary, word_surface), got 0.1",
+            "hue_margin, hues, name, painting, perception_noise, random_effects, readings, reasoning_tokens, summary, "
+            "word_surface), got 0.1",
         ),
         ("agreement = 0.9\n", "name: must be a non-empty string, got None"),
         ('name = "x"\nagreement = 1.5\n', "agreement: must be a number from 0 to 1, got 1.5"),
