@@ -14,6 +14,7 @@ import multiprocessing
 import os
 import signal
 import sys
+import threading
 from collections.abc import Callable
 from concurrent.futures import ProcessPoolExecutor
 from types import TracebackType
@@ -50,7 +51,7 @@ class WorkerPool(ProcessPoolExecutor):
         """End the workers now, whatever they are doing: nothing they would hand back is wanted any more."""
         # The private table of workers is the one handle on them before Python 3.14's terminate_workers().
         processes = list((self._processes or {}).values())
-        manager = self._executor_manager_thread
+        manager: threading.Thread | None = self._executor_manager_thread  # type: ignore[assignment]  # typeshed types it as the wake-up
         for process in processes:
             process.kill()  # not SIGTERM: a worker still has the command's handler for it
         self.shutdown(wait=False, cancel_futures=True)
