@@ -47,20 +47,26 @@ def paired_contrast(
     seed: int = 0,
     resamples: int = MIN_RESAMPLES,
 ) -> Contrast:
+    first_paired, second_paired = paired_outcomes(first, second)
+    if not first_paired:
+        raise NothingScored("the two sides of a contrast share no trial scored on both")
+    test = paired_mcnemar(first_paired, second_paired)
+    interval = bootstrap_diff(first_paired, second_paired, seed=seed, resamples=resamples) if with_interval else None
+    difference = (test.b - test.c) / len(first_paired)
+    return Contrast(accuracy(first), accuracy(second), len(first_paired), difference, test, interval)
+
+
+def paired_outcomes(first: Sequence[Record], second: Sequence[Record]) -> tuple[list[bool], list[bool]]:
+    """Each side's outcome on the trials scored under both, in trial id order: what a contrast pairs."""
     first_outcomes, second_outcomes = outcomes(first), outcomes(second)
     shared = sorted(
         trial_id
         for trial_id, outcome in first_outcomes.items()
         if outcome is not None and second_outcomes.get(trial_id) is not None
     )
-    if not shared:
-        raise NothingScored("the two sides of a contrast share no trial scored on both")
-    first_paired = [bool(first_outcomes[trial_id]) for trial_id in shared]
-    second_paired = [bool(second_outcomes[trial_id]) for trial_id in shared]
-    test = paired_mcnemar(first_paired, second_paired)
-    interval = bootstrap_diff(first_paired, second_paired, seed=seed, resamples=resamples) if with_interval else None
-    difference = (test.b - test.c) / len(shared)
-    return Contrast(accuracy(first), accuracy(second), len(shared), difference, test, interval)
+    return [bool(first_outcomes[trial_id]) for trial_id in shared], [
+        bool(second_outcomes[trial_id]) for trial_id in shared
+    ]
 
 
 @dataclass(frozen=True)

@@ -16,17 +16,11 @@ import numpy as np
 
 from convswap.analysis.builders import table
 from convswap.analysis.context import Context, MissingInput
+from convswap.analysis.contrasts import paired_outcomes
 from convswap.analysis.experiment_results import convention_groups, convention_results, design_of
-from convswap.analysis.loading import outcomes
 from convswap.analysis.report import Quantity, Row, Table, count, signed
 
 CONFIDENCE = 0.95
-
-
-def item_differences(first: dict[str, bool | None], second: dict[str, bool | None]) -> np.ndarray:
-    """first minus second (1, 0 or -1) on each trial scored under both."""
-    shared = sorted(trial for trial, right in first.items() if right is not None and second.get(trial) is not None)
-    return np.array([int(bool(first[trial])) - int(bool(second[trial])) for trial in shared], dtype=np.float64)
 
 
 def pooled_interval(per_model: list[np.ndarray], resamples: int, seed: int, models_too: bool) -> tuple[float, float]:
@@ -63,7 +57,8 @@ def _rows(context: Context, experiment: str) -> list[Row]:
         if result.convention == design.control or result.contrast is None or not result.counted:
             continue
         control = groups[(result.model, result.condition, result.task)][(design.control,)]
-        differences = item_differences(outcomes(result.records), outcomes(control))
+        convention_right, control_right = paired_outcomes(result.records, control)
+        differences = np.array(convention_right, dtype=np.float64) - np.array(control_right, dtype=np.float64)
         cells.setdefault((result.condition, result.task, result.convention), []).append((result.model, differences))
     rows: list[Row] = []
     for (condition, task, convention), members in cells.items():
