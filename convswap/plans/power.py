@@ -12,7 +12,6 @@ gives an n that reaches the target where the n below it does not, found by halvi
 
 from __future__ import annotations
 
-import functools
 from dataclasses import asdict, dataclass
 
 import numpy as np
@@ -29,19 +28,18 @@ _BISECTIONS = 40  # halvings of the difference: 2**-40 of the discordance, far b
 def rejection_counts(n: int, alpha: float) -> np.ndarray:
     """For each D in 0..n, the largest count k such that the exact two-sided p of k in D at one half is below
     alpha (2 * P(X <= k) < alpha), or -1 where no count rejects."""
-    return _rejection_counts(alpha, max(n, MAX_N))[: n + 1]
-
-
-@functools.lru_cache(maxsize=16)
-def _rejection_counts(alpha: float, n: int) -> np.ndarray:
-    # The largest rejecting count never falls as D grows, and rises by at most one per pair: one pass over D.
-    found = np.empty(n + 1, dtype=np.int64)
-    count = -1
-    for pairs in range(n + 1):
+    # The largest rejecting count never falls as D grows: one pass over D, extended as far as a call asks and kept
+    # per alpha, since a search over n asks again and again.
+    found = _REJECTION_COUNTS.setdefault(alpha, [])
+    count = found[-1] if found else -1
+    for pairs in range(len(found), n + 1):
         while 2 * (count + 1) < pairs and 2 * bdtr(count + 1, pairs, 0.5) < alpha:
             count += 1
-        found[pairs] = count
-    return found
+        found.append(count)
+    return np.array(found[: n + 1], dtype=np.int64)
+
+
+_REJECTION_COUNTS: dict[float, list[int]] = {}
 
 
 def power(n: int, alpha: float, discordance: float, difference: float, direction: str) -> float:
