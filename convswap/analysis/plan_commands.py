@@ -113,14 +113,12 @@ def run_power(args: argparse.Namespace) -> int:
         raise ConvswapError(f"{path}: no hypothesis is tested by mcnemar_exact, so there is no paired test to size")
     records = None
     if args.pilot is not None:
-        from convswap.analysis.pilot import pilot_records
+        from convswap.analysis.pilot import discordance, pilot_records
 
         records = pilot_records(args.pilot, plan)
     for hypothesis in paired:
         rate = None
         if records is not None:
-            from convswap.analysis.pilot import discordance
-
             found = discordance(records, hypothesis)
             print(f"{hypothesis.id}: pilot: {found.sentence()}")
             rate = found.rate
