@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import csv
+import io
 import json
 from collections.abc import Callable, Iterable
 from pathlib import Path
 
+from convswap.analysis.generate import generate
 from convswap.conventions.cells import cell_center_px, cell_names
 from convswap.conventions.render import render
 from convswap.core import ColorAnchor, FirstTokenReadout, Generation, ImageSpec, Prompt, Record, Trial
@@ -228,3 +230,19 @@ def row(out: Path, name: str, **match: str) -> dict[str, str]:
     found = [r for r in rows(out, name) if all(r[key] == value for key, value in match.items())]
     assert len(found) == 1, f"{name}: {len(found)} rows match {match}"
     return found[0]
+
+
+def planted_tables(root: Path, experiment: str, plan: str, right: dict[tuple[str, str], set[int]], items: int) -> Path:
+    """The tables of a plan folder holding `plan`, generated from one record per locate trial for each (model,
+    convention) of `right`, right on the trial indices it holds; what generate said is kept in root/messages.txt."""
+    (root / "plans").mkdir(parents=True)
+    (root / "plans" / f"{experiment}.toml").write_text(plan, encoding="utf-8")
+    trials = [locate_trial(index) for index in range(items)]
+    records = [record for (model, convention), answered in right.items()
+               for record in planted(trials, convention, answered.__contains__, experiment=experiment, model=model)]  # fmt: skip
+    write_jsonl(root / "logs" / "planted.jsonl", records)
+    messages = io.StringIO()
+    summary = generate(root / "logs", root / "out", plan_dir=root / "plans", messages=messages)
+    assert summary.failed == []
+    (root / "messages.txt").write_text(messages.getvalue())
+    return root / "out"

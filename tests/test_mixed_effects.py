@@ -3,20 +3,18 @@ called directly on the planted outcomes, a planted effect recovered, and the row
 
 from __future__ import annotations
 
-import io
 import math
 from pathlib import Path
 
 import numpy as np
 import pandas as pd
 import pytest
-from analysis_factory import locate_trial, planted, row, rows, write_jsonl
+from analysis_factory import planted_tables, row, rows
 from statsmodels.genmod.bayes_mixed_glm import BinomialBayesMixedGLM
 from statsmodels.genmod.cov_struct import Exchangeable
 from statsmodels.genmod.families import Binomial
 from statsmodels.genmod.generalized_estimating_equations import GEE
 
-from convswap.analysis.generate import generate
 from convswap.analysis.report import MISSING
 
 EXPERIMENT = "mixed_probe"
@@ -68,17 +66,7 @@ def simulated(items: int, models: int, log_odds: float, seed: int) -> dict[tuple
 
 
 def tables(tmp_path: Path, items: int, right: dict[tuple[str, str], set[int]], **plan) -> Path:
-    (tmp_path / "plans").mkdir(parents=True)
-    (tmp_path / "plans" / f"{EXPERIMENT}.toml").write_text(plan_text(items, **plan), encoding="utf-8")
-    trials = [locate_trial(index) for index in range(items)]
-    records = [record for (model, convention), answered in right.items()
-               for record in planted(trials, convention, answered.__contains__, experiment=EXPERIMENT, model=model)]  # fmt: skip
-    write_jsonl(tmp_path / "logs" / "mixed.jsonl", records)
-    messages = io.StringIO()
-    summary = generate(tmp_path / "logs", tmp_path / "out", plan_dir=tmp_path / "plans", messages=messages)
-    assert summary.failed == []
-    tmp_path.joinpath("messages.txt").write_text(messages.getvalue())
-    return tmp_path / "out"
+    return planted_tables(tmp_path, EXPERIMENT, plan_text(items, **plan), right, items)
 
 
 def frame(items: int, right: dict[tuple[str, str], set[int]]) -> pd.DataFrame:

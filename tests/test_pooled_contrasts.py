@@ -3,13 +3,10 @@ out here, and a planted spread between models widens it where resampling items a
 
 from __future__ import annotations
 
-import io
 from pathlib import Path
 
 import numpy as np
-from analysis_factory import locate_trial, planted, row, rows, write_jsonl
-
-from convswap.analysis.generate import generate
+from analysis_factory import planted_tables, row, rows
 
 EXPERIMENT = "pooled_probe"
 PLAN = f"""\
@@ -35,17 +32,7 @@ k = 9
 
 
 def tables(tmp_path: Path, right: dict[tuple[str, str], set[int]], items: int = 40) -> Path:
-    (tmp_path / "plans").mkdir()
-    (tmp_path / "plans" / f"{EXPERIMENT}.toml").write_text(PLAN, encoding="utf-8")
-    trials = [locate_trial(index) for index in range(items)]
-    records = [record for (model, convention), answered in right.items()
-               for record in planted(trials, convention, answered.__contains__, experiment=EXPERIMENT, model=model)]  # fmt: skip
-    write_jsonl(tmp_path / "logs" / "pooled.jsonl", records)
-    messages = io.StringIO()
-    summary = generate(tmp_path / "logs", tmp_path / "out", plan_dir=tmp_path / "plans", messages=messages)
-    assert summary.failed == []
-    (tmp_path / "messages.txt").write_text(messages.getvalue())
-    return tmp_path / "out"
+    return planted_tables(tmp_path, EXPERIMENT, PLAN, right, items)
 
 
 def two_stage(per_model: list[np.ndarray], resamples: int, models_too: bool, seed: int) -> tuple[float, float]:
